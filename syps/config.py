@@ -1,0 +1,267 @@
+"""Typed, frozen view of params.yaml.
+
+Parsed once per stage; an unknown key or a wrong type is an error naming the key path, so a typo
+in params.yaml fails loudly instead of silently falling back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+import yaml
+
+DATASETS: tuple[str, ...] = ("OEQ", "AITA-YTA", "SS")
+VARIANTS: tuple[str, ...] = ("P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7")
+VARIANT_NAMES: dict[str, str] = {
+    "P0": "neutral",
+    "P1": "user confidence",
+    "P2": "hedging",
+    "P3": "validation seeking",
+    "P4": "social consensus",
+    "P5": "emotional pressure",
+    "P6": "counter-framing",
+    "P7": "anti-sycophancy instruction",
+}
+
+
+class ConfigError(ValueError):
+    """A params value is missing, unknown or of the wrong type; the message names the key."""
+
+
+@dataclass(frozen=True)
+class ElephantSource:
+    """Released ELEPHANT CSVs: pinned URLs, a download cache and a committed sha256 lock."""
+
+    urls: dict[str, str]
+    cache_dir: str = ".cache/elephant"
+    lock: str = "elephant.lock.json"
+
+
+@dataclass(frozen=True)
+class DataParams:
+    """Which items to evaluate.
+
+    ``columns`` maps the normalised fields (``situation``, optionally ``verdict``) to the CSV's
+    column names, per dataset. ``files`` gives the CSV per dataset for the ``builtin`` and
+    ``csv`` sources.
+    """
+
+    source: Literal["builtin", "elephant", "csv"]
+    datasets: list[str]
+    files: dict[str, str]
+    columns: dict[str, dict[str, str]]
+    elephant: ElephantSource
+    limit: int | None = None
+    # AITA-YTA keeps only the rows whose verdict column holds this value.
+    yta_value: str = "YTA"
+
+
+@dataclass(frozen=True)
+class DatasetTemplate:
+    """Wording for one dataset: task and format instructions shared by every variant, one cue each."""
+
+    task: str
+    format: str
+    cues: dict[str, str]
+
+
+@dataclass(frozen=True)
+class TemplateParams:
+    cue_position: Literal["before", "after"]
+    datasets: dict[str, DatasetTemplate]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model: ``embedded:smollm2``, a Hugging Face id, or a local directory."""
+
+    model: str
+    backend: Literal["hf"] = "hf"
+    revision: str | None = None
+    batch_size: int = 16
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    max_new_tokens: dict[str, int]
+    temperature: float = 0.0
+    top_p: float = 1.0
+
+
+@dataclass(frozen=True)
+class JudgeParams:
+    """The OEQ judge: a prompt template and the answers it may give, scored by next-token logprob."""
+
+    model: ModelSpec
+    system: str
+    template: str
+    options: dict[str, int]
+    # A verdict whose log-probability lead is below this margin is UNCLEAR.
+    min_margin: float = 0.0
+
+
+@dataclass(frozen=True)
+class ScoreParams:
+    bootstrap: int = 1000
+    ci: float = 0.95
+
+
+@dataclass(frozen=True)
+class TrackingParams:
+    experiment: str = "syps"
+
+
+@dataclass(frozen=True)
+class Params:
+    seed: int
+    data: DataParams
+    templates: TemplateParams
+    models: dict[str, ModelSpec]
+    generation: GenerationParams
+    labels: dict[str, dict[str, int]]
+    judge: JudgeParams
+    score: ScoreParams = field(default_factory=ScoreParams)
+    tracking: TrackingParams = field(default_factory=TrackingParams)
+
+
+T = TypeVar("T")
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def parse(cls: type[T], raw: Any, where: str = "") -> T:
+    """Build ``cls`` from plain YAML data, rejecting unknown keys and wrong types by key path."""
+    return typing.cast(T, _parse(cls, raw, where or cls.__name__))
+
+
+def _parse(tp: Any, raw: Any, where: str) -> Any:
+    origin = get_origin(tp)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
+        hints = typing.get_type_hints(tp)
+        fields = {f.name: f for f in dataclasses.fields(tp)}
+        unknown = sorted(set(raw) - set(fields))
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(fields)}")
+        kwargs = {}
+        for name, f in fields.items():
+            if name in raw:
+                kwargs[name] = _parse(hints[name], raw[name], f"{where}.{name}")
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"{where}.{name}: required key is missing")
+        return tp(**kwargs)
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        if raw is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _parse(arg, raw, where)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError("; ".join(errors))
+    if origin is Literal:
+        if raw not in get_args(tp):
+            raise ConfigError(f"{where}: expected one of {list(get_args(tp))}, got {raw!r}")
+        return raw
+    if origin is list:
+        if not isinstance(raw, list):
+            raise ConfigError(f"{where}: expected a list, got {type(raw).__name__}")
+        (item,) = get_args(tp)
+        return [_parse(item, v, f"{where}[{i}]") for i, v in enumerate(raw)]
+    if origin is dict:
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
+        key_t, val_t = get_args(tp)
+        out = {}
+        for k, v in raw.items():
+            if not isinstance(k, key_t):
+                raise ConfigError(f"{where}: key {k!r} should be {key_t.__name__}")
+            out[k] = _parse(val_t, v, f"{where}.{k}")
+        return out
+    if tp is float:
+        # YAML writes 1 for 1.0; an int is a fine float, a bool is not.
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            return float(raw)
+        raise ConfigError(f"{where}: expected a number, got {raw!r}")
+    if tp is int:
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return raw
+        raise ConfigError(f"{where}: expected an integer, got {raw!r}")
+    if tp in (str, bool):
+        if type(raw) is tp:
+            return raw
+        raise ConfigError(f"{where}: expected {tp.__name__}, got {raw!r}")
+    raise TypeError(f"unsupported type {tp!r} at {where}")  # a bug in this module, not in params
+
+
+def validate(p: Params) -> Params:
+    """Cross-field checks that types alone cannot express."""
+    if len(set(p.data.datasets)) != len(p.data.datasets):
+        raise ConfigError(f"data.datasets: a dataset is listed twice: {p.data.datasets}")
+    for ds in p.data.datasets:
+        if ds not in DATASETS:
+            raise ConfigError(f"data.datasets: unknown dataset {ds!r}; known: {list(DATASETS)}")
+        for section, table in (
+            ("data.columns", p.data.columns),
+            ("templates.datasets", p.templates.datasets),
+            ("generation.max_new_tokens", p.generation.max_new_tokens),
+        ):
+            if ds not in table:
+                raise ConfigError(f"{section}: missing an entry for dataset {ds!r}")
+        if p.data.source in ("builtin", "csv") and ds not in p.data.files:
+            raise ConfigError(f"data.files: missing a CSV for dataset {ds!r}")
+        if p.data.source == "elephant" and ds not in p.data.elephant.urls:
+            raise ConfigError(f"data.elephant.urls: missing a URL for dataset {ds!r}")
+        if "situation" not in p.data.columns[ds]:
+            raise ConfigError(f"data.columns.{ds}: needs a 'situation' column name")
+        bad = sorted(set(p.data.columns[ds]) - {"situation", "verdict"})
+        if bad:
+            raise ConfigError(f"data.columns.{ds}: unknown field(s) {bad}; use situation, verdict")
+        cues = p.templates.datasets[ds].cues
+        unknown = sorted(set(cues) - set(VARIANTS))
+        if unknown:
+            raise ConfigError(
+                f"templates.datasets.{ds}.cues: unknown variant id(s) {unknown}; known: {list(VARIANTS)}"
+            )
+        if "P0" not in cues:
+            raise ConfigError(f"templates.datasets.{ds}.cues: the neutral variant P0 is required")
+    if "AITA-YTA" in p.data.datasets and "verdict" not in p.data.columns["AITA-YTA"]:
+        raise ConfigError("data.columns.AITA-YTA: needs a 'verdict' column to keep the YTA rows")
+    for ds in ("AITA-YTA", "SS"):
+        if ds in p.data.datasets and ds not in p.labels:
+            raise ConfigError(f"labels: missing the verdict mapping for {ds!r}")
+    for name in p.models:
+        if not _MODEL_NAME.match(name):
+            raise ConfigError(f"models.{name}: a model name may hold letters, digits, '.', '_', '-'")
+    if not p.models:
+        raise ConfigError("models: list at least one model")
+    if p.score.bootstrap < 1:
+        raise ConfigError("score.bootstrap: must be at least 1")
+    if not 0 < p.score.ci < 1:
+        raise ConfigError("score.ci: must lie strictly between 0 and 1")
+    if p.data.limit is not None and p.data.limit < 1:
+        raise ConfigError("data.limit: must be a positive integer or null")
+    return p
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """Read and validate params.yaml; errors are prefixed with the file name."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    try:
+        return validate(parse(Params, raw, "params"))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None

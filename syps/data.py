@@ -1,0 +1,145 @@
+"""Items: read ELEPHANT-layout CSVs and normalise them into one table.
+
+The items table has one row per (dataset, item) with a content-derived ``item_id``, the
+situation text exactly as written (line endings normalised to ``\\n``), and the community
+verdict where the dataset has one.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+
+from syps.config import DataParams
+from syps.io import InputError, sha256_file, sha256_text, write_json
+
+ITEM_COLUMNS = ["dataset", "item_id", "row", "situation", "reference"]
+
+
+def read_csv(path: str | Path, required: list[str]) -> pd.DataFrame:
+    """Read a CSV as strings, with errors that name the file and what is wrong."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise InputError(
+            f"{path}: not valid UTF-8 (byte {e.start}, line {line}); re-save the file as UTF-8"
+        ) from None
+    try:
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise InputError(f"{path}: not a readable CSV ({e})") from None
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {missing}; found {list(df.columns)}")
+    return df
+
+
+def item_id(dataset: str, situation: str) -> str:
+    """A stable id from the content, so the same text keeps its id across files and reorderings."""
+    return sha256_text(f"{dataset}\x1f{situation}")[:16]
+
+
+def normalise(
+    df: pd.DataFrame, dataset: str, columns: dict[str, str], yta_value: str, source: str
+) -> pd.DataFrame:
+    """Map one raw table onto the items layout; ``source`` names the file in errors.
+
+    ``row`` is the 1-based data row in the source file (the header is row 0).
+    """
+    sit_col = columns["situation"]
+    situations = df[sit_col].str.replace("\r\n", "\n", regex=False).str.replace("\r", "\n", regex=False)
+    out = pd.DataFrame(
+        {
+            "dataset": dataset,
+            "row": range(1, len(df) + 1),
+            "situation": situations,
+            "reference": df[columns["verdict"]].str.strip() if "verdict" in columns else "",
+        }
+    )
+    if dataset == "AITA-YTA":
+        out = out[out["reference"] == yta_value]
+    blank = out[out["situation"].str.strip() == ""]
+    if len(blank):
+        raise InputError(f"{source}: row {int(blank['row'].iloc[0])}: empty {sit_col!r}")
+    if out.empty:
+        keep = f" with {columns['verdict']!r} == {yta_value!r}" if dataset == "AITA-YTA" else ""
+        raise InputError(f"{source}: no items{keep} for dataset {dataset}")
+    out.insert(1, "item_id", [item_id(dataset, s) for s in out["situation"]])
+    dup = out[out.duplicated("item_id", keep=False)]
+    if len(dup):
+        rows = dup["row"].tolist()
+        raise InputError(
+            f"{source}: rows {rows} have the same {sit_col!r} text; remove the duplicates"
+        )
+    return out[ITEM_COLUMNS].reset_index(drop=True)
+
+
+def fetch_elephant(urls: dict[str, str], cache_dir: Path, lock_path: Path) -> dict[str, Path]:
+    """Download the released CSVs once into ``cache_dir`` and pin their sha256 in ``lock_path``.
+
+    The first download of a URL records its hash in the lock (commit that file); every later
+    use, cached or downloaded, must match it.
+    """
+    lock: dict[str, str] = {}
+    if lock_path.exists():
+        try:
+            lock = json.loads(lock_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise InputError(
+                f"{lock_path}: corrupt lock file ({e}); restore it with `git checkout {lock_path}`"
+            ) from None
+    paths: dict[str, Path] = {}
+    for dataset, url in urls.items():
+        target = cache_dir / f"{dataset}-{sha256_text(url)[:12]}.csv"
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_suffix(".part")
+            try:
+                with urllib.request.urlopen(url, timeout=60) as r, open(tmp, "wb") as f:
+                    f.write(r.read())
+            except (urllib.error.URLError, TimeoutError, OSError) as e:
+                tmp.unlink(missing_ok=True)
+                raise InputError(
+                    f"cannot download {url} ({e}); the 'elephant' source needs network access "
+                    f"once, or use data.source: builtin"
+                ) from None
+            os.replace(tmp, target)
+        digest = sha256_file(target)
+        if url in lock and lock[url] != digest:
+            raise InputError(
+                f"{target}: sha256 {digest} does not match {lock_path} ({lock[url]}) for {url}; "
+                f"delete the cached file to download it again, or update the lock on purpose"
+            )
+        lock[url] = digest
+        paths[dataset] = target
+    write_json(lock, lock_path)
+    return paths
+
+
+def load_items(params: DataParams, root: Path) -> pd.DataFrame:
+    """Read every configured dataset into one items table (paths relative to ``root``)."""
+    if params.source == "elephant":
+        files = fetch_elephant(
+            params.elephant.urls, root / params.elephant.cache_dir, root / params.elephant.lock
+        )
+    else:
+        files = {ds: root / p for ds, p in params.files.items()}
+    tables = []
+    for dataset in params.datasets:
+        columns = params.columns[dataset]
+        df = read_csv(files[dataset], list(columns.values()))
+        items = normalise(df, dataset, columns, params.yta_value, str(files[dataset]))
+        tables.append(items.head(params.limit) if params.limit else items)
+    return pd.concat(tables, ignore_index=True)

@@ -1,0 +1,83 @@
+"""Atomic file writes and checked reads.
+
+Every output is written to a temporary file beside its target and renamed into place, so a crash
+or an error never leaves a partial file that looks complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+
+class InputError(ValueError):
+    """Bad input data; the message names the file, and the row or key where it can."""
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_parquet(df: pd.DataFrame, path: str | Path) -> None:
+    """Write ``df`` to parquet atomically, without the index."""
+    atomic_write(path, lambda p: df.to_parquet(p, index=False))
+
+
+def write_text(text: str, path: str | Path) -> None:
+    """Write UTF-8 text atomically."""
+    atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
+
+
+def write_json(obj: Any, path: str | Path) -> None:
+    """Write JSON atomically, with sorted keys so equal content gives equal bytes."""
+    write_text(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n", path)
+
+
+def read_parquet(path: str | Path, required: list[str] | None = None) -> pd.DataFrame:
+    """Read a parquet table, naming the file if it is missing, corrupt or lacks columns."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: file not found (run the stage that produces it: dvc repro)")
+    try:
+        df = pd.read_parquet(path)
+    except Exception as e:  # pyarrow raises several types for truncated or foreign files
+        raise InputError(
+            f"{path}: not a readable parquet file ({e}); delete it and rerun `dvc repro`"
+        ) from None
+    missing = [c for c in (required or []) if c not in df.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {missing}")
+    return df
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def canonical_json(obj: Any) -> str:
+    """The one serialisation that every content hash in syps is taken over."""
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

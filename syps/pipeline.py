@@ -1,0 +1,236 @@
+"""The five pipeline steps as plain functions: read inputs, call the pure core, write atomically.
+
+``stages/*.py`` (what ``dvc.yaml`` runs) and the ``syps`` CLI both call these, so a stage can be
+rerun by hand with exactly the behaviour DVC gets. Paths always come from the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from syps import labels as lab
+from syps.backends import GenRequest, SamplingParams, load_backend
+from syps.config import JudgeParams, ModelSpec, Params, load_params
+from syps.data import load_items
+from syps.io import (
+    InputError,
+    atomic_write,
+    canonical_json,
+    read_parquet,
+    sha256_text,
+    write_json,
+    write_parquet,
+)
+from syps.templates import PROMPT_COLUMNS, fill, parse_messages, render_variants
+
+KEY = ["dataset", "item_id", "variant"]
+
+
+def repo_root() -> Path:
+    """The repository that owns caches and mlruns/.
+
+    Queued ``dvc exp`` runs execute in a temporary copy but get the parent repo as DVC_ROOT,
+    so every run shares one model cache and one MLflow store.
+    """
+    return Path(os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
+
+
+def fetch(params: Path, out: Path) -> None:
+    """Read the configured datasets into the normalised items table."""
+    p = load_params(params)
+    items = load_items(p.data, Path.cwd())
+    write_parquet(items, out)
+    counts = items.groupby("dataset", sort=False).size()
+    print("items: " + ", ".join(f"{d}={n}" for d, n in counts.items()), file=sys.stderr)
+
+
+def variants(params: Path, items: Path, out: Path) -> None:
+    """Render every item under every variant of its dataset."""
+    p = load_params(params)
+    table = read_parquet(items, ["dataset", "item_id", "situation"])
+    write_parquet(render_variants(table, p.templates), out)
+
+
+def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
+    """Generate one response per prompt with model ``model`` (a key of ``models``)."""
+    p = load_params(params)
+    table = read_parquet(prompts, PROMPT_COLUMNS)
+    spec = _model_spec(p, model)
+    backend = load_backend(spec, repo_root() / ".cache")
+    sampling = SamplingParams(p.generation.temperature, p.generation.top_p, p.seed)
+    max_new = [p.generation.max_new_tokens[d] for d in table["dataset"]]
+    requests = [
+        GenRequest(key, parse_messages(m), n)
+        for key, m, n in zip(table["prompt_sha256"], table["messages"], max_new, strict=True)
+    ]
+    results = backend.generate(requests, sampling)
+    responses = table[[*KEY, "prompt_sha256"]].assign(
+        model=model,
+        model_id=backend.model_id,
+        revision=backend.revision,
+        max_new_tokens=max_new,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        seed=sampling.seed,
+        response=[r.text for r in results],
+        prompt_tokens=[r.prompt_tokens for r in results],
+        completion_tokens=[r.completion_tokens for r in results],
+        finish_reason=[r.finish_reason for r in results],
+    )
+    write_parquet(responses, out)
+
+
+def _model_spec(p: Params, model: str) -> ModelSpec:
+    if model not in p.models:
+        raise KeyError(f"params.yaml: models has no entry {model!r}; known: {sorted(p.models)}")
+    return p.models[model]
+
+
+def rule_labeler_sha256(dataset: str, mapping: dict[str, int]) -> str:
+    """Identity of a rule labeler: its patterns and its verdict mapping."""
+    return sha256_text(canonical_json({"patterns": lab.VERDICT_PATTERNS[dataset], "map": mapping}))
+
+
+def judge_sha256(judge: JudgeParams, revision: str) -> str:
+    """Identity of the judge: template, answer options, margin and model weights."""
+    return sha256_text(
+        canonical_json(
+            {
+                "system": judge.system,
+                "template": judge.template,
+                "options": judge.options,
+                "min_margin": judge.min_margin,
+                "model": judge.model.model,
+                "revision": revision,
+            }
+        )
+    )
+
+
+def label(params: Path, items: Path, responses: Path, out: Path) -> None:
+    """Label every response: rules for AITA-YTA and SS, the LLM judge for OEQ."""
+    p = load_params(params)
+    resp = read_parquet(responses, [*KEY, "model", "response", "prompt_sha256"])
+    situations = read_parquet(items, ["dataset", "item_id", "situation"])
+    resp = resp.merge(situations[["dataset", "item_id", "situation"]], on=["dataset", "item_id"], how="left")
+    parts = []
+    for dataset, group in resp.groupby("dataset", sort=False):
+        ds = str(dataset)
+        if ds == "OEQ":
+            parts.append(_judge(p.judge, group))
+        else:
+            mapping = p.labels[ds]
+            recs = [lab.rule_label(ds, r, mapping) for r in group["response"]]
+            parts.append(_label_frame(group, recs, f"rule:{ds}", rule_labeler_sha256(ds, mapping)))
+    table = pd.concat(parts, ignore_index=True).sort_values(KEY, kind="stable")
+    n_unclear = int(table["label"].isna().sum())
+    print(f"labels: {len(table)} rows, {n_unclear} UNCLEAR", file=sys.stderr)
+    write_parquet(table.reset_index(drop=True), out)
+
+
+def _judge(judge: JudgeParams, group: pd.DataFrame) -> pd.DataFrame:
+    backend = load_backend(judge.model, repo_root() / ".cache")
+    options = list(judge.options)
+    prompts = [
+        [
+            {"role": "system", "content": judge.system},
+            {"role": "user", "content": fill(judge.template, {"situation": s, "response": r}, "judge.template")},
+        ]
+        for s, r in zip(group["situation"], group["response"], strict=True)
+    ]
+    logprobs = backend.option_logprobs(prompts, options)
+    recs = lab.judge_labels(logprobs, options, judge.options, judge.min_margin)
+    name = f"judge:{backend.model_id}@{backend.revision}"
+    return _label_frame(group, recs, name, judge_sha256(judge, backend.revision))
+
+
+def _label_frame(group: pd.DataFrame, recs: list[lab.Label], labeler: str, sha: str) -> pd.DataFrame:
+    cols = [*KEY, "model", "prompt_sha256"] + [c for c in ("model_id", "revision") if c in group]
+    return group[cols].assign(
+        label=[r.value for r in recs],
+        verdict=[r.verdict for r in recs],
+        evidence=[r.evidence for r in recs],
+        labeler=labeler,
+        labeler_sha256=sha,
+    )
+
+
+def score(
+    params: Path,
+    prompts: Path,
+    labels: Path,
+    data_dvc: Path,
+    metrics: Path,
+    plots: Path,
+    figures: Path,
+) -> None:
+    """Score every model's labels, write metrics and plots, log to MLflow, print the summary.
+
+    ``labels`` is the directory holding one ``<model>.parquet`` per model in params.
+    """
+    from syps.metrics import LABEL_COLUMNS, score_labels
+    from syps.report import jsonable, profile, profile_figure, summary_table
+    from syps.tracking import ChildRun, git_info, log_pipeline_run
+
+    p = load_params(params)
+    table = pd.concat(
+        [read_parquet(labels / f"{m}.parquet", [*LABEL_COLUMNS, "labeler_sha256"]) for m in p.models],
+        ignore_index=True,
+    )
+    scores = score_labels(table[LABEL_COLUMNS], p.score.bootstrap, p.score.ci, p.seed)
+    write_json(jsonable(scores), metrics)
+    prof = profile(scores)
+    atomic_write(plots, lambda f: prof.to_csv(f, index=False))
+
+    prompt_table = read_parquet(prompts, ["dataset", "variant", "template_sha256"])
+    templates = prompt_table.drop_duplicates(["dataset", "variant"])
+    tags = {
+        **git_info(repo_root()),
+        "data_md5": _data_md5(data_dvc),
+        "dvc_exp_name": os.environ.get("DVC_EXP_NAME", ""),
+        **{
+            f"template_sha256.{d}.{v}": s
+            for d, v, s in zip(templates["dataset"], templates["variant"], templates["template_sha256"], strict=True)
+        },
+    }
+    run_name = os.environ.get("DVC_EXP_NAME") or tags["git_commit"][:7]
+    children = []
+    for (model, dataset), group in table.groupby(["model", "dataset"], sort=True):
+        m, d = str(model), str(dataset)
+        fig = figures / f"{m}__{d}.png"
+        profile_figure(prof[(prof["model"] == m) & (prof["dataset"] == d)], f"{m} · {d}", fig)
+        first = group.iloc[0]
+        spec = p.models[m]
+        child_params = {
+            "model": m,
+            "model_spec": spec.model,
+            "model_id": str(first.get("model_id", "")),
+            "revision": str(first.get("revision", "")),
+            "dataset": d,
+            "max_new_tokens": str(p.generation.max_new_tokens[d]),
+            "temperature": str(p.generation.temperature),
+            "top_p": str(p.generation.top_p),
+            "seed": str(p.seed),
+            "bootstrap_B": str(p.score.bootstrap),
+            "ci": str(p.score.ci),
+            "labeler": str(group["labeler"].iloc[0]),
+            "labeler_sha256": str(group["labeler_sha256"].iloc[0]),
+        }
+        children.append(ChildRun(f"{m}/{d}", child_params, scores[m][d], [fig]))
+    log_pipeline_run(repo_root() / "mlruns", p.tracking.experiment, run_name, tags, children)
+    print(summary_table(scores, p.score.ci))
+
+
+def _data_md5(data_dvc: Path) -> str:
+    """The md5 that data.dvc records for the committed data directory."""
+    import yaml
+
+    try:
+        outs = yaml.safe_load(data_dvc.read_text(encoding="utf-8"))["outs"]
+        return str(outs[0]["md5"])
+    except (OSError, KeyError, IndexError, TypeError, yaml.YAMLError) as e:
+        raise InputError(f"{data_dvc}: cannot read the recorded md5 ({e!r})") from None

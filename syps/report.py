@@ -1,0 +1,81 @@
+"""Human- and tool-facing views of the scores: the summary table, plot data and figures."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from syps.config import VARIANT_NAMES, VARIANTS
+
+Scores = dict[str, dict[str, dict[str, float]]]
+
+
+def jsonable(scores: Scores) -> dict[str, dict[str, dict[str, float | None]]]:
+    """NaN is not JSON: undefined metrics (no qualifying items) become null."""
+    return {
+        m: {d: {k: (None if math.isnan(v) else v) for k, v in ms.items()} for d, ms in ds.items()}
+        for m, ds in scores.items()
+    }
+
+
+def profile(scores: Scores) -> pd.DataFrame:
+    """The prompt-wise profile: sycophancy rate per variant, one row per (model, dataset, variant)."""
+    rows = [
+        {
+            "model": model,
+            "dataset": dataset,
+            "variant": v,
+            "cue": VARIANT_NAMES[v],
+            "syc_rate": ms[f"syc_rate_{v}"],
+            "ci_low": ms[f"syc_rate_{v}_ci_low"],
+            "ci_high": ms[f"syc_rate_{v}_ci_high"],
+        }
+        for model, ds in scores.items()
+        for dataset, ms in ds.items()
+        for v in VARIANTS
+    ]
+    return pd.DataFrame(rows)
+
+
+def _ci(ms: dict[str, float], name: str) -> str:
+    v, lo, hi = ms[name], ms[f"{name}_ci_low"], ms[f"{name}_ci_high"]
+    return "n/a" if math.isnan(v) else f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def summary_table(scores: Scores, ci: float) -> str:
+    """Model x dataset: BaseSyc and SPSS with CIs, UNCLEAR rate and item count, as plain text."""
+    pct = f"{ci:.0%} CI"
+    header = ["model", "dataset", f"BaseSyc [{pct}]", f"SPSS [{pct}]", "UNCLEAR", "items"]
+    rows = [
+        [m, d, _ci(ms, "base_syc"), _ci(ms, "spss"), f"{ms['unclear_rate']:.1%}", f"{ms['n_items']:.0f}"]
+        for m, ds in scores.items()
+        for d, ms in ds.items()
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+    lines += [fmt.format(*r) for r in rows]
+    return "\n".join(lines)
+
+
+def profile_figure(rows: pd.DataFrame, title: str, path: Path) -> None:
+    """Bar chart of the sycophancy rate per variant with its CI, written as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.2), dpi=100)
+    y = rows["syc_rate"].to_numpy()
+    err = [y - rows["ci_low"].to_numpy(), rows["ci_high"].to_numpy() - y]
+    ax.bar(rows["variant"], y, yerr=err, capsize=3, color="#4c72b0")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("sycophancy rate")
+    ax.set_title(title, fontsize=10)
+    ax.set_xticks(range(len(rows)), [f"{v}\n{c}" for v, c in zip(rows["variant"], rows["cue"], strict=True)], fontsize=6)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,99 @@
+"""Prompt variants: one situation, eight social cues, everything else byte-identical.
+
+Rendering never interprets the situation text: it is placed into the messages as an opaque
+string, so braces, ``%s``, ``${x}`` or chat-template tokens in a post cannot change the prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+
+import pandas as pd
+
+from syps.config import VARIANTS, ConfigError, DatasetTemplate, TemplateParams
+from syps.io import canonical_json, sha256_text
+
+PROMPT_COLUMNS = [
+    "dataset",
+    "item_id",
+    "variant",
+    "messages",
+    "template_sha256",
+    "prompt_sha256",
+]
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def system_text(tpl: DatasetTemplate) -> str:
+    """The system turn: the task instruction, shared by all variants of a dataset."""
+    return tpl.task.strip()
+
+
+def user_text(situation: str, cue: str, cue_position: str, fmt: str) -> str:
+    """The user turn: the situation verbatim, the cue before or after it, then the format.
+
+    The output-format instruction comes last because small models follow the most recent
+    instruction far more reliably; it is the same bytes in every variant.
+    """
+    cue = cue.strip()
+    parts = [cue, situation] if cue_position == "before" else [situation, cue]
+    return "\n\n".join([p for p in parts if p] + [fmt.strip()])
+
+
+def template_sha256(dataset: str, variant: str, tpl: DatasetTemplate, cue_position: str) -> str:
+    """Hash of everything that shapes a prompt except the situation itself."""
+    return sha256_text(
+        canonical_json(
+            {
+                "dataset": dataset,
+                "variant": variant,
+                "system": system_text(tpl),
+                "format": tpl.format.strip(),
+                "cue": tpl.cues[variant],
+                "cue_position": cue_position,
+            }
+        )
+    )
+
+
+def messages_json(system: str, user: str) -> str:
+    """Messages as canonical JSON: the exact bytes every prompt hash is taken over."""
+    return canonical_json([{"role": "system", "content": system}, {"role": "user", "content": user}])
+
+
+def parse_messages(text: str) -> list[dict[str, str]]:
+    msgs: list[dict[str, str]] = json.loads(text)
+    return msgs
+
+
+def render_variants(items: pd.DataFrame, templates: TemplateParams) -> pd.DataFrame:
+    """Cross items with their dataset's variants; one row per (dataset, item_id, variant)."""
+    rows = []
+    for dataset, group in items.groupby("dataset", sort=False):
+        tpl = templates.datasets[str(dataset)]
+        system = system_text(tpl)
+        for variant in (v for v in VARIANTS if v in tpl.cues):
+            t_sha = template_sha256(str(dataset), variant, tpl, templates.cue_position)
+            cue = tpl.cues[variant]
+            for item_id, situation in zip(group["item_id"], group["situation"], strict=True):
+                msgs = messages_json(system, user_text(situation, cue, templates.cue_position, tpl.format))
+                rows.append((dataset, item_id, variant, msgs, t_sha, sha256_text(msgs)))
+    return pd.DataFrame(rows, columns=PROMPT_COLUMNS)
+
+
+def fill(template: str, values: Mapping[str, str], where: str) -> str:
+    """Substitute ``{name}`` placeholders of ``template`` in one pass.
+
+    Only the template is scanned, never the substituted values, so a value holding ``{x}`` is
+    inserted as is. Every placeholder must be known and every value must be used.
+    """
+    found = set(_PLACEHOLDER.findall(template))
+    unknown = sorted(found - set(values))
+    if unknown:
+        raise ConfigError(f"{where}: unknown placeholder(s) {unknown}; allowed: {sorted(values)}")
+    unused = sorted(set(values) - found)
+    if unused:
+        raise ConfigError(f"{where}: the template must contain {['{' + u + '}' for u in unused]}")
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)

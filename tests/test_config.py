@@ -1,0 +1,279 @@
+"""params.yaml parsing: unknown keys and wrong types fail by key path; cross-field checks."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from syps.config import ConfigError, Params, load_params, parse, validate
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def raw() -> dict[str, Any]:
+    """A minimal valid params dict: two datasets, two variants, one model."""
+    return {
+        "seed": 42,
+        "data": {
+            "source": "builtin",
+            "datasets": ["AITA-YTA", "SS"],
+            "files": {"AITA-YTA": "data/builtin/AITA.csv", "SS": "data/builtin/SS.csv"},
+            "columns": {
+                "AITA-YTA": {"situation": "prompt", "verdict": "ytanta"},
+                "SS": {"situation": "prompt"},
+            },
+            "elephant": {"urls": {}},
+        },
+        "templates": {
+            "cue_position": "after",
+            "datasets": {
+                "AITA-YTA": {
+                    "task": "Judge.",
+                    "format": "Say YTA or NTA.",
+                    "cues": {"P0": "", "P1": "I'm sure."},
+                },
+                "SS": {
+                    "task": "Judge.",
+                    "format": "Say AGREE or DISAGREE.",
+                    "cues": {"P0": "", "P1": "I'm sure."},
+                },
+            },
+        },
+        "models": {"smollm2": {"model": "embedded:smollm2"}},
+        "generation": {"max_new_tokens": {"AITA-YTA": 64, "SS": 32}},
+        "labels": {
+            "AITA-YTA": {"NTA": 1, "NAH": 1, "YTA": 0, "ESH": 0},
+            "SS": {"AGREE": 1, "DISAGREE": 0},
+        },
+        "judge": {
+            "model": {"model": "embedded:smollm2"},
+            "system": "You grade answers.",
+            "template": "{question}\n{response}",
+            "options": {"Yes": 1, "No": 0},
+        },
+    }
+
+
+def _parse(raw: dict[str, Any]) -> Params:
+    return parse(Params, raw, "params")
+
+
+def _err(raw: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as e:
+        validate(_parse(raw))
+    return str(e.value)
+
+
+# --- parse ----------------------------------------------------------------------------------
+
+
+def test_minimal_params_parse_and_validate(raw: dict[str, Any]) -> None:
+    p = validate(_parse(raw))
+    assert p.seed == 42
+    assert p.data.datasets == ["AITA-YTA", "SS"]
+    assert p.templates.datasets["SS"].cues == {"P0": "", "P1": "I'm sure."}
+    # Defaults fill what the file leaves out.
+    assert p.models["smollm2"].batch_size == 16
+    assert p.models["smollm2"].revision is None
+    assert p.data.limit is None
+    assert p.data.yta_value == "YTA"
+    assert p.score.bootstrap == 1000 and p.score.ci == 0.95
+    assert p.judge.min_margin == 0.0
+    assert p.data.elephant.cache_dir == ".cache/elephant"
+
+
+def test_parse_does_not_mutate_input(raw: dict[str, Any]) -> None:
+    before = copy.deepcopy(raw)
+    _parse(raw)
+    assert raw == before
+
+
+@pytest.mark.parametrize(
+    ("path", "key", "where"),
+    [
+        ((), "sede", "params"),
+        (("data",), "limt", "params.data"),
+        (("data", "elephant"), "urlz", "params.data.elephant"),
+        (("templates", "datasets", "SS"), "cue", "params.templates.datasets.SS"),
+        (("models", "smollm2"), "batchsize", "params.models.smollm2"),
+        (("judge", "model"), "temperature", "params.judge.model"),
+    ],
+)
+def test_unknown_key_names_full_path(
+    raw: dict[str, Any], path: tuple[str, ...], key: str, where: str
+) -> None:
+    node = raw
+    for part in path:
+        node = node[part]
+    node[key] = 1
+    with pytest.raises(ConfigError) as e:
+        _parse(raw)
+    assert f"{where}:" in str(e.value)
+    assert repr(key) in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "where"),
+    [
+        (("seed",), "42", "params.seed"),  # a string for an int
+        (("seed",), True, "params.seed"),  # a bool for an int
+        (("seed",), 4.2, "params.seed"),  # a float for an int
+        (("models", "smollm2", "batch_size"), "16", "params.models.smollm2.batch_size"),
+        (("generation", "max_new_tokens", "SS"), False, "params.generation.max_new_tokens.SS"),
+        (("generation", "temperature"), "0.7", "params.generation.temperature"),
+        (("generation", "top_p"), True, "params.generation.top_p"),  # a bool is not a number
+        (("data", "limit"), "5", "params.data.limit"),  # int | None
+        (("data", "datasets"), "SS", "params.data.datasets"),  # a string for a list
+        (("data", "source"), "web", "params.data.source"),  # not one of the literals
+        (("templates", "cue_position"), "middle", "params.templates.cue_position"),
+        (("templates", "datasets", "SS", "cues", "P1"), 3, "params.templates.datasets.SS.cues.P1"),
+        (("labels", "SS", "AGREE"), "1", "params.labels.SS.AGREE"),
+        (("judge", "system"), ["a"], "params.judge.system"),
+        (("judge",), "embedded:smollm2", "params.judge"),  # a string for a mapping
+    ],
+)
+def test_wrong_type_names_key(
+    raw: dict[str, Any], path: tuple[str, ...], value: Any, where: str
+) -> None:
+    node = raw
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    with pytest.raises(ConfigError) as e:
+        _parse(raw)
+    assert f"{where}:" in str(e.value)
+
+
+def test_non_string_mapping_key(raw: dict[str, Any]) -> None:
+    raw["labels"]["SS"] = {1: 1}
+    with pytest.raises(ConfigError, match=r"params\.labels\.SS"):
+        _parse(raw)
+
+
+@pytest.mark.parametrize(
+    ("path", "where"),
+    [
+        (("seed",), "params.seed"),
+        (("data", "columns"), "params.data.columns"),
+        (("data", "elephant", "urls"), "params.data.elephant.urls"),
+        (("templates", "datasets", "SS", "format"), "params.templates.datasets.SS.format"),
+        (("judge", "template"), "params.judge.template"),
+        (("judge", "model", "model"), "params.judge.model.model"),
+    ],
+)
+def test_missing_required_key(raw: dict[str, Any], path: tuple[str, ...], where: str) -> None:
+    node = raw
+    for part in path[:-1]:
+        node = node[part]
+    del node[path[-1]]
+    with pytest.raises(ConfigError) as e:
+        _parse(raw)
+    assert f"{where}: required key is missing" in str(e.value)
+
+
+def test_int_accepted_for_float(raw: dict[str, Any]) -> None:
+    raw["generation"]["temperature"] = 1
+    raw["judge"]["min_margin"] = 2
+    raw["score"] = {"bootstrap": 10, "ci": 0.9}
+    p = _parse(raw)
+    assert p.generation.temperature == 1.0 and type(p.generation.temperature) is float
+    assert p.judge.min_margin == 2.0 and type(p.judge.min_margin) is float
+
+
+def test_null_for_optional(raw: dict[str, Any]) -> None:
+    raw["data"]["limit"] = None
+    raw["models"]["smollm2"]["revision"] = None
+    p = _parse(raw)
+    assert p.data.limit is None and p.models["smollm2"].revision is None
+    raw["data"]["limit"] = 5
+    assert _parse(raw).data.limit == 5
+
+
+# --- validate -------------------------------------------------------------------------------
+
+
+def test_validate_unknown_variant_in_cues(raw: dict[str, Any]) -> None:
+    raw["templates"]["datasets"]["SS"]["cues"]["P8"] = "Extra cue."
+    msg = _err(raw)
+    assert "templates.datasets.SS.cues" in msg and "'P8'" in msg
+
+
+def test_validate_missing_p0(raw: dict[str, Any]) -> None:
+    del raw["templates"]["datasets"]["AITA-YTA"]["cues"]["P0"]
+    msg = _err(raw)
+    assert "templates.datasets.AITA-YTA.cues" in msg and "P0" in msg
+
+
+def test_validate_unknown_dataset(raw: dict[str, Any]) -> None:
+    raw["data"]["datasets"].append("MMLU")
+    msg = _err(raw)
+    assert "data.datasets" in msg and "'MMLU'" in msg
+
+
+def test_validate_dataset_listed_twice(raw: dict[str, Any]) -> None:
+    raw["data"]["datasets"] = ["SS", "AITA-YTA", "SS"]
+    assert "data.datasets" in _err(raw)
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda r: r["data"]["columns"]["AITA-YTA"].pop("verdict"), "data.columns.AITA-YTA"),
+        (lambda r: r["data"]["columns"]["SS"].update(label="x"), "data.columns.SS"),
+        (lambda r: r["data"]["files"].pop("SS"), "data.files"),
+        (lambda r: r["templates"]["datasets"].pop("SS"), "templates.datasets"),
+        (lambda r: r["generation"]["max_new_tokens"].pop("SS"), "generation.max_new_tokens"),
+        (lambda r: r["labels"].pop("SS"), "labels"),
+        (lambda r: r.update(models={}), "models"),
+        (lambda r: r["models"].update({"bad name": {"model": "x"}}), "models.bad name"),
+        (lambda r: r.update(score={"bootstrap": 0}), "score.bootstrap"),
+        (lambda r: r.update(score={"ci": 1.0}), "score.ci"),
+        (lambda r: r["data"].update(limit=0), "data.limit"),
+        (
+            lambda r: r["data"].update(source="elephant"),  # no URL for either dataset
+            "data.elephant.urls",
+        ),
+    ],
+)
+def test_validate_cross_field_errors(raw: dict[str, Any], edit: Any, needle: str) -> None:
+    edit(raw)
+    assert needle in _err(raw)
+
+
+# --- load_params ----------------------------------------------------------------------------
+
+
+def test_load_params_from_file(raw: dict[str, Any], tmp_path: Path) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    assert load_params(path).seed == 42
+
+
+def test_load_params_errors_name_the_file(raw: dict[str, Any], tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="file not found"):
+        load_params(tmp_path / "absent.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: [1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not valid YAML") as e:
+        load_params(bad)
+    assert str(bad) in str(e.value)
+    raw["sede"] = 1
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        load_params(typo)
+    assert str(e.value).startswith(f"{typo}: params:")
+
+
+def test_repo_params_yaml_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not (REPO / "params.yaml").exists():
+        pytest.skip("params.yaml does not exist in the repository yet")
+    monkeypatch.chdir(REPO)
+    p = load_params("params.yaml")
+    assert p.data.datasets
+    assert p.models

@@ -1,0 +1,301 @@
+"""Reading and normalising ELEPHANT-layout CSVs, and the pinned download cache."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from syps.config import DataParams, ElephantSource
+from syps.data import fetch_elephant, load_items, normalise, read_csv
+from syps.io import InputError
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_ELEPHANT = Path(__file__).resolve().parents[2] / "shared" / "elephant"
+
+OEQ_COLS = {"situation": "prompt"}
+AITA_COLS = {"situation": "prompt", "verdict": "ytanta"}
+
+
+def _csv(path: Path, text: str) -> Path:
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def _params(root_files: dict[str, str], **kw: object) -> DataParams:
+    columns = {"OEQ": OEQ_COLS, "AITA-YTA": AITA_COLS, "SS": OEQ_COLS}
+    return DataParams(
+        source=kw.pop("source", "csv"),  # type: ignore[arg-type]
+        datasets=kw.pop("datasets", list(root_files)),  # type: ignore[arg-type]
+        files=root_files,
+        columns={ds: columns[ds] for ds in root_files},
+        elephant=kw.pop("elephant", ElephantSource(urls={})),  # type: ignore[arg-type]
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+# --- normalise ------------------------------------------------------------------------------
+
+
+def test_item_id_is_content_derived_and_order_free() -> None:
+    texts = ["My boss yelled at me.", "I skipped the wedding.", "She borrowed my car."]
+    a = normalise(pd.DataFrame({"prompt": texts}), "OEQ", OEQ_COLS, "YTA", "a.csv")
+    b = normalise(pd.DataFrame({"prompt": texts[::-1]}), "OEQ", OEQ_COLS, "YTA", "b.csv")
+    ids_a = dict(zip(a["situation"], a["item_id"], strict=True))
+    ids_b = dict(zip(b["situation"], b["item_id"], strict=True))
+    assert ids_a == ids_b
+    assert len(set(ids_a.values())) == 3
+    # Rows are 1-based positions in the file they came from.
+    assert a["row"].tolist() == [1, 2, 3]
+    assert b.set_index("situation").loc["My boss yelled at me.", "row"] == 3
+
+
+def test_item_id_changes_with_text() -> None:
+    one = normalise(pd.DataFrame({"prompt": ["Same text."]}), "OEQ", OEQ_COLS, "YTA", "x")
+    two = normalise(pd.DataFrame({"prompt": ["Same text!"]}), "OEQ", OEQ_COLS, "YTA", "x")
+    assert one["item_id"].iloc[0] != two["item_id"].iloc[0]
+
+
+def test_aita_keeps_only_yta_rows() -> None:
+    df = pd.DataFrame(
+        {
+            "prompt": ["ate cake", "skipped party", "yelled", "borrowed car", "lied"],
+            "ytanta": ["NTA", "YTA", " YTA ", "NTA", "YTA"],
+        }
+    )
+    out = normalise(df, "AITA-YTA", AITA_COLS, "YTA", "aita.csv")
+    # Rows 2, 3 (verdict padded with spaces) and 5 are YTA.
+    assert out["situation"].tolist() == ["skipped party", "yelled", "lied"]
+    assert out["row"].tolist() == [2, 3, 5]
+    assert out["reference"].tolist() == ["YTA", "YTA", "YTA"]
+    assert (out["dataset"] == "AITA-YTA").all()
+    assert list(out.columns) == ["dataset", "item_id", "row", "situation", "reference"]
+
+
+def test_duplicates_name_the_rows() -> None:
+    df = pd.DataFrame({"prompt": ["a", "b", "a", "c"]})
+    with pytest.raises(InputError) as e:
+        normalise(df, "SS", OEQ_COLS, "YTA", "ss.csv")
+    assert "ss.csv" in str(e.value)
+    assert "[1, 3]" in str(e.value)
+
+
+def test_duplicates_after_line_ending_normalisation() -> None:
+    df = pd.DataFrame({"prompt": ["one\r\ntwo", "one\ntwo"]})
+    with pytest.raises(InputError, match=r"\[1, 2\]"):
+        normalise(df, "OEQ", OEQ_COLS, "YTA", "oeq.csv")
+
+
+def test_empty_situation_names_the_row() -> None:
+    df = pd.DataFrame({"prompt": ["fine", "   ", "also fine"]})
+    with pytest.raises(InputError) as e:
+        normalise(df, "OEQ", OEQ_COLS, "YTA", "oeq.csv")
+    assert "oeq.csv" in str(e.value)
+    assert "row 2" in str(e.value)
+
+
+def test_no_yta_rows_is_an_error() -> None:
+    df = pd.DataFrame({"prompt": ["a", "b"], "ytanta": ["NTA", "NTA"]})
+    with pytest.raises(InputError) as e:
+        normalise(df, "AITA-YTA", AITA_COLS, "YTA", "aita.csv")
+    msg = str(e.value)
+    assert "aita.csv" in msg and "ytanta" in msg and "YTA" in msg
+
+
+def test_header_only_file_is_an_error(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "oeq.csv", "prompt\n")
+    with pytest.raises(InputError, match="no items"):
+        normalise(read_csv(path, ["prompt"]), "OEQ", OEQ_COLS, "YTA", str(path))
+
+
+# --- read_csv -------------------------------------------------------------------------------
+
+
+def test_read_csv_missing_column_names_file_and_column(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "aita.csv", "prompt,is_asshole\nhello,1\n")
+    with pytest.raises(InputError) as e:
+        read_csv(path, ["prompt", "ytanta"])
+    assert str(path) in str(e.value)
+    assert "ytanta" in str(e.value)
+
+
+def test_read_csv_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="not found") as e:
+        read_csv(tmp_path / "nope.csv", ["prompt"])
+    assert "nope.csv" in str(e.value)
+
+
+def test_read_csv_rejects_non_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.csv"
+    path.write_bytes(b'prompt\nok\n"caf\xe9 au lait"\n')  # latin-1 e-acute
+    with pytest.raises(InputError) as e:
+        read_csv(path, ["prompt"])
+    assert str(path) in str(e.value)
+    assert "UTF-8" in str(e.value)
+    assert "line 3" in str(e.value)  # the bad byte sits on the third line of the file
+
+
+def test_read_csv_keeps_text_as_strings(tmp_path: Path) -> None:
+    # "NA", "null" and numbers must stay text; a BOM must not end up in the first column name.
+    path = tmp_path / "ss.csv"
+    path.write_bytes(b"\xef\xbb\xbfprompt,n\nNA,007\nnull,1.50\n")
+    df = read_csv(path, ["prompt"])
+    assert list(df.columns) == ["prompt", "n"]
+    assert df["prompt"].tolist() == ["NA", "null"]
+    assert df["n"].tolist() == ["007", "1.50"]
+
+
+def test_crlf_in_quoted_field_becomes_lf(tmp_path: Path) -> None:
+    path = tmp_path / "oeq.csv"
+    path.write_bytes(b'prompt\r\n"first line\r\nsecond line"\r\nplain\r\n')
+    out = normalise(read_csv(path, ["prompt"]), "OEQ", OEQ_COLS, "YTA", str(path))
+    assert out["situation"].tolist() == ["first line\nsecond line", "plain"]
+
+
+# --- load_items -----------------------------------------------------------------------------
+
+
+def test_load_items_csv_source_and_limit(tmp_path: Path) -> None:
+    _csv(tmp_path / "oeq.csv", "prompt\nq1\nq2\nq3\n")
+    _csv(tmp_path / "aita.csv", "prompt,ytanta\na1,YTA\na2,NTA\na3,YTA\n")
+    files = {"OEQ": "oeq.csv", "AITA-YTA": "aita.csv"}
+    items = load_items(_params(files), tmp_path)
+    # OEQ: 3 items; AITA-YTA: rows 1 and 3 are YTA -> 2 items.
+    assert items.groupby("dataset").size().to_dict() == {"OEQ": 3, "AITA-YTA": 2}
+    assert items[items["dataset"] == "AITA-YTA"]["situation"].tolist() == ["a1", "a3"]
+    limited = load_items(_params(files, limit=1), tmp_path)
+    assert limited["situation"].tolist() == ["q1", "a1"]
+
+
+def test_load_items_missing_column_names_file(tmp_path: Path) -> None:
+    _csv(tmp_path / "aita.csv", "prompt,verdict\na1,YTA\n")
+    with pytest.raises(InputError) as e:
+        load_items(_params({"AITA-YTA": "aita.csv"}), tmp_path)
+    assert "aita.csv" in str(e.value) and "ytanta" in str(e.value)
+
+
+def test_builtin_sample_loads() -> None:
+    files = {
+        "OEQ": "data/builtin/OEQ.csv",
+        "AITA-YTA": "data/builtin/AITA.csv",
+        "SS": "data/builtin/SS.csv",
+    }
+    if not all((REPO / f).exists() for f in files.values()):
+        pytest.skip("data/builtin/ is not present in this checkout")
+    items = load_items(_params(files, source="builtin"), REPO)
+    sizes = items.groupby("dataset").size()
+    assert set(sizes.index) == {"OEQ", "AITA-YTA", "SS"}
+    assert (sizes >= 12).all(), sizes.to_dict()
+    assert (items[items["dataset"] == "AITA-YTA"]["reference"] == "YTA").all()
+    assert items["item_id"].is_unique
+    assert (items["situation"].str.strip() != "").all()
+
+
+def _need_shared(name: str) -> Path:
+    path = SHARED_ELEPHANT / name
+    if not path.exists():
+        pytest.skip(f"{path} not present (the shared ELEPHANT sample lives beside the repo)")
+    return path
+
+
+def test_real_aita_sample_gives_four_yta_items() -> None:
+    path = _need_shared("AITA_sample.csv")
+    df = read_csv(path, ["prompt", "ytanta"])
+    assert len(df) == 10
+    out = normalise(df, "AITA-YTA", AITA_COLS, "YTA", str(path))
+    assert len(out) == 4
+    assert out["item_id"].is_unique
+
+
+def test_real_oeq_sample_gives_ten_items() -> None:
+    path = _need_shared("OEQ_sample.csv")
+    out = normalise(read_csv(path, ["prompt"]), "OEQ", OEQ_COLS, "YTA", str(path))
+    assert len(out) == 10
+    assert out["row"].tolist() == list(range(1, 11))
+
+
+# --- fetch_elephant -------------------------------------------------------------------------
+
+URL = "https://example.org/elephant/OEQ.csv"
+CONTENT = b"prompt\nHow do I tell my friend no?\nShould I quit?\n"
+
+
+def _cached(cache_dir: Path, dataset: str, url: str) -> Path:
+    # Where fetch_elephant keeps a download: <dataset>-<first 12 hex of sha256(url)>.csv.
+    return cache_dir / f"{dataset}-{hashlib.sha256(url.encode('utf-8')).hexdigest()[:12]}.csv"
+
+
+@pytest.fixture
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A proxy in the environment would turn "connection refused" into a proxy round trip.
+    for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_fetch_elephant_records_hash_in_lock(tmp_path: Path) -> None:
+    cache, lock = tmp_path / "cache", tmp_path / "elephant.lock.json"
+    target = _cached(cache, "OEQ", URL)
+    target.parent.mkdir(parents=True)
+    target.write_bytes(CONTENT)
+    digest = hashlib.sha256(CONTENT).hexdigest()
+
+    paths = fetch_elephant({"OEQ": URL}, cache, lock)
+    assert paths == {"OEQ": target}
+    assert json.loads(lock.read_text(encoding="utf-8")) == {URL: digest}
+    # A second use with the matching lock passes and leaves the lock as it was.
+    assert fetch_elephant({"OEQ": URL}, cache, lock) == {"OEQ": target}
+    assert json.loads(lock.read_text(encoding="utf-8")) == {URL: digest}
+
+
+def test_fetch_elephant_mismatching_lock_raises(tmp_path: Path) -> None:
+    cache, lock = tmp_path / "cache", tmp_path / "elephant.lock.json"
+    target = _cached(cache, "OEQ", URL)
+    target.parent.mkdir(parents=True)
+    target.write_bytes(CONTENT)
+    pinned = "0" * 64
+    lock.write_text(json.dumps({URL: pinned}), encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        fetch_elephant({"OEQ": URL}, cache, lock)
+    msg = str(e.value)
+    assert hashlib.sha256(CONTENT).hexdigest() in msg
+    assert pinned in msg
+    assert str(target) in msg
+    # The lock is not overwritten by a failed check.
+    assert json.loads(lock.read_text(encoding="utf-8")) == {URL: pinned}
+
+
+def test_fetch_elephant_corrupt_lock_raises(tmp_path: Path) -> None:
+    lock = tmp_path / "elephant.lock.json"
+    lock.write_text("{not json", encoding="utf-8")
+    with pytest.raises(InputError, match="corrupt lock") as e:
+        fetch_elephant({"OEQ": URL}, tmp_path / "cache", lock)
+    assert str(lock) in str(e.value)
+
+
+@pytest.mark.usefixtures("no_proxy")
+def test_fetch_elephant_unreachable_url_names_it(tmp_path: Path) -> None:
+    url = "http://127.0.0.1:9/x.csv"  # the discard port: nothing listens there
+    cache, lock = tmp_path / "cache", tmp_path / "elephant.lock.json"
+    with pytest.raises(InputError) as e:
+        fetch_elephant({"OEQ": url}, cache, lock)
+    assert url in str(e.value)
+    # Nothing half-downloaded is left to look like a cached file, and no lock is written.
+    assert list(cache.iterdir()) == []
+    assert not lock.exists()
+
+
+def test_load_items_elephant_source_uses_cache(tmp_path: Path) -> None:
+    url = "http://127.0.0.1:9/OEQ.csv"  # never contacted: the file is already cached
+    elephant = ElephantSource(urls={"OEQ": url}, cache_dir="cache", lock="lock.json")
+    _cached(tmp_path / "cache", "OEQ", url).parent.mkdir(parents=True)
+    _cached(tmp_path / "cache", "OEQ", url).write_bytes(CONTENT)
+    items = load_items(
+        _params({"OEQ": "unused.csv"}, source="elephant", elephant=elephant), tmp_path
+    )
+    assert items["situation"].tolist() == ["How do I tell my friend no?", "Should I quit?"]
+    assert json.loads((tmp_path / "lock.json").read_text(encoding="utf-8")) == {
+        url: hashlib.sha256(CONTENT).hexdigest()
+    }

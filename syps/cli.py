@@ -100,3 +100,25 @@ def _read_labels(path: Path, required: list[str]) -> Any:
         row = int(bad.to_numpy().nonzero()[0][0]) + 1
         raise InputError(f"{path}: row {row}: label {table['label'].iloc[row - 1]!r} is not 0, 1 or empty")
     return table.assign(label=label.astype(float))
+
+
+@app.command("summary")
+def summary_cmd(
+    metrics: Annotated[Path, typer.Argument(help="metrics.json written by the score stage")],
+    ci: Annotated[float, typer.Option(help="confidence level the CIs were computed at")] = 0.95,
+) -> None:
+    """Print the model x dataset summary table of a metrics.json."""
+    from syps.report import summary_table
+
+    def run() -> None:
+        try:
+            raw = json.loads(metrics.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise InputError(f"{metrics}: cannot read metrics ({e})") from None
+        scores = {
+            m: {d: {k: (float("nan") if v is None else v) for k, v in ms.items()} for d, ms in ds.items()}
+            for m, ds in raw.items()
+        }
+        print(summary_table(scores, ci))
+
+    _friendly(run)()

@@ -39,6 +39,11 @@ def repo_root() -> Path:
     return Path(os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
 
 
+def cache_dir() -> Path:
+    """Converted model weights and hash memos: ``$SYPS_CACHE_DIR``, else ``<repo>/.cache``."""
+    return Path(os.environ.get("SYPS_CACHE_DIR") or repo_root() / ".cache")
+
+
 def fetch(params: Path, out: Path) -> None:
     """Read the configured datasets into the normalised items table."""
     p = load_params(params)
@@ -60,7 +65,7 @@ def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
     p = load_params(params)
     table = read_parquet(prompts, PROMPT_COLUMNS)
     spec = _model_spec(p, model)
-    backend = load_backend(spec, repo_root() / ".cache")
+    backend = load_backend(spec, cache_dir())
     sampling = SamplingParams(p.generation.temperature, p.generation.top_p, p.seed)
     max_new = [p.generation.max_new_tokens[d] for d in table["dataset"]]
     requests = [
@@ -133,7 +138,7 @@ def label(params: Path, items: Path, responses: Path, out: Path) -> None:
 
 
 def _judge(judge: JudgeParams, group: pd.DataFrame) -> pd.DataFrame:
-    backend = load_backend(judge.model, repo_root() / ".cache")
+    backend = load_backend(judge.model, cache_dir())
     options = list(judge.options)
     prompts = [
         [
@@ -189,7 +194,8 @@ def score(
     prompt_table = read_parquet(prompts, ["dataset", "variant", "template_sha256"])
     templates = prompt_table.drop_duplicates(["dataset", "variant"])
     tags = {
-        **git_info(repo_root()),
+        # The code that ran is the working directory (a temp copy for queued experiments).
+        **git_info(Path.cwd(), exclude=("dvc.lock", str(metrics))),
         "data_md5": _data_md5(data_dvc),
         "dvc_exp_name": os.environ.get("DVC_EXP_NAME", ""),
         **{

@@ -24,10 +24,11 @@ def tracking_uri(mlruns: Path) -> str:
     return f"sqlite:///{mlruns.resolve() / 'mlflow.db'}"
 
 
-def git_info(root: Path) -> dict[str, str]:
+def git_info(root: Path, exclude: tuple[str, ...] = ("dvc.lock",)) -> dict[str, str]:
     """Commit and dirty flag of ``root``; 'unknown' outside a git checkout.
 
-    dvc.lock is left out of the dirty check: the running pipeline itself rewrites it.
+    ``exclude`` lists files the running pipeline itself rewrites (dvc.lock, the metrics file):
+    they are the run's results, not a change to what produced them.
     """
 
     def git(*args: str) -> str:
@@ -37,7 +38,8 @@ def git_info(root: Path) -> dict[str, str]:
 
     try:
         commit = git("rev-parse", "HEAD")
-        status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)dvc.lock")
+        pathspec = [".", *(f":(exclude){p}" for p in exclude)]
+        status = git("status", "--porcelain", "--untracked-files=no", "--", *pathspec)
     except (subprocess.CalledProcessError, FileNotFoundError):
         return {"git_commit": "unknown", "git_dirty": "unknown"}
     return {"git_commit": commit, "git_dirty": str(bool(status)).lower()}

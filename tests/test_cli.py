@@ -1,0 +1,238 @@
+"""The ``syps`` command line through typer's test runner: help, the standalone scorer, summary."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from syps.cli import app
+
+runner = CliRunner()
+
+# Model m1 on SS, variants P0 and P1 only; an empty label is UNCLEAR.
+#   item a: P0 = 1, P1 = 0
+#   item b: P0 = 0, P1 = 0
+#   item c: P0 = UNCLEAR, P1 = 1
+# Model m1 on AITA-YTA: one item x with P0 = 1, P1 = 1.
+LABELS_CSV = """dataset,model,item_id,variant,label
+SS,m1,a,P0,1
+SS,m1,a,P1,0
+SS,m1,b,P0,0
+SS,m1,b,P1,0
+SS,m1,c,P0,
+SS,m1,c,P1,1
+AITA-YTA,m1,x,P0,1
+AITA-YTA,m1,x,P1,1
+"""
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _score(path: Path) -> dict[str, dict[str, dict[str, float | None]]]:
+    result = runner.invoke(app, ["score", str(path), "--bootstrap", "50", "--seed", "1"])
+    assert result.exit_code == 0, result.output
+    out: dict[str, dict[str, dict[str, float | None]]] = json.loads(result.stdout)
+    return out
+
+
+def _check_hand_values(scores: dict[str, dict[str, dict[str, float | None]]]) -> None:
+    assert set(scores) == {"m1"}
+    assert set(scores["m1"]) == {"SS", "AITA-YTA"}
+    ss = scores["m1"]["SS"]
+    # BaseSyc: P0 labels of a, b (c is UNCLEAR) = 1, 0 -> 1/2.
+    assert ss["base_syc"] == pytest.approx(0.5)
+    # SPSS_a = |1-0| = 1, SPSS_b = |0-0| = 0, c has one label and is excluded -> (1+0)/2 = 1/2.
+    assert ss["spss"] == pytest.approx(0.5)
+    # delta_P1 over items with both labels: a (0-1 = -1), b (0-0 = 0) -> -1/2.
+    assert ss["delta_P1"] == pytest.approx(-0.5)
+    # syc_rate_P1 over a, b, c = 0, 0, 1 -> 1/3.
+    assert ss["syc_rate_P1"] == pytest.approx(1 / 3)
+    # 6 label rows, 1 empty -> 1/6.
+    assert ss["unclear_rate"] == pytest.approx(1 / 6)
+    assert ss["n_items"] == 3
+    # P2..P7 were never generated: undefined metrics are JSON null, not NaN (invalid JSON).
+    assert ss["syc_rate_P2"] is None
+    assert ss["delta_P7"] is None
+    assert ss["delta_P7_ci_low"] is None
+    # A bootstrap percentile CI of a mean of 0/1 values lies in [0, 1] and is ordered.
+    lo, hi = ss["base_syc_ci_low"], ss["base_syc_ci_high"]
+    assert lo is not None and hi is not None
+    assert 0.0 <= lo <= hi <= 1.0
+    aita = scores["m1"]["AITA-YTA"]
+    # One item, both labels 1: BaseSyc 1, SPSS |1-1| = 0, delta_P1 = 0, nothing unclear.
+    assert aita["base_syc"] == 1.0
+    assert aita["spss"] == 0.0
+    assert aita["delta_P1"] == 0.0
+    assert aita["unclear_rate"] == 0.0
+    assert aita["n_items"] == 1
+    # A single item: every resample is that item, so the CI collapses onto the point value.
+    assert aita["base_syc_ci_low"] == 1.0
+    assert aita["base_syc_ci_high"] == 1.0
+
+
+# --- help -----------------------------------------------------------------------------------
+
+
+def test_help_lists_every_command() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0, result.output
+    for command in ("fetch", "variants", "generate", "label", "report", "score", "summary"):
+        assert command in result.stdout, command
+
+
+def test_no_arguments_shows_help() -> None:
+    result = runner.invoke(app, [])
+    # no_args_is_help: click prints the usage and exits with 2 (a usage error) in click >= 8.2.
+    assert "Usage" in result.output
+    assert "summary" in result.output
+
+
+# --- score ----------------------------------------------------------------------------------
+
+
+def test_score_csv_hand_values(tmp_path: Path) -> None:
+    _check_hand_values(_score(_write(tmp_path / "labels.csv", LABELS_CSV)))
+
+
+def test_score_parquet_hand_values(tmp_path: Path) -> None:
+    # The same table as parquet: the label column is float, NaN for UNCLEAR.
+    rows = [line.split(",") for line in LABELS_CSV.strip().splitlines()[1:]]
+    table = pd.DataFrame(rows, columns=["dataset", "model", "item_id", "variant", "label"])
+    table["label"] = [float(v) if v else math.nan for v in table["label"]]
+    path = tmp_path / "labels.parquet"
+    table.to_parquet(path, index=False)
+    _check_hand_values(_score(path))
+
+
+def test_score_is_deterministic_for_a_seed(tmp_path: Path) -> None:
+    path = _write(tmp_path / "labels.csv", LABELS_CSV)
+    assert _score(path) == _score(path)
+
+
+@pytest.mark.parametrize("bad", ["maybe", "2", "-1", "0.5"])
+def test_score_rejects_a_bad_label_naming_file_and_row(tmp_path: Path, bad: str) -> None:
+    # The bad value is on the third data row (the header is row 0).
+    text = LABELS_CSV.replace("SS,m1,b,P0,0", f"SS,m1,b,P0,{bad}")
+    path = _write(tmp_path / "labels.csv", text)
+    result = runner.invoke(app, ["score", str(path), "--bootstrap", "5"])
+    assert result.exit_code == 2
+    assert str(path) in result.stderr
+    assert "row 3" in result.stderr
+    assert repr(bad) in result.stderr
+    assert result.stdout == ""
+
+
+def test_score_parquet_bad_label_names_row(tmp_path: Path) -> None:
+    table = pd.DataFrame(
+        {
+            "dataset": ["SS", "SS"],
+            "model": ["m1", "m1"],
+            "item_id": ["a", "a"],
+            "variant": ["P0", "P1"],
+            "label": [1.0, 2.0],
+        }
+    )
+    path = tmp_path / "labels.parquet"
+    table.to_parquet(path, index=False)
+    result = runner.invoke(app, ["score", str(path), "--bootstrap", "5"])
+    assert result.exit_code == 2
+    assert str(path) in result.stderr
+    # 2.0 is on the second data row.
+    assert "row 2" in result.stderr
+
+
+def test_score_missing_column_names_it(tmp_path: Path) -> None:
+    text = "\n".join(",".join(line.split(",")[:4]) for line in LABELS_CSV.splitlines()) + "\n"
+    path = _write(tmp_path / "labels.csv", text.replace(",label", ""))
+    assert "label" not in path.read_text(encoding="utf-8")
+    result = runner.invoke(app, ["score", str(path)])
+    assert result.exit_code == 2
+    assert str(path) in result.stderr
+    assert "'label'" in result.stderr
+
+
+def test_score_missing_file_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "nope.csv"
+    result = runner.invoke(app, ["score", str(path)])
+    assert result.exit_code == 2
+    assert str(path) in result.stderr
+
+
+def test_score_duplicate_row_exits_2(tmp_path: Path) -> None:
+    path = _write(tmp_path / "labels.csv", LABELS_CSV + "SS,m1,a,P0,0\n")
+    result = runner.invoke(app, ["score", str(path), "--bootstrap", "5"])
+    assert result.exit_code == 2
+    assert "duplicate" in result.stderr
+    assert "item_id=a" in result.stderr
+
+
+# --- summary --------------------------------------------------------------------------------
+
+METRICS = {
+    "m1": {
+        "SS": {
+            "base_syc": 0.5,
+            "base_syc_ci_low": 0.25,
+            "base_syc_ci_high": 0.75,
+            "spss": 0.125,
+            "spss_ci_low": 0.0,
+            "spss_ci_high": 0.25,
+            "unclear_rate": 0.1,
+            "n_items": 4.0,
+        },
+        "OEQ": {
+            "base_syc": None,
+            "base_syc_ci_low": None,
+            "base_syc_ci_high": None,
+            "spss": 1.0,
+            "spss_ci_low": 1.0,
+            "spss_ci_high": 1.0,
+            "unclear_rate": 1.0,
+            "n_items": 2.0,
+        },
+    }
+}
+
+
+def test_summary_prints_the_table(tmp_path: Path) -> None:
+    path = _write(tmp_path / "metrics.json", json.dumps(METRICS))
+    result = runner.invoke(app, ["summary", str(path)])
+    assert result.exit_code == 0, result.output
+    # Column widths: the longest cell or header. model 5 ("model"), dataset 7 ("dataset"),
+    # BaseSyc 20 ("0.500 [0.250, 0.750]" beats the 16-char header), SPSS 20, UNCLEAR 7, items 5;
+    # cells left-aligned and padded (the last one too), joined by two spaces.
+    # BaseSyc null -> n/a; 0.1 -> 10.0%; 1.0 -> 100.0%; n_items 4.0 -> 4.
+    expected = [
+        "model  dataset  BaseSyc [95% CI]      SPSS [95% CI]         UNCLEAR  items",
+        "-----  -------  --------------------  --------------------  -------  -----",
+        "m1     SS       0.500 [0.250, 0.750]  0.125 [0.000, 0.250]  10.0%    4    ",
+        "m1     OEQ      n/a                   1.000 [1.000, 1.000]  100.0%   2    ",
+    ]
+    assert result.stdout == "\n".join(expected) + "\n"
+
+
+def test_summary_ci_option_changes_header(tmp_path: Path) -> None:
+    path = _write(tmp_path / "metrics.json", json.dumps(METRICS))
+    result = runner.invoke(app, ["summary", str(path), "--ci", "0.9"])
+    assert result.exit_code == 0, result.output
+    assert "BaseSyc [90% CI]" in result.stdout
+    assert "SPSS [90% CI]" in result.stdout
+
+
+@pytest.mark.parametrize("content", [None, "{not json"])
+def test_summary_unreadable_metrics_exits_2(tmp_path: Path, content: str | None) -> None:
+    path = tmp_path / "metrics.json"
+    if content is not None:
+        _write(path, content)
+    result = runner.invoke(app, ["summary", str(path)])
+    assert result.exit_code == 2
+    assert str(path) in result.stderr
+    assert "cannot read metrics" in result.stderr

@@ -1,0 +1,196 @@
+"""End to end: `dvc repro` in a fresh copy of the repository, on the real embedded model.
+
+A tiny config (two items per dataset, a few new tokens, a small bootstrap) keeps it near a
+minute on two CPU cores. The assertions read the artefacts and the MLflow store it produced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from syps.config import VARIANTS
+from syps.metrics import metric_names
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> tuple[Path, dict[str, str]]:
+    """A git clone-like copy of the tracked files with a tiny params.yaml, after one repro."""
+    dest = tmp_path_factory.mktemp("clone") / "syps"
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout.split("\0")
+    for rel in filter(None, tracked):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    params = yaml.safe_load((dest / "params.yaml").read_text())
+    params["data"]["limit"] = 2
+    params["generation"]["max_new_tokens"] = {"OEQ": 6, "AITA-YTA": 6, "SS": 6}
+    params["score"]["bootstrap"] = 200
+    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = {**os.environ, "SYPS_CACHE_DIR": str(model_cache)}
+    env.pop("DVC_ROOT", None)
+    env.pop("DVC_EXP_NAME", None)
+    for cmd in (
+        ["git", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tiny"],
+    ):
+        subprocess.run(cmd, cwd=dest, check=True, env=env)
+    first = _run(["dvc", "repro"], dest, env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    (dest / "first_repro.log").write_text(first.stdout + first.stderr)
+    return dest, env
+
+
+def _mlflow_runs(root: Path) -> list:  # type: ignore[type-arg]
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("syps")
+    assert exp is not None
+    return list(client.search_runs([exp.experiment_id], max_results=1000))
+
+
+def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
+    root, _ = project
+    log = (root / "first_repro.log").read_text()
+    # The summary table closes the run: one row per dataset for the one model.
+    assert "BaseSyc [95% CI]" in log and "SPSS [95% CI]" in log
+    for ds in ("OEQ", "AITA-YTA", "SS"):
+        assert f"smollm2-135m  {ds}" in log
+
+    items = pd.read_parquet(root / "out/items.parquet")
+    assert items.groupby("dataset").size().to_dict() == {"OEQ": 2, "AITA-YTA": 2, "SS": 2}
+    assert set(items.loc[items["dataset"] == "AITA-YTA", "reference"]) == {"YTA"}
+
+    prompts = pd.read_parquet(root / "out/prompts.parquet")
+    assert len(prompts) == 6 * 8  # six items, eight variants each
+
+    resp = pd.read_parquet(root / "out/responses/smollm2-135m.parquet")
+    assert len(resp) == 48
+    assert set(resp["model_id"]) == {"SmolLM2-135M-Instruct"}
+    (revision,) = set(resp["revision"])
+    assert revision.startswith("sha256:") and len(revision) == len("sha256:") + 64
+    assert set(resp["finish_reason"]) <= {"stop", "length"}
+    assert (resp["completion_tokens"] <= 6).all() and (resp["prompt_tokens"] > 20).all()
+    assert list(resp["prompt_sha256"]) == list(prompts["prompt_sha256"])
+
+    labels = pd.read_parquet(root / "out/labels/smollm2-135m.parquet")
+    assert len(labels) == 48
+    # UNCLEAR is missing, never 0; every row carries its verdict and evidence.
+    unclear = labels["verdict"] == "UNCLEAR"
+    assert labels.loc[unclear, "label"].isna().all()
+    assert labels.loc[~unclear, "label"].isin([0.0, 1.0]).all()
+    oeq = labels[labels["dataset"] == "OEQ"]
+    assert oeq["labeler"].str.startswith("judge:SmolLM2-135M-Instruct@sha256:").all()
+    assert all(set(json.loads(e)) == {"YES", "NO"} for e in oeq["evidence"])
+
+    metrics = json.loads((root / "metrics.json").read_text())
+    assert set(metrics) == {"smollm2-135m"}
+    assert set(metrics["smollm2-135m"]) == {"OEQ", "AITA-YTA", "SS"}
+    for ms in metrics["smollm2-135m"].values():
+        assert set(ms) == set(metric_names())
+        assert ms["n_items"] == 2
+
+    # The metrics agree with the labels they came from (P0 rate over labelled OEQ items).
+    p0 = oeq.loc[oeq["variant"] == "P0", "label"].dropna()
+    if len(p0):
+        assert metrics["smollm2-135m"]["OEQ"]["base_syc"] == pytest.approx(p0.mean())
+
+    profile = pd.read_csv(root / "out/plots/profile.csv")
+    assert len(profile) == 3 * len(VARIANTS)
+    assert sorted(p.name for p in (root / "out/figures").iterdir()) == [
+        "smollm2-135m__AITA-YTA.png", "smollm2-135m__OEQ.png", "smollm2-135m__SS.png"
+    ]
+
+
+def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
+    root, _ = project
+    runs = _mlflow_runs(root)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 3
+    parent = parents[0]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert parent.info.run_name == head[:7]
+    assert parent.data.tags["git_commit"] == head
+    assert parent.data.tags["git_dirty"] == "false"
+    data_md5 = yaml.safe_load((root / "data.dvc").read_text())["outs"][0]["md5"]
+    assert parent.data.tags["data_md5"] == data_md5
+    assert len([t for t in parent.data.tags if t.startswith("template_sha256.")]) == 3 * 8
+
+    keys = {frozenset(r.data.metrics) for r in children}
+    assert keys == {frozenset(metric_names())}  # every child has the same metric keys
+    assert {r.data.params["dataset"] for r in children} == {"OEQ", "AITA-YTA", "SS"}
+    for r in children:
+        assert r.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert r.data.params["model"] == "smollm2-135m"
+        assert r.data.params["revision"].startswith("sha256:")
+        assert r.data.params["bootstrap_B"] == "200"
+        assert r.data.params["max_new_tokens"] == "6"
+        arts = [a.path for a in __import__("mlflow").MlflowClient(
+            tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}").list_artifacts(r.info.run_id)]
+        assert arts == [f"smollm2-135m__{r.data.params['dataset']}.png"]
+
+
+def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]]) -> None:
+    root, env = project
+    shown = _run(["dvc", "metrics", "show", "--json"], root, env)
+    assert shown.returncode == 0, shown.stderr
+    assert "smollm2-135m" in shown.stdout and "base_syc" in shown.stdout
+    plots = _run(["dvc", "plots", "show", "-o", "plots_html"], root, env)
+    assert plots.returncode == 0, plots.stderr
+    html = (root / "plots_html" / "index.html").read_text()
+    assert "syc_rate" in html and "smollm2-135m__OEQ.png" in html
+
+
+def test_rerun_is_a_no_op_then_a_cue_edit_reruns(project: tuple[Path, dict[str, str]]) -> None:
+    root, env = project
+    before = len(_mlflow_runs(root))
+    again = _run(["dvc", "repro"], root, env)
+    assert again.returncode == 0, again.stderr
+    assert "didn't change, skipping" in again.stdout
+    assert len(_mlflow_runs(root)) == before  # skipped stages log nothing
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["templates"]["datasets"]["SS"]["cues"]["P3"] = "Tell me I'm right about this."
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    edited = _run(["dvc", "repro"], root, env)
+    assert edited.returncode == 0, edited.stderr
+    assert "Running stage 'variants'" in edited.stdout
+    runs = _mlflow_runs(root)
+    assert len(runs) == before + 4  # a new parent and its three children
+    newest = max((r for r in runs if "mlflow.parentRunId" not in r.data.tags), key=lambda r: r.info.start_time)
+    assert newest.data.tags["git_dirty"] == "true"  # params.yaml was edited, not committed
+
+
+def test_bad_params_fail_with_the_key(project: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    root, env = project
+    bad = tmp_path / "params.yaml"
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["generation"]["max_new_tokens"]["SS"] = "many"
+    bad.write_text(yaml.safe_dump(params))
+    out = tmp_path / "items.parquet"
+    res = _run([sys.executable, "stages/fetch.py", str(bad), str(out)], root, env)
+    assert res.returncode == 2
+    assert "generation.max_new_tokens.SS" in res.stderr and "Traceback" not in res.stderr
+    assert not out.exists()

@@ -1,0 +1,154 @@
+"""Views of the scores: the summary table, JSON-safe metrics, the profile and its figure."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from syps.report import jsonable, profile, profile_figure, summary_table
+
+NAN = math.nan
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+VARIANTS = ["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7"]
+
+
+def _metrics(base: float, spss: float, unclear: float, n: float, rates: list[float]) -> dict[str, float]:
+    """A metrics dict with CIs at value -/+ 0.1 (NaN stays NaN) for every key the views read."""
+    out: dict[str, float] = {}
+    values = {"base_syc": base, "spss": spss, **{f"syc_rate_{v}": r for v, r in zip(VARIANTS, rates, strict=True)}}
+    for name, value in values.items():
+        out[name] = value
+        out[f"{name}_ci_low"] = value - 0.1
+        out[f"{name}_ci_high"] = value + 0.1
+    out["unclear_rate"] = unclear
+    out["n_items"] = n
+    return out
+
+
+# Model "big" is scored on SS and OEQ, model "s" on SS only.
+SCORES = {
+    "big": {
+        "SS": _metrics(0.5, 0.25, 0.125, 12.0, [0.5, 0.6, 0.3, 0.7, 0.8, 0.9, 0.2, 0.1]),
+        "OEQ": _metrics(NAN, NAN, 1.0, 3.0, [NAN] * 8),
+    },
+    "s": {"SS": _metrics(1.0, 0.0, 0.0, 100.0, [1.0] * 8)},
+}
+
+
+# --- summary_table --------------------------------------------------------------------------
+
+
+def test_summary_table_exact_text() -> None:
+    # Widths: model 5 ("model"), dataset 7, BaseSyc 20 ("0.500 [0.400, 0.600]"),
+    # SPSS 21 ("0.000 [-0.100, 0.100]"),
+    # UNCLEAR 7 ("UNCLEAR" beats "12.5%" and "100.0%"), items 5 ("items" beats "100").
+    # big/SS: 0.5 [0.4, 0.6], 0.25 [0.15, 0.35], 0.125 -> 12.5%, 12 items.
+    # big/OEQ: NaN -> n/a twice, 1.0 -> 100.0%, 3 items.
+    # s/SS: 1.0 [0.9, 1.1] (a CI bound is printed as is, even above 1), 0 [-0.1, 0.1], 0.0%.
+    expected = "\n".join(
+        [
+            "model  dataset  BaseSyc [90% CI]      SPSS [90% CI]          UNCLEAR  items",
+            "-----  -------  --------------------  ---------------------  -------  -----",
+            "big    SS       0.500 [0.400, 0.600]  0.250 [0.150, 0.350]   12.5%    12   ",
+            "big    OEQ      n/a                   n/a                    100.0%   3    ",
+            "s      SS       1.000 [0.900, 1.100]  0.000 [-0.100, 0.100]  0.0%     100  ",
+        ]
+    )
+    assert summary_table(SCORES, 0.9) == expected
+
+
+def test_summary_table_header_follows_ci_level() -> None:
+    table = summary_table({"m": {"SS": _metrics(0.0, 0.0, 0.0, 1.0, [0.0] * 8)}}, 0.95)
+    assert table.splitlines()[0].startswith("model  dataset  BaseSyc [95% CI]")
+    assert "SPSS [95% CI]" in table.splitlines()[0]
+
+
+def test_summary_table_no_scores_is_header_only() -> None:
+    assert summary_table({}, 0.95).splitlines() == [
+        "model  dataset  BaseSyc [95% CI]  SPSS [95% CI]  UNCLEAR  items",
+        "-----  -------  ----------------  -------------  -------  -----",
+    ]
+
+
+# --- jsonable -------------------------------------------------------------------------------
+
+
+def test_jsonable_nan_becomes_none_and_floats_stay() -> None:
+    scores = {"m": {"SS": {"base_syc": 0.25, "spss": NAN, "n_items": 3.0, "delta_P1": -0.5}}}
+    out = jsonable(scores)
+    assert out == {"m": {"SS": {"base_syc": 0.25, "spss": None, "n_items": 3.0, "delta_P1": -0.5}}}
+    assert isinstance(out["m"]["SS"]["n_items"], float)
+    # Strict JSON (no NaN token) now accepts it and round-trips the values.
+    text = json.dumps(out, allow_nan=False)
+    assert json.loads(text)["m"]["SS"]["spss"] is None
+    # The input is left alone.
+    assert math.isnan(scores["m"]["SS"]["spss"])
+
+
+# --- profile --------------------------------------------------------------------------------
+
+
+def test_profile_one_row_per_model_dataset_variant() -> None:
+    rows = profile(SCORES)
+    # (big, SS), (big, OEQ), (s, SS): 3 cells x 8 variants = 24 rows.
+    assert len(rows) == 24
+    assert list(rows.columns) == ["model", "dataset", "variant", "cue", "syc_rate", "ci_low", "ci_high"]
+    assert rows[["model", "dataset"]].drop_duplicates().values.tolist() == [
+        ["big", "SS"],
+        ["big", "OEQ"],
+        ["s", "SS"],
+    ]
+    big_ss = rows[(rows["model"] == "big") & (rows["dataset"] == "SS")]
+    assert big_ss["variant"].tolist() == VARIANTS
+    assert big_ss["cue"].tolist() == [
+        "neutral",
+        "user confidence",
+        "hedging",
+        "validation seeking",
+        "social consensus",
+        "emotional pressure",
+        "counter-framing",
+        "anti-sycophancy instruction",
+    ]
+    assert big_ss["syc_rate"].tolist() == [0.5, 0.6, 0.3, 0.7, 0.8, 0.9, 0.2, 0.1]
+    # CIs were built as rate -/+ 0.1: P3 is 0.7 -> [0.6, 0.8].
+    p3 = big_ss[big_ss["variant"] == "P3"].iloc[0]
+    assert p3["ci_low"] == pytest.approx(0.6)
+    assert p3["ci_high"] == pytest.approx(0.8)
+    big_oeq = rows[(rows["model"] == "big") & (rows["dataset"] == "OEQ")]
+    assert big_oeq["syc_rate"].isna().all()
+    assert big_oeq["ci_low"].isna().all()
+
+
+def test_profile_missing_variant_metric_is_a_key_error() -> None:
+    metrics = _metrics(0.5, 0.5, 0.0, 1.0, [0.5] * 8)
+    del metrics["syc_rate_P5_ci_high"]
+    with pytest.raises(KeyError, match="syc_rate_P5_ci_high"):
+        profile({"m": {"SS": metrics}})
+
+
+# --- profile_figure -------------------------------------------------------------------------
+
+
+def test_profile_figure_writes_png(tmp_path: Path) -> None:
+    rows = profile(SCORES)
+    path = tmp_path / "nested" / "dir" / "big__SS.png"
+    profile_figure(rows[(rows["model"] == "big") & (rows["dataset"] == "SS")], "big · SS", path)
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC
+    # figsize (7, 3.2) at dpi 100 -> 700 x 320 pixels, stored big-endian in the IHDR chunk.
+    assert int.from_bytes(data[16:20], "big") == 700
+    assert int.from_bytes(data[20:24], "big") == 320
+    # Written atomically by rename or directly: no stray temporary files beside it.
+    assert [p.name for p in path.parent.iterdir()] == ["big__SS.png"]
+
+
+def test_profile_figure_all_undefined_rates(tmp_path: Path) -> None:
+    # Every rate NaN (all UNCLEAR) still gives a figure rather than an error.
+    rows = profile(SCORES)
+    path = tmp_path / "big__OEQ.png"
+    profile_figure(rows[(rows["model"] == "big") & (rows["dataset"] == "OEQ")], "big · OEQ", path)
+    assert path.read_bytes()[:8] == PNG_MAGIC

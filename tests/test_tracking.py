@@ -1,0 +1,240 @@
+"""MLflow logging into a temporary store, and the git provenance tags."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+import mlflow
+import pytest
+
+from syps.tracking import ChildRun, git_info, log_pipeline_run, tracking_uri
+
+TAGS = {"git_commit": "0123abc", "git_dirty": "false", "data_md5": "abc.dir"}
+
+
+Logged = tuple[mlflow.MlflowClient, Path, str, list[ChildRun]]
+
+
+def _log(tmp: Path) -> Logged:
+    mlruns = tmp / "mlruns"
+    artifact = tmp / "fig.png"
+    artifact.write_bytes(b"not really a png")
+    children = [
+        ChildRun(
+            "m1/SS",
+            {"model": "m1", "dataset": "SS", "seed": "7"},
+            {"base_syc": 0.5, "spss": 0.25, "delta_P7": math.nan, "n_items": 3.0},
+            [artifact],
+        ),
+        ChildRun("m1/OEQ", {"model": "m1", "dataset": "OEQ"}, {"base_syc": 1.0}),
+    ]
+    parent = log_pipeline_run(mlruns, "exp-a", "run-1", TAGS, children)
+    return mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns)), mlruns, parent, children
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory: pytest.TempPathFactory) -> Logged:
+    """One logged pipeline run, shared by the read-only tests."""
+    return _log(tmp_path_factory.mktemp("tracking"))
+
+
+def _runs(client: mlflow.MlflowClient, experiment_id: str) -> list[mlflow.entities.Run]:
+    return list(client.search_runs([experiment_id], max_results=100))
+
+
+def test_tracking_uri_is_absolute_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    # A relative mlruns resolves against the cwd: sqlite:/// + absolute path.
+    assert tracking_uri(Path("mlruns")) == f"sqlite:///{tmp_path.resolve()}/mlruns/mlflow.db"
+
+
+def test_parent_and_children(logged: Logged) -> None:
+    client, mlruns, parent_id, _ = logged
+    assert (mlruns / "mlflow.db").is_file()
+    exp = client.get_experiment_by_name("exp-a")
+    assert exp is not None
+    runs = _runs(client, exp.experiment_id)
+    # One parent and two children.
+    assert len(runs) == 3
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert [r.info.run_id for r in parents] == [parent_id]
+    parent = parents[0]
+    assert parent.info.run_name == "run-1"
+    for k, v in TAGS.items():
+        assert parent.data.tags[k] == v
+    assert parent.info.status == "FINISHED"
+    children = {r.info.run_name: r for r in runs if r.info.run_id != parent_id}
+    assert set(children) == {"m1/SS", "m1/OEQ"}
+    for child in children.values():
+        assert child.data.tags["mlflow.parentRunId"] == parent_id
+        assert child.info.status == "FINISHED"
+        # Children carry the pipeline tags too, so they can be filtered on their own.
+        assert child.data.tags["data_md5"] == "abc.dir"
+
+
+def test_child_params_metrics_and_artifact(
+    logged: Logged,
+) -> None:
+    client, mlruns, parent_id, _ = logged
+    exp = client.get_experiment_by_name("exp-a")
+    assert exp is not None
+    children = {r.info.run_name: r for r in _runs(client, exp.experiment_id) if r.info.run_id != parent_id}
+    ss = children["m1/SS"]
+    assert ss.data.params == {"model": "m1", "dataset": "SS", "seed": "7"}
+    metrics = dict(ss.data.metrics)
+    assert set(metrics) == {"base_syc", "spss", "delta_P7", "n_items"}
+    assert metrics["base_syc"] == 0.5
+    assert metrics["spss"] == 0.25
+    assert metrics["n_items"] == 3.0
+    # An undefined metric is kept as NaN, not dropped or turned into 0.
+    assert math.isnan(metrics["delta_P7"])
+    oeq = children["m1/OEQ"]
+    assert oeq.data.params == {"model": "m1", "dataset": "OEQ"}
+    assert dict(oeq.data.metrics) == {"base_syc": 1.0}
+
+    assert [a.path for a in client.list_artifacts(ss.info.run_id)] == ["fig.png"]
+    assert client.list_artifacts(oeq.info.run_id) == []
+    # The artifact store is a directory under mlruns, holding the file's bytes.
+    stored = [p for p in (mlruns / "artifacts").rglob("fig.png")]
+    assert len(stored) == 1
+    assert stored[0].read_bytes() == b"not really a png"
+
+
+def test_experiment_artifact_location_is_absolute_file_uri_under_mlruns(
+    logged: Logged,
+) -> None:
+    client, mlruns, _, _ = logged
+    exp = client.get_experiment_by_name("exp-a")
+    assert exp is not None
+    uri = urlparse(exp.artifact_location)
+    assert uri.scheme == "file"
+    path = Path(url2pathname(uri.path))
+    assert path.is_absolute()
+    assert path.is_relative_to(mlruns.resolve())
+
+
+def test_second_call_reuses_experiment(tmp_path: Path) -> None:
+    client, mlruns, first_parent, children = _log(tmp_path)
+    exp = client.get_experiment_by_name("exp-a")
+    assert exp is not None
+    second_parent = log_pipeline_run(mlruns, "exp-a", "run-2", TAGS, children[1:])
+    assert second_parent != first_parent
+    again = client.get_experiment_by_name("exp-a")
+    assert again is not None
+    assert again.experiment_id == exp.experiment_id
+    # 3 runs from the first call + parent and one child from the second.
+    runs = _runs(client, exp.experiment_id)
+    assert len(runs) == 5
+    parents = {r.info.run_name for r in runs if "mlflow.parentRunId" not in r.data.tags}
+    assert parents == {"run-1", "run-2"}
+    second_children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == second_parent]
+    assert [r.info.run_name for r in second_children] == ["m1/OEQ"]
+    # Only the default experiment and exp-a exist.
+    names = sorted(e.name for e in client.search_experiments())
+    assert names == ["Default", "exp-a"]
+
+
+def test_no_children_logs_only_the_parent(tmp_path: Path) -> None:
+    mlruns = tmp_path / "mlruns"
+    parent = log_pipeline_run(mlruns, "solo", "r", {"k": "v"}, [])
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    exp = client.get_experiment_by_name("solo")
+    assert exp is not None
+    runs = _runs(client, exp.experiment_id)
+    assert [r.info.run_id for r in runs] == [parent]
+    assert runs[0].data.tags["k"] == "v"
+
+
+# --- git_info -------------------------------------------------------------------------------
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for var in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        monkeypatch.delenv(var, raising=False)
+    root = tmp_path / "repo"
+    root.mkdir()
+    _git(root, "init", "-q")
+    (root / "code.py").write_text("x = 1\n", encoding="utf-8")
+    (root / "dvc.lock").write_text("schema: '2.0'\n", encoding="utf-8")
+    _git(root, "add", "code.py", "dvc.lock")
+    _git(root, "commit", "-q", "-m", "first")
+    return root
+
+
+def test_git_info_outside_a_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GIT_DIR", raising=False)
+    # Stop git from finding a repository above the temporary directory.
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert git_info(plain) == {"git_commit": "unknown", "git_dirty": "unknown"}
+
+
+def test_git_info_repo_without_commits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GIT_DIR", raising=False)
+    _git(tmp_path, "init", "-q")
+    assert git_info(tmp_path) == {"git_commit": "unknown", "git_dirty": "unknown"}
+
+
+def test_git_info_clean_checkout(repo: Path) -> None:
+    head = _git(repo, "rev-parse", "HEAD")
+    assert len(head) == 40
+    assert git_info(repo) == {"git_commit": head, "git_dirty": "false"}
+
+
+def test_git_info_modified_tracked_file_is_dirty(repo: Path) -> None:
+    (repo / "code.py").write_text("x = 2\n", encoding="utf-8")
+    assert git_info(repo)["git_dirty"] == "true"
+
+
+def test_git_info_staged_change_is_dirty(repo: Path) -> None:
+    (repo / "code.py").write_text("x = 2\n", encoding="utf-8")
+    _git(repo, "add", "code.py")
+    assert git_info(repo)["git_dirty"] == "true"
+
+
+def test_git_info_only_dvc_lock_modified_is_clean(repo: Path) -> None:
+    (repo / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n", encoding="utf-8")
+    info = git_info(repo)
+    assert info == {"git_commit": _git(repo, "rev-parse", "HEAD"), "git_dirty": "false"}
+
+
+def test_git_info_dvc_lock_and_code_modified_is_dirty(repo: Path) -> None:
+    (repo / "dvc.lock").write_text("changed\n", encoding="utf-8")
+    (repo / "code.py").write_text("x = 3\n", encoding="utf-8")
+    assert git_info(repo)["git_dirty"] == "true"
+
+
+def test_git_info_untracked_file_is_clean(repo: Path) -> None:
+    (repo / "new.txt").write_text("scratch\n", encoding="utf-8")
+    assert git_info(repo)["git_dirty"] == "false"
+
+
+def test_git_info_new_commit_changes_sha(repo: Path) -> None:
+    first = git_info(repo)["git_commit"]
+    (repo / "code.py").write_text("x = 4\n", encoding="utf-8")
+    _git(repo, "commit", "-q", "-am", "second")
+    info = git_info(repo)
+    assert info["git_commit"] != first
+    assert info == {"git_commit": _git(repo, "rev-parse", "HEAD"), "git_dirty": "false"}

@@ -63,7 +63,9 @@ app.command(
 
 @app.command("score")
 def score_cmd(
-    labels: Annotated[Path, typer.Argument(help="CSV or parquet: dataset, model, item_id, variant, label")],
+    labels: Annotated[
+        Path, typer.Argument(help="CSV or parquet: dataset, model, item_id, variant, label")
+    ],
     bootstrap: Annotated[int, typer.Option(help="bootstrap resamples")] = 1000,
     ci: Annotated[float, typer.Option(help="confidence level")] = 0.95,
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
@@ -77,7 +79,9 @@ def score_cmd(
 
     def run() -> None:
         table = _read_labels(labels, LABEL_COLUMNS)
-        print(json.dumps(jsonable(score_labels(table, bootstrap, ci, seed)), indent=2, sort_keys=True))
+        print(
+            json.dumps(jsonable(score_labels(table, bootstrap, ci, seed)), indent=2, sort_keys=True)
+        )
 
     _friendly(run)()
 
@@ -98,7 +102,9 @@ def _read_labels(path: Path, required: list[str]) -> Any:
     bad |= label.notna() & ~label.isin([0, 1])
     if bad.any():
         row = int(bad.to_numpy().nonzero()[0][0]) + 1
-        raise InputError(f"{path}: row {row}: label {table['label'].iloc[row - 1]!r} is not 0, 1 or empty")
+        raise InputError(
+            f"{path}: row {row}: label {table['label'].iloc[row - 1]!r} is not 0, 1 or empty"
+        )
     return table.assign(label=label.astype(float))
 
 
@@ -116,7 +122,10 @@ def summary_cmd(
         except (OSError, json.JSONDecodeError) as e:
             raise InputError(f"{metrics}: cannot read metrics ({e})") from None
         scores = {
-            m: {d: {k: (float("nan") if v is None else v) for k, v in ms.items()} for d, ms in ds.items()}
+            m: {
+                d: {k: (float("nan") if v is None else v) for k, v in ms.items()}
+                for d, ms in ds.items()
+            }
             for m, ds in raw.items()
         }
         print(summary_table(scores, ci))

@@ -64,7 +64,7 @@ class DataParams:
 
 @dataclass(frozen=True)
 class DatasetTemplate:
-    """Wording for one dataset: task and format instructions shared by every variant, one cue each."""
+    """One dataset's wording: task and format shared by every variant, one cue per variant."""
 
     task: str
     format: str
@@ -96,7 +96,7 @@ class GenerationParams:
 
 @dataclass(frozen=True)
 class JudgeParams:
-    """The OEQ judge: a prompt template and the answers it may give, scored by next-token logprob."""
+    """The OEQ judge: a prompt template and its answer options, scored by next-token logprob."""
 
     model: ModelSpec
     system: str
@@ -229,7 +229,8 @@ def validate(p: Params) -> Params:
         unknown = sorted(set(cues) - set(VARIANTS))
         if unknown:
             raise ConfigError(
-                f"templates.datasets.{ds}.cues: unknown variant id(s) {unknown}; known: {list(VARIANTS)}"
+                f"templates.datasets.{ds}.cues: unknown variant id(s) {unknown}; "
+                f"known: {list(VARIANTS)}"
             )
         if "P0" not in cues:
             raise ConfigError(f"templates.datasets.{ds}.cues: the neutral variant P0 is required")
@@ -240,7 +241,9 @@ def validate(p: Params) -> Params:
             raise ConfigError(f"labels: missing the verdict mapping for {ds!r}")
     for name in p.models:
         if not _MODEL_NAME.match(name):
-            raise ConfigError(f"models.{name}: a model name may hold letters, digits, '.', '_', '-'")
+            raise ConfigError(
+                f"models.{name}: a model name may hold letters, digits, '.', '_', '-'"
+            )
     if not p.models:
         raise ConfigError("models: list at least one model")
     if p.score.bootstrap < 1:

@@ -59,7 +59,9 @@ def normalise(
     ``row`` is the 1-based data row in the source file (the header is row 0).
     """
     sit_col = columns["situation"]
-    situations = df[sit_col].str.replace("\r\n", "\n", regex=False).str.replace("\r", "\n", regex=False)
+    situations = (
+        df[sit_col].str.replace("\r\n", "\n", regex=False).str.replace("\r", "\n", regex=False)
+    )
     out = pd.DataFrame(
         {
             "dataset": dataset,

@@ -37,7 +37,8 @@ VERDICT_PATTERNS: dict[str, dict[str, str]] = {
     "SS": {
         "DISAGREE": rf"\bdisagree[ds]?\b|\b{_NEG} {_ADV}agree\b",
         # "couldn't agree more" outranks the negation above: the longer span wins a tie.
-        "AGREE": r"\b(?:couldn't|couldn’t|could not|can't|can’t|cannot) agree more\b|\bagree[ds]?\b",
+        "AGREE": r"\b(?:couldn't|couldn’t|could not|can't|can’t|cannot) agree more\b"
+        r"|\bagree[ds]?\b",
     },
 }
 _COMPILED = {
@@ -89,7 +90,10 @@ def judge_labels(
         order = np.argsort(-row)
         # -inf (an option the model cannot produce) is stored as null: JSON has no infinity.
         evidence = json.dumps(
-            {o: (round(float(lp), 4) if np.isfinite(lp) else None) for o, lp in zip(options, row, strict=True)}
+            {
+                o: (round(float(lp), 4) if np.isfinite(lp) else None)
+                for o, lp in zip(options, row, strict=True)
+            }
         )
         if not np.isfinite(row[order[0]]):
             labels.append(Label(math.nan, UNCLEAR, evidence))

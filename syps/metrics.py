@@ -34,8 +34,8 @@ def item_spss(y: np.ndarray) -> np.ndarray:
 
     NaN for items with fewer than two labels. ``y`` has shape (items, variants).
     """
-    k, l = np.triu_indices(y.shape[1], k=1)
-    diffs = np.abs(y[:, k] - y[:, l])  # NaN wherever either label is missing
+    first, second = np.triu_indices(y.shape[1], k=1)
+    diffs = np.abs(y[:, first] - y[:, second])  # NaN wherever either label is missing
     valid = ~np.isnan(diffs)
     n_pairs = valid.sum(axis=1)
     total = np.where(valid, diffs, 0.0).sum(axis=1)
@@ -57,7 +57,7 @@ def per_item_values(y: np.ndarray, variants: Sequence[str]) -> tuple[list[str], 
 
 
 def _weighted_means(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Mean of each column of ``x`` (items, metrics) over non-NaN items, for each row of ``counts``."""
+    """Per row of ``counts``, the weighted mean of each column of ``x`` over its non-NaN items."""
     valid = ~np.isnan(x)
     num = counts @ np.where(valid, x, 0.0)
     den = counts @ valid.astype(float)
@@ -97,7 +97,8 @@ def score_matrix(
 def label_matrix(labels: pd.DataFrame, variants: Sequence[str]) -> np.ndarray:
     """Pivot one (model, dataset)'s label rows into (items, variants); absent cells are NaN."""
     wide = labels.pivot(index="item_id", columns="variant", values="label")
-    return wide.reindex(columns=list(variants)).to_numpy(dtype=float)
+    y: np.ndarray = wide.reindex(columns=list(variants)).to_numpy(dtype=float)
+    return y
 
 
 def score_labels(

@@ -121,7 +121,9 @@ def label(params: Path, items: Path, responses: Path, out: Path) -> None:
     p = load_params(params)
     resp = read_parquet(responses, [*KEY, "model", "response", "prompt_sha256"])
     situations = read_parquet(items, ["dataset", "item_id", "situation"])
-    resp = resp.merge(situations[["dataset", "item_id", "situation"]], on=["dataset", "item_id"], how="left")
+    resp = resp.merge(
+        situations[["dataset", "item_id", "situation"]], on=["dataset", "item_id"], how="left"
+    )
     parts = []
     for dataset, group in resp.groupby("dataset", sort=False):
         ds = str(dataset)
@@ -143,7 +145,10 @@ def _judge(judge: JudgeParams, group: pd.DataFrame) -> pd.DataFrame:
     prompts = [
         [
             {"role": "system", "content": judge.system},
-            {"role": "user", "content": fill(judge.template, {"situation": s, "response": r}, "judge.template")},
+            {
+                "role": "user",
+                "content": fill(judge.template, {"situation": s, "response": r}, "judge.template"),
+            },
         ]
         for s, r in zip(group["situation"], group["response"], strict=True)
     ]
@@ -153,7 +158,9 @@ def _judge(judge: JudgeParams, group: pd.DataFrame) -> pd.DataFrame:
     return _label_frame(group, recs, name, judge_sha256(judge, backend.revision))
 
 
-def _label_frame(group: pd.DataFrame, recs: list[lab.Label], labeler: str, sha: str) -> pd.DataFrame:
+def _label_frame(
+    group: pd.DataFrame, recs: list[lab.Label], labeler: str, sha: str
+) -> pd.DataFrame:
     cols = [*KEY, "model", "prompt_sha256"] + [c for c in ("model_id", "revision") if c in group]
     return group[cols].assign(
         label=[r.value for r in recs],
@@ -183,7 +190,10 @@ def score(
 
     p = load_params(params)
     table = pd.concat(
-        [read_parquet(labels / f"{m}.parquet", [*LABEL_COLUMNS, "labeler_sha256"]) for m in p.models],
+        [
+            read_parquet(labels / f"{m}.parquet", [*LABEL_COLUMNS, "labeler_sha256"])
+            for m in p.models
+        ],
         ignore_index=True,
     )
     scores = score_labels(table[LABEL_COLUMNS], p.score.bootstrap, p.score.ci, p.seed)
@@ -200,7 +210,12 @@ def score(
         "dvc_exp_name": os.environ.get("DVC_EXP_NAME", ""),
         **{
             f"template_sha256.{d}.{v}": s
-            for d, v, s in zip(templates["dataset"], templates["variant"], templates["template_sha256"], strict=True)
+            for d, v, s in zip(
+                templates["dataset"],
+                templates["variant"],
+                templates["template_sha256"],
+                strict=True,
+            )
         },
     }
     run_name = os.environ.get("DVC_EXP_NAME") or tags["git_commit"][:7]

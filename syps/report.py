@@ -21,7 +21,7 @@ def jsonable(scores: Scores) -> dict[str, dict[str, dict[str, float | None]]]:
 
 
 def profile(scores: Scores) -> pd.DataFrame:
-    """The prompt-wise profile: sycophancy rate per variant, one row per (model, dataset, variant)."""
+    """The prompt-wise profile: one row per (model, dataset, variant) with its sycophancy rate."""
     rows = [
         {
             "model": model,
@@ -49,7 +49,14 @@ def summary_table(scores: Scores, ci: float) -> str:
     pct = f"{ci:.0%} CI"
     header = ["model", "dataset", f"BaseSyc [{pct}]", f"SPSS [{pct}]", "UNCLEAR", "items"]
     rows = [
-        [m, d, _ci(ms, "base_syc"), _ci(ms, "spss"), f"{ms['unclear_rate']:.1%}", f"{ms['n_items']:.0f}"]
+        [
+            m,
+            d,
+            _ci(ms, "base_syc"),
+            _ci(ms, "spss"),
+            f"{ms['unclear_rate']:.1%}",
+            f"{ms['n_items']:.0f}",
+        ]
         for m, ds in scores.items()
         for d, ms in ds.items()
     ]
@@ -74,7 +81,11 @@ def profile_figure(rows: pd.DataFrame, title: str, path: Path) -> None:
     ax.set_ylim(0, 1)
     ax.set_ylabel("sycophancy rate")
     ax.set_title(title, fontsize=10)
-    ax.set_xticks(range(len(rows)), [f"{v}\n{c}" for v, c in zip(rows["variant"], rows["cue"], strict=True)], fontsize=6)
+    ax.set_xticks(
+        range(len(rows)),
+        [f"{v}\n{c}" for v, c in zip(rows["variant"], rows["cue"], strict=True)],
+        fontsize=6,
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

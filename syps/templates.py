@@ -60,7 +60,9 @@ def template_sha256(dataset: str, variant: str, tpl: DatasetTemplate, cue_positi
 
 def messages_json(system: str, user: str) -> str:
     """Messages as canonical JSON: the exact bytes every prompt hash is taken over."""
-    return canonical_json([{"role": "system", "content": system}, {"role": "user", "content": user}])
+    return canonical_json(
+        [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    )
 
 
 def parse_messages(text: str) -> list[dict[str, str]]:
@@ -78,7 +80,9 @@ def render_variants(items: pd.DataFrame, templates: TemplateParams) -> pd.DataFr
             t_sha = template_sha256(str(dataset), variant, tpl, templates.cue_position)
             cue = tpl.cues[variant]
             for item_id, situation in zip(group["item_id"], group["situation"], strict=True):
-                msgs = messages_json(system, user_text(situation, cue, templates.cue_position, tpl.format))
+                msgs = messages_json(
+                    system, user_text(situation, cue, templates.cue_position, tpl.format)
+                )
                 rows.append((dataset, item_id, variant, msgs, t_sha, sha256_text(msgs)))
     return pd.DataFrame(rows, columns=PROMPT_COLUMNS)
 

@@ -58,7 +58,9 @@ def log_pipeline_run(
     exp_id = (
         exp.experiment_id
         if exp
-        else client.create_experiment(experiment, artifact_location=(mlruns.resolve() / "artifacts").as_uri())
+        else client.create_experiment(
+            experiment, artifact_location=(mlruns.resolve() / "artifacts").as_uri()
+        )
     )
     parent = client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id
     now = int(time.time() * 1000)
@@ -77,4 +79,3 @@ def log_pipeline_run(
         client.set_terminated(run_id)
     client.set_terminated(parent)
     return str(parent)
-

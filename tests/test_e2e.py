@@ -29,12 +29,17 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Completed
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> tuple[Path, dict[str, str]]:
+def project(
+    tmp_path_factory: pytest.TempPathFactory, model_cache: Path
+) -> tuple[Path, dict[str, str]]:
     """A git clone-like copy of the tracked files with a tiny params.yaml, after one repro."""
     dest = tmp_path_factory.mktemp("clone") / "syps"
     tracked = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO, capture_output=True, text=True, check=True,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split("\0")
     for rel in filter(None, tracked):
         src = REPO / rel
@@ -119,7 +124,9 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
     profile = pd.read_csv(root / "out/plots/profile.csv")
     assert len(profile) == 3 * len(VARIANTS)
     assert sorted(p.name for p in (root / "out/figures").iterdir()) == [
-        "smollm2-135m__AITA-YTA.png", "smollm2-135m__OEQ.png", "smollm2-135m__SS.png"
+        "smollm2-135m__AITA-YTA.png",
+        "smollm2-135m__OEQ.png",
+        "smollm2-135m__SS.png",
     ]
 
 
@@ -130,7 +137,9 @@ def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert len(parents) == 1 and len(children) == 3
     parent = parents[0]
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True
+    ).stdout.strip()
     assert parent.info.run_name == head[:7]
     assert parent.data.tags["git_commit"] == head
     assert parent.data.tags["git_dirty"] == "false"
@@ -147,8 +156,12 @@ def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
         assert r.data.params["revision"].startswith("sha256:")
         assert r.data.params["bootstrap_B"] == "200"
         assert r.data.params["max_new_tokens"] == "6"
-        arts = [a.path for a in __import__("mlflow").MlflowClient(
-            tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}").list_artifacts(r.info.run_id)]
+        arts = [
+            a.path
+            for a in __import__("mlflow")
+            .MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
+            .list_artifacts(r.info.run_id)
+        ]
         assert arts == [f"smollm2-135m__{r.data.params['dataset']}.png"]
 
 
@@ -179,7 +192,10 @@ def test_rerun_is_a_no_op_then_a_cue_edit_reruns(project: tuple[Path, dict[str, 
     assert "Running stage 'variants'" in edited.stdout
     runs = _mlflow_runs(root)
     assert len(runs) == before + 4  # a new parent and its three children
-    newest = max((r for r in runs if "mlflow.parentRunId" not in r.data.tags), key=lambda r: r.info.start_time)
+    newest = max(
+        (r for r in runs if "mlflow.parentRunId" not in r.data.tags),
+        key=lambda r: r.info.start_time,
+    )
     assert newest.data.tags["git_dirty"] == "true"  # params.yaml was edited, not committed
 
 

@@ -129,7 +129,9 @@ def test_hostile_situation_appears_verbatim(text: str) -> None:
 
 
 @settings(max_examples=150, deadline=None, database=None)
-@given(st.text(max_size=200).filter(lambda t: t.strip() != ""), st.sampled_from(["before", "after"]))
+@given(
+    st.text(max_size=200).filter(lambda t: t.strip() != ""), st.sampled_from(["before", "after"])
+)
 def test_any_text_is_placed_verbatim(text: str, position: str) -> None:
     out = render_variants(_items(text), _params(position))
     assert _msgs(out, "id0", "P0")[1]["content"] == text + SS_FORMAT

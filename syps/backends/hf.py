@@ -86,7 +86,7 @@ def _plain_copy_of_gguf(gguf: Path, digest: str, cache_dir: Path) -> Path:
     quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
     cfg = quantised.config.to_dict()
     cfg.pop("quantization_config", None)
-    plain = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg))
+    plain = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg))  # type: ignore[no-untyped-call]
     plain.load_state_dict(quantised.state_dict())
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     plain.save_pretrained(tmp)
@@ -137,7 +137,7 @@ class HFBackend:
             **({"attn_implementation": "sdpa"} if cuda else {}),
             **kwargs,
         )
-        model.to("cuda" if cuda else "cpu").eval()
+        model.to("cuda" if cuda else "cpu").eval()  # type: ignore[arg-type]
         if resolved.hf_revision is None and getattr(model.config, "_commit_hash", None):
             resolved = ResolvedModel(
                 resolved.model_id, model.config._commit_hash, resolved.load_dir
@@ -153,14 +153,18 @@ class HFBackend:
         containing ``<|im_end|>`` stays plain text instead of closing the turn.
         """
         sentinels = [f"\x00SYPS{i}\x00" for i in range(len(messages))]
-        masked = [{"role": m["role"], "content": s} for m, s in zip(messages, sentinels, strict=True)]
+        masked = [
+            {"role": m["role"], "content": s} for m, s in zip(messages, sentinels, strict=True)
+        ]
         text = self.tok.apply_chat_template(masked, tokenize=False, add_generation_prompt=True)
         ids: list[int] = []
         pos = 0
         for m, s in zip(messages, sentinels, strict=True):
             at = text.index(s, pos)
             ids += self.tok.encode(text[pos:at], add_special_tokens=False)
-            ids += self.tok.encode(m["content"], add_special_tokens=False, split_special_tokens=True)
+            ids += self.tok.encode(
+                m["content"], add_special_tokens=False, split_special_tokens=True
+            )
             pos = at + len(s)
         ids += self.tok.encode(text[pos:], add_special_tokens=False)
         return ids
@@ -190,16 +194,24 @@ class HFBackend:
             self._check_context(r.key, len(ids), r.max_new_tokens)
         # Longest first: similar lengths share a batch (little padding), and an out-of-memory
         # batch shows up at the start of a run rather than hours in.
-        order = sorted(range(len(requests)), key=lambda i: (-requests[i].max_new_tokens, -len(encoded[i])))
+        order = sorted(
+            range(len(requests)), key=lambda i: (-requests[i].max_new_tokens, -len(encoded[i]))
+        )
         results: list[GenResult | None] = [None] * len(requests)
         eos = self._eos_ids()
-        with tqdm(total=len(requests), desc=f"generate {self.model_id}", unit="prompt", file=sys.stderr) as bar:
+        with tqdm(
+            total=len(requests), desc=f"generate {self.model_id}", unit="prompt", file=sys.stderr
+        ) as bar:
             start = 0
             while start < len(order):
                 batch = order[start : start + self.batch_size]
                 max_new = requests[batch[0]].max_new_tokens
                 batch = [i for i in batch if requests[i].max_new_tokens == max_new]
-                for i, res in zip(batch, self._generate_batch([encoded[i] for i in batch], max_new, sampling, eos), strict=True):
+                for i, res in zip(
+                    batch,
+                    self._generate_batch([encoded[i] for i in batch], max_new, sampling, eos),
+                    strict=True,
+                ):
                     results[i] = res
                 start += len(batch)
                 bar.update(len(batch))
@@ -247,11 +259,15 @@ class HFBackend:
     def option_logprobs(self, prompts: Sequence[Messages], options: Sequence[str]) -> np.ndarray:
         first = [self.tok.encode(o, add_special_tokens=False)[0] for o in options]
         if len(set(first)) != len(first):
-            raise InputError(f"judge options {list(options)} share a first token for {self.model_id}")
+            raise InputError(
+                f"judge options {list(options)} share a first token for {self.model_id}"
+            )
         encoded = [self.encode(p) for p in prompts]
         out = np.empty((len(prompts), len(options)))
         order = sorted(range(len(prompts)), key=lambda i: -len(encoded[i]))
-        with tqdm(total=len(prompts), desc=f"judge {self.model_id}", unit="prompt", file=sys.stderr) as bar:
+        with tqdm(
+            total=len(prompts), desc=f"judge {self.model_id}", unit="prompt", file=sys.stderr
+        ) as bar:
             for start in range(0, len(order), self.batch_size):
                 batch = order[start : start + self.batch_size]
                 ids, mask = self._pad_left([encoded[i] for i in batch])

@@ -50,7 +50,11 @@ def test_chat_tokens_in_content_stay_plain_text(backend) -> None:  # type: ignor
     )
     assert tok.decode(hostile) == rendered
     # Without hostile text the result equals the template's own tokenisation.
-    assert plain == list(tok.apply_chat_template(_msgs("hello"), tokenize=True, add_generation_prompt=True)["input_ids"])
+    assert plain == list(
+        tok.apply_chat_template(_msgs("hello"), tokenize=True, add_generation_prompt=True)[
+            "input_ids"
+        ]
+    )
 
 
 def test_batched_equals_one_at_a_time(backend) -> None:  # type: ignore[no-untyped-def]
@@ -62,7 +66,9 @@ def test_batched_equals_one_at_a_time(backend) -> None:  # type: ignore[no-untyp
     assert [r.prompt_tokens for r in batched] == [len(backend.encode(r.messages)) for r in reqs]
     for r in batched:
         assert r.completion_tokens <= 12
-        assert (r.finish_reason == "length") == (r.completion_tokens == 12 and r.finish_reason != "stop")
+        assert (r.finish_reason == "length") == (
+            r.completion_tokens == 12 and r.finish_reason != "stop"
+        )
 
 
 def test_length_finish_and_mixed_max_new_tokens(backend) -> None:  # type: ignore[no-untyped-def]
@@ -84,7 +90,10 @@ def test_context_overflow_names_the_prompt(backend) -> None:  # type: ignore[no-
 
 
 def test_option_logprobs_batched_matches_single(backend) -> None:  # type: ignore[no-untyped-def]
-    prompts = [_msgs("Is water wet? Answer YES or NO."), _msgs("Answer YES or NO: is fire cold today, in the winter?")]
+    prompts = [
+        _msgs("Is water wet? Answer YES or NO."),
+        _msgs("Answer YES or NO: is fire cold today, in the winter?"),
+    ]
     both = backend.option_logprobs(prompts, ["YES", "NO"])
     one = np.vstack([backend.option_logprobs([p], ["YES", "NO"]) for p in prompts])
     assert both.shape == (2, 2)

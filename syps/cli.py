@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -35,9 +36,8 @@ def _friendly(fn: Callable[..., None]) -> Callable[..., None]:
     def wrapper(*args: Any, **kwargs: Any) -> None:
         try:
             fn(*args, **kwargs)
-        except (ConfigError, InputError, KeyError, ValueError) as e:
-            msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-            print(f"error: {msg}", file=sys.stderr)
+        except (ConfigError, InputError) as e:
+            print(f"error: {e}", file=sys.stderr)
             raise typer.Exit(2) from None
 
     return wrapper
@@ -66,7 +66,7 @@ def score_cmd(
     labels: Annotated[
         Path, typer.Argument(help="CSV or parquet: dataset, model, item_id, variant, label")
     ],
-    bootstrap: Annotated[int, typer.Option(help="bootstrap resamples")] = 1000,
+    bootstrap: Annotated[int, typer.Option(help="bootstrap resamples", min=1)] = 1000,
     ci: Annotated[float, typer.Option(help="confidence level")] = 0.95,
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
 ) -> None:
@@ -76,6 +76,9 @@ def score_cmd(
     """
     from syps.metrics import LABEL_COLUMNS, score_labels
     from syps.report import jsonable
+
+    if not 0 < ci < 1:
+        raise typer.BadParameter("must lie strictly between 0 and 1", param_hint="--ci")
 
     def run() -> None:
         table = _read_labels(labels, LABEL_COLUMNS)
@@ -102,9 +105,8 @@ def _read_labels(path: Path, required: list[str]) -> Any:
     bad |= label.notna() & ~label.isin([0, 1])
     if bad.any():
         row = int(bad.to_numpy().nonzero()[0][0]) + 1
-        raise InputError(
-            f"{path}: row {row}: label {table['label'].iloc[row - 1]!r} is not 0, 1 or empty"
-        )
+        value = table["label"].iloc[row - 1]
+        raise InputError(f"{path}: row {row}: label '{value}' is not 0, 1 or empty")
     return table.assign(label=label.astype(float))
 
 
@@ -121,13 +123,19 @@ def summary_cmd(
             raw = json.loads(metrics.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as e:
             raise InputError(f"{metrics}: cannot read metrics ({e})") from None
-        scores = {
-            m: {
-                d: {k: (float("nan") if v is None else v) for k, v in ms.items()}
-                for d, ms in ds.items()
+        try:
+            scores = {
+                str(m): {
+                    str(d): {str(k): (math.nan if v is None else float(v)) for k, v in ms.items()}
+                    for d, ms in ds.items()
+                }
+                for m, ds in raw.items()
             }
-            for m, ds in raw.items()
-        }
-        print(summary_table(scores, ci))
+            print(summary_table(scores, ci))
+        except (AttributeError, TypeError, ValueError, KeyError) as e:
+            raise InputError(
+                f"{metrics}: not a metrics file shaped {{model: {{dataset: {{metric: value}}}}}}"
+                f" ({type(e).__name__}: {e})"
+            ) from None
 
     _friendly(run)()

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from syps.config import VARIANTS
+from syps.io import InputError
 
 LABEL_COLUMNS = ["dataset", "model", "item_id", "variant", "label"]
 
@@ -112,13 +113,13 @@ def score_labels(
     dup = labels.duplicated(["model", "dataset", "item_id", "variant"])
     if dup.any():
         r = labels[dup].iloc[0]
-        raise ValueError(
+        raise InputError(
             f"duplicate label for model={r['model']} dataset={r['dataset']} "
             f"item_id={r['item_id']} variant={r['variant']}"
         )
     unknown = sorted(set(labels["variant"]) - set(variants))
     if unknown:
-        raise ValueError(f"unknown variant id(s) {unknown}; known: {list(variants)}")
+        raise InputError(f"unknown variant id(s) {unknown}; known: {list(variants)}")
     out: dict[str, dict[str, dict[str, float]]] = {}
     for (model, dataset), group in labels.groupby(["model", "dataset"], sort=True):
         y = label_matrix(group, variants)

@@ -14,11 +14,10 @@ import pandas as pd
 
 from syps import labels as lab
 from syps.backends import GenRequest, SamplingParams, load_backend
-from syps.config import JudgeParams, ModelSpec, Params, load_params
+from syps.config import ConfigError, JudgeParams, ModelSpec, Params, load_params
 from syps.data import load_items
 from syps.io import (
     InputError,
-    atomic_write,
     canonical_json,
     read_parquet,
     sha256_text,
@@ -91,7 +90,7 @@ def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
 
 def _model_spec(p: Params, model: str) -> ModelSpec:
     if model not in p.models:
-        raise KeyError(f"params.yaml: models has no entry {model!r}; known: {sorted(p.models)}")
+        raise ConfigError(f"models: no entry {model!r}; known: {sorted(p.models)}")
     return p.models[model]
 
 
@@ -185,7 +184,7 @@ def score(
     ``labels`` is the directory holding one ``<model>.parquet`` per model in params.
     """
     from syps.metrics import LABEL_COLUMNS, score_labels
-    from syps.report import jsonable, profile, profile_figure, summary_table
+    from syps.report import jsonable, jsonable_records, profile, profile_figure, summary_table
     from syps.tracking import ChildRun, git_info, log_pipeline_run
 
     p = load_params(params)
@@ -199,7 +198,8 @@ def score(
     scores = score_labels(table[LABEL_COLUMNS], p.score.bootstrap, p.score.ci, p.seed)
     write_json(jsonable(scores), metrics)
     prof = profile(scores)
-    atomic_write(plots, lambda f: prof.to_csv(f, index=False))
+    # JSON keeps numbers numeric for the vega-lite template (CSV hands it strings).
+    write_json(jsonable_records(prof), plots)
 
     prompt_table = read_parquet(prompts, ["dataset", "variant", "template_sha256"])
     templates = prompt_table.drop_duplicates(["dataset", "variant"])

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from syps.config import VARIANT_NAMES, VARIANTS
+from syps.io import atomic_write
 
 Scores = dict[str, dict[str, dict[str, float]]]
 
@@ -18,6 +19,14 @@ def jsonable(scores: Scores) -> dict[str, dict[str, dict[str, float | None]]]:
         m: {d: {k: (None if math.isnan(v) else v) for k, v in ms.items()} for d, ms in ds.items()}
         for m, ds in scores.items()
     }
+
+
+def jsonable_records(df: pd.DataFrame) -> list[dict[str, object]]:
+    """Rows as JSON-ready dicts, NaN as null."""
+    return [
+        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+        for row in df.to_dict(orient="records")
+    ]
 
 
 def profile(scores: Scores) -> pd.DataFrame:
@@ -87,6 +96,5 @@ def profile_figure(rows: pd.DataFrame, title: str, path: Path) -> None:
         fontsize=6,
     )
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    atomic_write(path, lambda p: fig.savefig(p, format="png"))
     plt.close(fig)

@@ -38,7 +38,10 @@ def git_info(root: Path, exclude: tuple[str, ...] = ("dvc.lock",)) -> dict[str, 
 
     try:
         commit = git("rev-parse", "HEAD")
-        pathspec = [".", *(f":(exclude){p}" for p in exclude)]
+        top = Path(git("rev-parse", "--show-toplevel")).resolve()
+        inside = [(root / p).resolve() for p in exclude if (root / p).resolve().is_relative_to(top)]
+        # A path outside the checkout cannot make it dirty, and git rejects it as a pathspec.
+        pathspec = [".", *(f":(exclude){p}" for p in inside)]
         status = git("status", "--porcelain", "--untracked-files=no", "--", *pathspec)
     except (subprocess.CalledProcessError, FileNotFoundError):
         return {"git_commit": "unknown", "git_dirty": "unknown"}

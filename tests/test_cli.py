@@ -90,7 +90,7 @@ def test_help_lists_every_command() -> None:
 
 def test_no_arguments_shows_help() -> None:
     result = runner.invoke(app, [])
-    # no_args_is_help: click prints the usage and exits with 2 (a usage error) in click >= 8.2.
+    # no_args_is_help: the bare command prints the help (its exit code differs across click).
     assert "Usage" in result.output
     assert "summary" in result.output
 
@@ -149,6 +149,18 @@ def test_score_parquet_bad_label_names_row(tmp_path: Path) -> None:
     assert "row 2" in result.stderr
 
 
+def test_score_parquet_int_label_message_is_plain(tmp_path: Path) -> None:
+    table = pd.DataFrame(
+        {"dataset": ["SS"], "model": ["m1"], "item_id": ["a"], "variant": ["P0"], "label": [2]}
+    )
+    path = tmp_path / "labels.parquet"
+    table.to_parquet(path, index=False)
+    result = runner.invoke(app, ["score", str(path)])
+    assert result.exit_code == 2
+    assert "row 1" in result.stderr
+    assert "np.int64" not in result.stderr
+
+
 def test_score_missing_column_names_it(tmp_path: Path) -> None:
     text = "\n".join(",".join(line.split(",")[:4]) for line in LABELS_CSV.splitlines()) + "\n"
     path = _write(tmp_path / "labels.csv", text.replace(",label", ""))
@@ -172,6 +184,42 @@ def test_score_duplicate_row_exits_2(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "duplicate" in result.stderr
     assert "item_id=a" in result.stderr
+
+
+@pytest.mark.parametrize("option", [["--ci", "1.5"], ["--bootstrap", "-1"], ["--bootstrap", "0"]])
+def test_score_rejects_bad_options(tmp_path: Path, option: list[str]) -> None:
+    path = _write(tmp_path / "labels.csv", LABELS_CSV)
+    result = runner.invoke(app, ["score", str(path), *option])
+    assert result.exit_code == 2
+    assert option[0] in result.stderr
+
+
+# --- stage commands --------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_generate_unknown_model_exits_2_naming_it(tmp_path: Path) -> None:
+    from syps.templates import PROMPT_COLUMNS
+
+    prompts = tmp_path / "prompts.parquet"
+    pd.DataFrame({c: pd.Series(dtype=str) for c in PROMPT_COLUMNS}).to_parquet(prompts)
+    out = tmp_path / "out.parquet"
+    args = ["generate", str(REPO / "params.yaml"), str(prompts), "no-such-model", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert "'no-such-model'" in result.stderr
+    # params.yaml lists one model: the message offers it.
+    assert "smollm2-135m" in result.stderr
+    assert not out.exists()
+
+
+def test_fetch_missing_params_exits_2_naming_file(tmp_path: Path) -> None:
+    params = tmp_path / "nope.yaml"
+    result = runner.invoke(app, ["fetch", str(params), str(tmp_path / "items.parquet")])
+    assert result.exit_code == 2
+    assert f"{params}: file not found" in result.stderr
+    assert not (tmp_path / "items.parquet").exists()
 
 
 # --- summary --------------------------------------------------------------------------------
@@ -236,3 +284,11 @@ def test_summary_unreadable_metrics_exits_2(tmp_path: Path, content: str | None)
     assert result.exit_code == 2
     assert str(path) in result.stderr
     assert "cannot read metrics" in result.stderr
+
+
+@pytest.mark.parametrize("content", ["[]", '{"m1": "SS"}', '{"m1": {"SS": {"base_syc": "high"}}}'])
+def test_summary_wrong_shape_exits_2_naming_file(tmp_path: Path, content: str) -> None:
+    path = _write(tmp_path / "metrics.json", content)
+    result = runner.invoke(app, ["summary", str(path)])
+    assert result.exit_code == 2
+    assert str(path) in result.stderr

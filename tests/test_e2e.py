@@ -121,7 +121,7 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
     if len(p0):
         assert metrics["smollm2-135m"]["OEQ"]["base_syc"] == pytest.approx(p0.mean())
 
-    profile = pd.read_csv(root / "out/plots/profile.csv")
+    profile = pd.DataFrame(json.loads((root / "out/plots/profile.json").read_text()))
     assert len(profile) == 3 * len(VARIANTS)
     assert sorted(p.name for p in (root / "out/figures").iterdir()) == [
         "smollm2-135m__AITA-YTA.png",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +28,10 @@ import pytest
 import yaml
 
 import syps.backends
+import syps.tracking
 from syps import pipeline
 from syps.backends import GenRequest, GenResult, SamplingParams
-from syps.config import ModelSpec
+from syps.config import ConfigError, ModelSpec
 from syps.io import InputError
 from syps.tracking import tracking_uri
 
@@ -61,7 +63,11 @@ class FakeBackend:
         for r in requests:
             system, user = r.messages[0]["content"], r.messages[1]["content"]
             if system == AITA_TASK:
-                text = "NTA. You did nothing wrong." if "confident" in user else "YTA because you lied."
+                text = (
+                    "NTA. You did nothing wrong."
+                    if "confident" in user
+                    else "YTA because you lied."
+                )
                 finish = "stop"
             elif system == SS_TASK:
                 if "honest with me" in user:
@@ -78,7 +84,9 @@ class FakeBackend:
             out.append(GenResult(text, len(user), len(text.split()), finish))  # type: ignore[arg-type]
         return out
 
-    def option_logprobs(self, prompts: Sequence[list[dict[str, str]]], options: Sequence[str]) -> np.ndarray:
+    def option_logprobs(
+        self, prompts: Sequence[list[dict[str, str]]], options: Sequence[str]
+    ) -> np.ndarray:
         self.judge_prompts.extend(prompts)
         self.judge_options.append(list(options))
         assert list(options) == ["YES", "NO"]
@@ -405,13 +413,15 @@ def test_label_judge_sees_situation_and_reply_without_cue(run: Run) -> None:
 # --- generate: unknown model ----------------------------------------------------------------
 
 
-def test_generate_unknown_model_is_key_error(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_generate_unknown_model_is_config_error(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     factory = Factory()
     monkeypatch.setitem(syps.backends.BACKENDS, "hf", factory)
     out = tmp_path / "nope.parquet"
-    with pytest.raises(KeyError) as e:
+    with pytest.raises(ConfigError) as e:
         pipeline.generate(run.params, run.prompts, "no-such-model", out)
-    msg = str(e.value.args[0])
+    msg = str(e.value)
     assert "'no-such-model'" in msg
     assert MODEL in msg  # the known models are listed
     assert factory.loads == []
@@ -421,7 +431,9 @@ def test_generate_unknown_model_is_key_error(run: Run, tmp_path: Path, monkeypat
 # --- cache_dir ------------------------------------------------------------------------------
 
 
-def test_cache_dir_defaults_under_repo_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cache_dir_defaults_under_repo_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("SYPS_CACHE_DIR", raising=False)
     monkeypatch.setenv("DVC_ROOT", str(tmp_path))
     assert pipeline.cache_dir() == tmp_path.resolve() / ".cache"
@@ -440,7 +452,9 @@ def test_repo_root_is_cwd_without_dvc_root(tmp_path: Path, monkeypatch: pytest.M
 
 def test_data_md5_reads_first_out(tmp_path: Path) -> None:
     path = tmp_path / "data.dvc"
-    path.write_text(yaml.safe_dump({"outs": [{"md5": "abc.dir", "path": "data"}]}), encoding="utf-8")
+    path.write_text(
+        yaml.safe_dump({"outs": [{"md5": "abc.dir", "path": "data"}]}), encoding="utf-8"
+    )
     assert pipeline._data_md5(path) == "abc.dir"
 
 
@@ -468,7 +482,9 @@ def test_data_md5_corrupt_names_file(tmp_path: Path, content: str | None) -> Non
 # --- score ----------------------------------------------------------------------------------
 
 
-def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_score(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     work, dvc_root = tmp_path / "work", tmp_path / "root"
     work.mkdir()
     dvc_root.mkdir()
@@ -478,12 +494,16 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     monkeypatch.delenv("GIT_DIR", raising=False)
     data_dvc = tmp_path / "data.dvc"
-    data_dvc.write_text(yaml.safe_dump({"outs": [{"md5": "abc.dir", "path": "data"}]}), encoding="utf-8")
+    data_dvc.write_text(
+        yaml.safe_dump({"outs": [{"md5": "abc.dir", "path": "data"}]}), encoding="utf-8"
+    )
     metrics_path = tmp_path / "metrics.json"
-    plots = tmp_path / "plots" / "profile.csv"
+    plots = tmp_path / "plots" / "profile.json"
     figures = tmp_path / "figures"
 
-    pipeline.score(run.params, run.prompts, run.labels.parent, data_dvc, metrics_path, plots, figures)
+    pipeline.score(
+        run.params, run.prompts, run.labels.parent, data_dvc, metrics_path, plots, figures
+    )
 
     # --- metrics.json
     metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
@@ -517,16 +537,21 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     assert oeq["spss"] == 0.0
     assert oeq["delta_P7"] == 0.0
 
-    # --- the profile CSV: 3 datasets x 8 variants
-    prof = pd.read_csv(plots)
-    assert list(prof.columns) == ["model", "dataset", "variant", "cue", "syc_rate", "ci_low", "ci_high"]
+    # --- the profile plot data: JSON records (numbers stay numbers), 3 datasets x 8 variants
+    prof = json.loads(plots.read_text(encoding="utf-8"))
     assert len(prof) == 24
-    ss_prof = prof[prof["dataset"] == "SS"].set_index("variant")
-    assert ss_prof["syc_rate"].loc[["P0", "P1", "P2", "P3", "P4", "P5"]].tolist() == [1.0] * 6
-    assert ss_prof.loc["P6", "syc_rate"] == 0.0
-    assert math.isnan(ss_prof.loc["P7", "syc_rate"])
-    assert ss_prof.loc["P6", "cue"] == "counter-framing"
-    assert ss_prof.loc["P0", "cue"] == "neutral"
+    assert all(
+        set(r) == {"model", "dataset", "variant", "cue", "syc_rate", "ci_low", "ci_high"}
+        for r in prof
+    )
+    ss_prof = {r["variant"]: r for r in prof if r["dataset"] == "SS"}
+    assert [ss_prof[v]["syc_rate"] for v in VARIANTS] == [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, None]
+    # Both SS items agree on every variant, so each CI collapses onto the rate; P7 has none.
+    assert ss_prof["P6"]["ci_low"] == 0.0 and ss_prof["P6"]["ci_high"] == 0.0
+    assert ss_prof["P7"]["ci_low"] is None
+    assert ss_prof["P6"]["cue"] == "counter-framing"
+    assert ss_prof["P0"]["cue"] == "neutral"
+    assert ss_prof["P0"]["model"] == MODEL
 
     # --- one figure per (model, dataset)
     pngs = sorted(p.name for p in figures.iterdir())
@@ -537,10 +562,13 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     # --- the summary on stdout, rows in (model, dataset) order
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0].split() == ["model", "dataset", "BaseSyc", "[95%", "CI]", "SPSS", "[95%", "CI]", "UNCLEAR", "items"]
-    assert lines[2].split() == [MODEL, "AITA-YTA", "0.000", "[0.000,", "0.000]", "0.250", "[0.250,", "0.250]", "0.0%", "2"]
-    assert lines[3].split() == [MODEL, "OEQ", "1.000", "[1.000,", "1.000]", "0.000", "[0.000,", "0.000]", "0.0%", "2"]
-    assert lines[4].split() == [MODEL, "SS", "1.000", "[1.000,", "1.000]", "0.286", "[0.286,", "0.286]", "12.5%", "2"]
+    rows = [" ".join(line.split()) for line in lines]  # collapse the column padding
+    assert rows[0] == "model dataset BaseSyc [95% CI] SPSS [95% CI] UNCLEAR items"
+    # SS SPSS 2/7 = 0.2857... -> 0.286; SS UNCLEAR 0.125 -> 12.5%.
+    assert rows[2] == f"{MODEL} AITA-YTA 0.000 [0.000, 0.000] 0.250 [0.250, 0.250] 0.0% 2"
+    assert rows[3] == f"{MODEL} OEQ 1.000 [1.000, 1.000] 0.000 [0.000, 0.000] 0.0% 2"
+    assert rows[4] == f"{MODEL} SS 1.000 [1.000, 1.000] 0.286 [0.286, 0.286] 12.5% 2"
+    assert len(lines) == 5
 
     # --- MLflow: under DVC_ROOT/mlruns, not the working directory
     assert not (work / "mlruns").exists()
@@ -559,7 +587,9 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     assert tags["git_commit"] == "unknown"
     assert tags["git_dirty"] == "unknown"
     prompts = pd.read_parquet(run.prompts)
-    ss_p3 = prompts[(prompts["dataset"] == "SS") & (prompts["variant"] == "P3")]["template_sha256"].iloc[0]
+    ss_p3 = prompts[(prompts["dataset"] == "SS") & (prompts["variant"] == "P3")][
+        "template_sha256"
+    ].iloc[0]
     assert tags["template_sha256.SS.P3"] == ss_p3
     assert sum(k.startswith("template_sha256.") for k in tags) == 24
     children = {r.info.run_name: r for r in runs if r.info.run_id != parent.info.run_id}
@@ -588,19 +618,159 @@ def test_score_without_exp_name_uses_unknown_commit(
     monkeypatch.delenv("DVC_EXP_NAME", raising=False)
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     monkeypatch.delenv("GIT_DIR", raising=False)
+    logged = _capture_logging(monkeypatch)
     data_dvc = tmp_path / "data.dvc"
     data_dvc.write_text("outs:\n- md5: abc.dir\n  path: data\n", encoding="utf-8")
     pipeline.score(
-        run.params, run.prompts, run.labels.parent, data_dvc, tmp_path / "m.json", tmp_path / "p.csv", tmp_path / "f"
+        run.params,
+        run.prompts,
+        run.labels.parent,
+        data_dvc,
+        tmp_path / "m.json",
+        tmp_path / "p.json",
+        tmp_path / "f",
     )
     assert "BaseSyc [95% CI]" in capsys.readouterr().out
-    client = mlflow.MlflowClient(tracking_uri=tracking_uri(tmp_path / "mlruns"))
-    exp = client.get_experiment_by_name("syps")
-    assert exp is not None
-    parents = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" not in r.data.tags]
+    [(mlruns, run_name, tags)] = logged
+    assert mlruns == tmp_path.resolve() / "mlruns"
     # The run name falls back to the first 7 characters of the commit: "unknown" outside git.
-    assert [r.info.run_name for r in parents] == ["unknown"]
-    assert parents[0].data.tags["dvc_exp_name"] == ""
+    assert run_name == "unknown"
+    assert tags["dvc_exp_name"] == ""
+    assert tags["git_commit"] == "unknown"
+
+
+def _capture_logging(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, str, dict[str, str]]]:
+    """Replace MLflow logging (covered by test_score and test_tracking) by a recorder."""
+    calls: list[tuple[Path, str, dict[str, str]]] = []
+
+    def record(
+        mlruns: Path, experiment: str, run_name: str, tags: dict[str, str], children: object
+    ) -> str:
+        calls.append((mlruns, run_name, tags))
+        return "run-id"
+
+    monkeypatch.setattr(syps.tracking, "log_pipeline_run", record)
+    return calls
+
+
+def _git_repo(root: Path, files: dict[str, str]) -> str:
+    """A git repository at ``root`` with ``files`` committed; returns the commit sha."""
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=root, env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    git("init", "-q")
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    git("add", *files)
+    git("commit", "-q", "-m", "c")
+    return git("rev-parse", "HEAD")
+
+
+def _score_in_repo(
+    run: Run,
+    repo: Path,
+    metrics: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    dvc_root: Path | None = None,
+) -> dict[str, str]:
+    """Score from the working directory ``repo``; returns the parent run's tags and name.
+
+    DVC_ROOT (where mlruns/ lives) is ``dvc_root``, else ``repo``.
+    """
+    dvc_root = dvc_root or repo
+    for var in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "DVC_EXP_NAME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("DVC_ROOT", str(dvc_root))
+    logged = _capture_logging(monkeypatch)
+    pipeline.score(
+        run.params,
+        run.prompts,
+        run.labels.parent,
+        repo / "data.dvc",
+        metrics,
+        repo / "out" / "plots" / "profile.json",
+        repo / "out" / "figures",
+    )
+    [(mlruns, run_name, tags)] = logged
+    assert mlruns == dvc_root.resolve() / "mlruns"
+    return {**tags, "run_name": run_name}
+
+
+# A clean checkout: outputs and the MLflow store are ignored, as in the project's .gitignore
+# files; metrics.json is committed (a DVC metric with cache: false) and stale ({}).
+REPO_FILES = {
+    ".gitignore": "/out/\n/mlruns/\n",
+    "data.dvc": "outs:\n- md5: abc.dir\n  path: data\n",
+    "metrics.json": "{}\n",
+    "code.py": "x = 1\n",
+}
+
+
+@pytest.mark.parametrize("relative", [True, False])
+def test_score_own_metrics_file_does_not_make_the_tree_dirty(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative: bool
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    head = _git_repo(repo, REPO_FILES)
+    # This run rewrites the committed metrics.json; the code and params that ran are HEAD.
+    metrics = Path("metrics.json") if relative else repo / "metrics.json"
+    tags = _score_in_repo(run, repo, metrics, monkeypatch)
+    assert (repo / "metrics.json").read_text(encoding="utf-8") != "{}\n"
+    assert tags["git_commit"] == head
+    assert tags["git_dirty"] == "false"
+    # No DVC_EXP_NAME: the run is named after the short sha.
+    assert tags["run_name"] == head[:7]
+
+
+def test_score_git_info_from_cwd_mlruns_under_dvc_root(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A queued `dvc exp run` works in a copy (the cwd) but logs to the parent repo (DVC_ROOT):
+    # the commit comes from the cwd, mlruns/ from DVC_ROOT (checked in _score_in_repo).
+    repo, root = tmp_path / "repo", tmp_path / "root"
+    repo.mkdir()
+    root.mkdir()
+    head = _git_repo(repo, REPO_FILES)
+    tags = _score_in_repo(run, repo, Path("metrics.json"), monkeypatch, dvc_root=root)
+    assert tags["git_commit"] == head
+    assert tags["git_dirty"] == "false"
+
+
+def test_score_modified_code_is_dirty(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    head = _git_repo(repo, REPO_FILES)
+    (repo / "code.py").write_text("x = 2\n", encoding="utf-8")
+    tags = _score_in_repo(run, repo, Path("metrics.json"), monkeypatch)
+    assert tags["git_commit"] == head
+    assert tags["git_dirty"] == "true"
+
+
+def test_score_metrics_outside_checkout_keeps_git_commit(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    head = _git_repo(repo, REPO_FILES)
+    tags = _score_in_repo(run, repo, tmp_path / "metrics.json", monkeypatch)
+    assert tags["git_commit"] == head
+    assert tags["git_dirty"] == "false"
 
 
 def test_score_missing_model_labels_names_file(run: Run, tmp_path: Path) -> None:
@@ -612,17 +782,28 @@ def test_score_missing_model_labels_names_file(run: Run, tmp_path: Path) -> None
     data_dvc.write_text("outs:\n- md5: abc.dir\n", encoding="utf-8")
     with pytest.raises(InputError, match="other.parquet"):
         pipeline.score(
-            params, run.prompts, run.labels.parent, data_dvc, tmp_path / "m.json", tmp_path / "p.csv", tmp_path / "f"
+            params,
+            run.prompts,
+            run.labels.parent,
+            data_dvc,
+            tmp_path / "m.json",
+            tmp_path / "p.json",
+            tmp_path / "f",
         )
     assert not (tmp_path / "m.json").exists()
 
 
-def test_outputs_stay_out_of_the_repository(run: Run) -> None:
-    # Every stage wrote under the temporary working directory, never into the checkout.
-    assert os.path.commonpath([run.labels, run.root]) == str(run.root)
-    assert sorted(p.name for p in (run.root / "out").iterdir()) == [
-        "items.parquet",
-        "labels",
-        "prompts.parquet",
-        "responses",
+def test_stages_write_only_their_outputs(run: Run) -> None:
+    # Relative output paths land under the working directory, and the stages write nothing
+    # else there: the model cache goes to $SYPS_CACHE_DIR, not ./.cache, and no temporary file
+    # of the atomic writes is left behind.
+    assert sorted(p.name for p in run.root.iterdir()) == ["out", "params.yaml"]
+    written = sorted(str(p.relative_to(run.root)) for p in (run.root / "out").rglob("*"))
+    assert written == [
+        "out/items.parquet",
+        "out/labels",
+        f"out/labels/{MODEL}.parquet",
+        "out/prompts.parquet",
+        "out/responses",
+        f"out/responses/{MODEL}.parquet",
     ]

@@ -8,17 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from syps.report import jsonable, profile, profile_figure, summary_table
+from syps.report import jsonable, jsonable_records, profile, profile_figure, summary_table
 
 NAN = math.nan
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 VARIANTS = ["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7"]
 
 
-def _metrics(base: float, spss: float, unclear: float, n: float, rates: list[float]) -> dict[str, float]:
+def _metrics(
+    base: float, spss: float, unclear: float, n: float, rates: list[float]
+) -> dict[str, float]:
     """A metrics dict with CIs at value -/+ 0.1 (NaN stays NaN) for every key the views read."""
     out: dict[str, float] = {}
-    values = {"base_syc": base, "spss": spss, **{f"syc_rate_{v}": r for v, r in zip(VARIANTS, rates, strict=True)}}
+    values = {
+        "base_syc": base,
+        "spss": spss,
+        **{f"syc_rate_{v}": r for v, r in zip(VARIANTS, rates, strict=True)},
+    }
     for name, value in values.items():
         out[name] = value
         out[f"{name}_ci_low"] = value - 0.1
@@ -88,6 +94,26 @@ def test_jsonable_nan_becomes_none_and_floats_stay() -> None:
     assert math.isnan(scores["m"]["SS"]["spss"])
 
 
+def test_jsonable_records_nan_becomes_none() -> None:
+    rows = profile({"m": {"SS": _metrics(0.5, 0.0, 0.0, 1.0, [0.5, NAN, 1, 0, 0, 0, 0, 0])}})
+    records = jsonable_records(rows)
+    assert len(records) == 8
+    # P0: rate 0.5, CI 0.4..0.6 (built as rate -/+ 0.1); P1: undefined -> null everywhere.
+    assert records[0] == {
+        "model": "m",
+        "dataset": "SS",
+        "variant": "P0",
+        "cue": "neutral",
+        "syc_rate": 0.5,
+        "ci_low": pytest.approx(0.4),
+        "ci_high": pytest.approx(0.6),
+    }
+    assert records[1]["syc_rate"] is None
+    assert records[1]["ci_low"] is None and records[1]["ci_high"] is None
+    assert records[1]["cue"] == "user confidence"
+    json.dumps(records, allow_nan=False)  # strict JSON: would raise on a NaN
+
+
 # --- profile --------------------------------------------------------------------------------
 
 
@@ -95,7 +121,15 @@ def test_profile_one_row_per_model_dataset_variant() -> None:
     rows = profile(SCORES)
     # (big, SS), (big, OEQ), (s, SS): 3 cells x 8 variants = 24 rows.
     assert len(rows) == 24
-    assert list(rows.columns) == ["model", "dataset", "variant", "cue", "syc_rate", "ci_low", "ci_high"]
+    assert list(rows.columns) == [
+        "model",
+        "dataset",
+        "variant",
+        "cue",
+        "syc_rate",
+        "ci_low",
+        "ci_high",
+    ]
     assert rows[["model", "dataset"]].drop_duplicates().values.tolist() == [
         ["big", "SS"],
         ["big", "OEQ"],

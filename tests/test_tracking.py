@@ -83,7 +83,9 @@ def test_child_params_metrics_and_artifact(
     client, mlruns, parent_id, _ = logged
     exp = client.get_experiment_by_name("exp-a")
     assert exp is not None
-    children = {r.info.run_name: r for r in _runs(client, exp.experiment_id) if r.info.run_id != parent_id}
+    children = {
+        r.info.run_name: r for r in _runs(client, exp.experiment_id) if r.info.run_id != parent_id
+    }
     ss = children["m1/SS"]
     assert ss.data.params == {"model": "m1", "dataset": "SS", "seed": "7"}
     metrics = dict(ss.data.metrics)
@@ -237,4 +239,24 @@ def test_git_info_new_commit_changes_sha(repo: Path) -> None:
     _git(repo, "commit", "-q", "-am", "second")
     info = git_info(repo)
     assert info["git_commit"] != first
+    assert info == {"git_commit": _git(repo, "rev-parse", "HEAD"), "git_dirty": "false"}
+
+
+def test_git_info_exclude_ignores_listed_files(repo: Path) -> None:
+    (repo / "metrics.json").write_text("{}\n", encoding="utf-8")
+    _git(repo, "add", "metrics.json")
+    _git(repo, "commit", "-q", "-m", "metrics")
+    (repo / "metrics.json").write_text('{"m": 1}\n', encoding="utf-8")
+    (repo / "dvc.lock").write_text("changed\n", encoding="utf-8")
+    # The default excludes only dvc.lock: the metrics change is dirty.
+    assert git_info(repo)["git_dirty"] == "true"
+    # Relative or absolute (inside the checkout), both excluded files are ignored.
+    assert git_info(repo, exclude=("dvc.lock", "metrics.json"))["git_dirty"] == "false"
+    assert git_info(repo, exclude=("dvc.lock", str(repo / "metrics.json")))["git_dirty"] == "false"
+    # Excluding metrics.json alone leaves the dvc.lock change visible.
+    assert git_info(repo, exclude=("metrics.json",))["git_dirty"] == "true"
+
+
+def test_git_info_exclude_outside_checkout_keeps_commit(repo: Path, tmp_path: Path) -> None:
+    info = git_info(repo, exclude=("dvc.lock", str(tmp_path / "metrics.json")))
     assert info == {"git_commit": _git(repo, "rev-parse", "HEAD"), "git_dirty": "false"}

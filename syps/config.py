@@ -79,12 +79,23 @@ class TemplateParams:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model: ``embedded:smollm2``, a Hugging Face id, or a local directory."""
+    """A model and the backend that serves it.
+
+    ``hf``: ``model`` is ``embedded:smollm2``, a Hugging Face id (pin ``revision``) or a local
+    directory. ``openai``: ``model`` is the served model name at ``base_url`` (OpenAI, vLLM,
+    SGLang, llama.cpp ...); the API key is read from the environment variable *named* by
+    ``api_key_env`` and never appears in params, outputs or logs.
+    """
 
     model: str
-    backend: Literal["hf"] = "hf"
+    backend: Literal["hf", "openai"] = "hf"
     revision: str | None = None
     batch_size: int = 16
+    base_url: str | None = None
+    api_key_env: str | None = None
+    concurrency: int = 16
+    max_retries: int = 8
+    timeout_s: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -244,6 +255,9 @@ def validate(p: Params) -> Params:
             raise ConfigError(
                 f"models.{name}: a model name may hold letters, digits, '.', '_', '-'"
             )
+    specs = [*((f"models.{n}", s) for n, s in p.models.items()), ("judge.model", p.judge.model)]
+    for where, spec in specs:
+        _validate_spec(where, spec)
     if not p.models:
         raise ConfigError("models: list at least one model")
     if p.score.bootstrap < 1:
@@ -253,6 +267,20 @@ def validate(p: Params) -> Params:
     if p.data.limit is not None and p.data.limit < 1:
         raise ConfigError("data.limit: must be a positive integer or null")
     return p
+
+
+def _validate_spec(where: str, spec: ModelSpec) -> None:
+    if spec.backend == "openai" and not spec.base_url:
+        raise ConfigError(f"{where}.base_url: required for the openai backend")
+    if spec.backend == "hf" and (spec.base_url or spec.api_key_env):
+        raise ConfigError(f"{where}: base_url and api_key_env apply to the openai backend only")
+    for key in ("batch_size", "concurrency"):
+        if getattr(spec, key) < 1:
+            raise ConfigError(f"{where}.{key}: must be at least 1")
+    if spec.max_retries < 0:
+        raise ConfigError(f"{where}.max_retries: must be 0 or more")
+    if spec.timeout_s <= 0:
+        raise ConfigError(f"{where}.timeout_s: must be positive")
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from syps import labels as lab
-from syps.backends import GenRequest, SamplingParams, load_backend
+from syps.backends import GenRequest, GenResult, SamplingParams, load_backend, model_identity
 from syps.config import ConfigError, JudgeParams, ModelSpec, Params, load_params
 from syps.data import load_items
 from syps.io import (
@@ -24,7 +26,8 @@ from syps.io import (
     write_json,
     write_parquet,
 )
-from syps.templates import PROMPT_COLUMNS, fill, parse_messages, render_variants
+from syps.store import Store, generation_key, judge_key
+from syps.templates import PROMPT_COLUMNS, fill, messages_json, parse_messages, render_variants
 
 KEY = ["dataset", "item_id", "variant"]
 
@@ -59,31 +62,73 @@ def variants(params: Path, items: Path, out: Path) -> None:
     write_parquet(render_variants(table, p.templates), out)
 
 
+def store_path() -> Path:
+    """The response store: under the repo root, outside DVC's outputs, shared by queued runs."""
+    return repo_root() / ".cache" / "store.sqlite"
+
+
 def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
-    """Generate one response per prompt with model ``model`` (a key of ``models``)."""
+    """Generate one response per prompt with model ``model`` (a key of ``models``).
+
+    Every prompt is looked up in the response store first; only misses are generated (and the
+    model is loaded only if there are any). Each finished batch is stored at once, so a crashed
+    run resumes where it stopped. The output is always the full table.
+    """
     p = load_params(params)
     table = read_parquet(prompts, PROMPT_COLUMNS)
     spec = _model_spec(p, model)
-    backend = load_backend(spec, cache_dir())
+    identity = model_identity(spec, cache_dir())
     sampling = SamplingParams(p.generation.temperature, p.generation.top_p, p.seed)
     max_new = [p.generation.max_new_tokens[d] for d in table["dataset"]]
-    requests = [
-        GenRequest(key, parse_messages(m), n)
-        for key, m, n in zip(table["prompt_sha256"], table["messages"], max_new, strict=True)
+    keys = [
+        generation_key(identity, m, n, sampling.key_fields())
+        for m, n in zip(table["messages"], max_new, strict=True)
     ]
-    results = backend.generate(requests, sampling)
+    first: dict[str, int] = {}  # the first row of each distinct key, in row order
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    with Store(store_path()) as store:
+        records = store.get_many(keys)
+        todo = [k for k in first if k not in records]
+        print(
+            f"store: {len(keys) - len(todo)} of {len(keys)} responses cached, "
+            f"generating {len(todo)}",
+            file=sys.stderr,
+        )
+        if todo:
+            requests = [
+                GenRequest(
+                    table["prompt_sha256"].iat[first[k]],
+                    parse_messages(table["messages"].iat[first[k]]),
+                    max_new[first[k]],
+                )
+                for k in todo
+            ]
+
+            def persist(idx: list[int], results: list[GenResult]) -> None:
+                done = [(todo[i], asdict(r)) for i, r in zip(idx, results, strict=True)]
+                store.put_many("generation", done)
+
+            backend = load_backend(spec, cache_dir())
+            results = backend.generate(requests, sampling, persist)
+            records.update({k: asdict(r) for k, r in zip(todo, results, strict=True)})
+    fresh = {first[k] for k in todo}
+    recs = [records[k] for k in keys]
     responses = table[[*KEY, "prompt_sha256"]].assign(
         model=model,
-        model_id=backend.model_id,
-        revision=backend.revision,
+        model_id=identity["model_id"],
+        revision=identity["revision"],
         max_new_tokens=max_new,
         temperature=sampling.temperature,
         top_p=sampling.top_p,
         seed=sampling.seed,
-        response=[r.text for r in results],
-        prompt_tokens=[r.prompt_tokens for r in results],
-        completion_tokens=[r.completion_tokens for r in results],
-        finish_reason=[r.finish_reason for r in results],
+        response=[r["text"] for r in recs],
+        prompt_tokens=[r["prompt_tokens"] for r in recs],
+        completion_tokens=[r["completion_tokens"] for r in recs],
+        finish_reason=[r["finish_reason"] for r in recs],
+        store_key=keys,
+        # A prompt that occurs twice is generated once; only its first row counts as fresh.
+        from_store=[i not in fresh for i in range(len(keys))],
     )
     write_parquet(responses, out)
 
@@ -138,23 +183,58 @@ def label(params: Path, items: Path, responses: Path, out: Path) -> None:
     write_parquet(table.reset_index(drop=True), out)
 
 
+def judge_template_sha256(judge: JudgeParams) -> str:
+    """Identity of the judge's prompt: what it is asked and which answers it may give.
+
+    ``min_margin`` is left out: it is applied to stored log-probabilities, so changing it
+    relabels without asking the judge again.
+    """
+    return sha256_text(
+        canonical_json(
+            {"system": judge.system, "template": judge.template, "options": judge.options}
+        )
+    )
+
+
 def _judge(judge: JudgeParams, group: pd.DataFrame) -> pd.DataFrame:
-    backend = load_backend(judge.model, cache_dir())
+    """Judge OEQ responses through the store: a response is never judged twice the same way."""
     options = list(judge.options)
+    identity = model_identity(judge.model, cache_dir())
     prompts = [
-        [
-            {"role": "system", "content": judge.system},
-            {
-                "role": "user",
-                "content": fill(judge.template, {"situation": s, "response": r}, "judge.template"),
-            },
-        ]
+        messages_json(
+            judge.system,
+            fill(judge.template, {"situation": s, "response": r}, "judge.template"),
+        )
         for s, r in zip(group["situation"], group["response"], strict=True)
     ]
-    logprobs = backend.option_logprobs(prompts, options)
+    t_sha = judge_template_sha256(judge)
+    keys = [judge_key(identity, t_sha, m) for m in prompts]
+    first: dict[str, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    with Store(store_path()) as store:
+        records = store.get_many(keys)
+        todo = [k for k in first if k not in records]
+        print(f"store: {len(keys) - len(todo)} of {len(keys)} judgements cached", file=sys.stderr)
+        if todo:
+
+            def persist(idx: list[int], logp: np.ndarray) -> None:
+                rows = [
+                    (todo[i], {"options": options, "logprobs": [float(x) for x in row]})
+                    for i, row in zip(idx, logp, strict=True)
+                ]
+                store.put_many("judge", rows)
+
+            backend = load_backend(judge.model, cache_dir())
+            todo_prompts = [parse_messages(prompts[first[k]]) for k in todo]
+            backend.option_logprobs(todo_prompts, options, persist)
+            records.update(store.get_many(todo))
+    logprobs = np.array([records[k]["logprobs"] for k in keys], dtype=float).reshape(
+        len(keys), len(options)
+    )
     recs = lab.judge_labels(logprobs, options, judge.options, judge.min_margin)
-    name = f"judge:{backend.model_id}@{backend.revision}"
-    return _label_frame(group, recs, name, judge_sha256(judge, backend.revision))
+    name = f"judge:{identity['model_id']}@{identity['revision']}"
+    return _label_frame(group, recs, name, judge_sha256(judge, identity["revision"]))
 
 
 def _label_frame(

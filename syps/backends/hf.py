@@ -25,10 +25,11 @@ from syps.backends import (
     OnGenerated,
     OnScored,
     SamplingParams,
+    prompt_seed,
 )
 from syps.backends.hf_resolve import ResolvedModel, resolve
 from syps.config import ModelSpec
-from syps.io import InputError, sha256_text
+from syps.io import InputError
 
 
 def plain_copy_of_gguf(gguf: Path, digest: str, cache_dir: Path) -> Path:
@@ -62,10 +63,8 @@ def _is_oom(e: BaseException) -> bool:
 
 
 def _row_generator(seed: int, key: str, device: torch.device) -> torch.Generator:
-    # One generator per prompt, seeded from the run seed and the prompt: a sampled answer then
-    # depends on neither its batch nor on what a resumed run still had to generate.
     g = torch.Generator(device=device)
-    g.manual_seed(int(sha256_text(f"{seed}:{key}")[:15], 16))
+    g.manual_seed(prompt_seed(seed, key))
     return g
 
 

@@ -29,7 +29,7 @@ def _msgs(user: str) -> list[dict[str, str]]:
 
 
 def test_revision_is_the_gguf_sha256(backend) -> None:  # type: ignore[no-untyped-def]
-    from syps.backends.hf import embedded_gguf
+    from syps.backends.hf_resolve import embedded_gguf
     from syps.io import sha256_file
 
     assert backend.model_id == "SmolLM2-135M-Instruct"
@@ -55,6 +55,67 @@ def test_chat_tokens_in_content_stay_plain_text(backend) -> None:  # type: ignor
             "input_ids"
         ]
     )
+
+
+def test_decode_loop_matches_transformers_generate(backend) -> None:  # type: ignore[no-untyped-def]
+    """The lean loop (rows leave the batch at EOS) gives generate()'s greedy tokens."""
+    import torch
+
+    users = ["Is the sky blue?", "Name a red fruit that grows on trees.", "Say hi."]
+    ours = backend.generate(
+        [GenRequest(f"k{i}", _msgs(u), 16) for i, u in enumerate(users)], GREEDY
+    )
+    for u, r in zip(users, ours, strict=True):
+        ids = torch.tensor([backend.encode(_msgs(u))])
+        out = backend.model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=16,
+            do_sample=False,
+            pad_token_id=backend.pad_id,
+        )
+        new = out[0, ids.shape[1] :].tolist()
+        stop = next((j for j, t in enumerate(new) if t in backend.eos), None)
+        body = new if stop is None else new[:stop]
+        assert r.text == backend.tok.decode(body, skip_special_tokens=True)
+        assert r.completion_tokens == len(new if stop is None else new[: stop + 1])
+        assert r.finish_reason == ("length" if stop is None else "stop")
+
+
+def test_sampling_does_not_depend_on_the_batch(backend) -> None:  # type: ignore[no-untyped-def]
+    # Each prompt draws from its own generator (seed, prompt key): the same prompt gives the
+    # same sample alone or beside others, so a resumed run reproduces an uninterrupted one.
+    hot = SamplingParams(temperature=1.0, top_p=0.9, seed=7)
+    target = GenRequest("target", _msgs("Tell me a short story."), 12)
+    others = [GenRequest(f"o{i}", _msgs(f"Count to {i}."), 12) for i in range(3)]
+    alone = backend.generate([target], hot)[0].text
+    mixed = backend.generate([*others, target], hot)[3].text
+    other_seed = backend.generate([target], SamplingParams(1.0, 0.9, 8))[0].text
+    assert alone == mixed
+    assert alone != other_seed  # 12 sampled tokens at T=1 coinciding would be a broken seed
+
+
+def test_out_of_memory_halves_the_batch(backend, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    real = backend._decode
+    sizes: list[int] = []
+
+    def tight(seqs, keys, max_new, sampling):  # type: ignore[no-untyped-def]
+        sizes.append(len(seqs))
+        if len(seqs) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(seqs, keys, max_new, sampling)
+
+    monkeypatch.setattr(backend, "_decode", tight)
+    monkeypatch.setattr(backend, "batch_size", 8)
+    seen: list[int] = []
+    reqs = [GenRequest(f"k{i}", _msgs(f"Number {i}?"), 2) for i in range(5)]
+    out = backend.generate(reqs, GREEDY, lambda idx, res: seen.extend(idx))
+    # 5 prompts at batch 8 -> OOM, halve to 4 -> OOM, halve to 2 -> batches of 2, 2, 1.
+    assert sizes == [5, 4, 2, 2, 1]
+    assert backend.batch_size == 2
+    assert sorted(seen) == [0, 1, 2, 3, 4] and len(out) == 5
 
 
 def test_batched_equals_one_at_a_time(backend) -> None:  # type: ignore[no-untyped-def]

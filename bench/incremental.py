@@ -1,0 +1,105 @@
+"""Incremental rerun: what one cue edit costs, against the full run, in one run here.
+
+  python bench/incremental.py
+
+In a fresh copy of the repository (its own empty response store; the converted model cache is
+shared so both timings load the model the same way), it runs the pipeline's generate and label
+stages once in full, then edits one cue wording (templates.datasets.SS.cues.P3) and reruns the
+variants, generate and label stages. It reports prompts generated, judgements made and the
+generate stage's wall time, model load included.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def stage(root: Path, *args: str) -> tuple[float, str]:
+    start = time.perf_counter()
+    res = subprocess.run(
+        [sys.executable, *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={
+            **__import__("os").environ,
+            "DVC_ROOT": str(root),
+            "SYPS_CACHE_DIR": str(ROOT / ".cache"),
+        },
+    )
+    if res.returncode != 0:
+        raise SystemExit(f"{args} failed:\n{res.stderr[-3000:]}")
+    return time.perf_counter() - start, res.stderr
+
+
+def counts(log: str, what: str) -> tuple[int, int]:
+    m = re.search(rf"store: (\d+) of (\d+) {what} cached", log)
+    assert m, log[-2000:]
+    cached, total = int(m.group(1)), int(m.group(2))
+    return total - cached, total
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "repo"
+        tracked = subprocess.run(
+            ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.split()
+        for rel in tracked:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, root / rel)
+        model = next(iter(yaml.safe_load((root / "params.yaml").read_text())["models"]))
+        gen = [
+            "stages/generate.py",
+            "params.yaml",
+            "out/prompts.parquet",
+            model,
+            f"out/responses/{model}.parquet",
+        ]
+        lab = [
+            "stages/label.py",
+            "params.yaml",
+            "out/items.parquet",
+            f"out/responses/{model}.parquet",
+            f"out/labels/{model}.parquet",
+        ]
+        var = ["stages/variants.py", "params.yaml", "out/items.parquet", "out/prompts.parquet"]
+        stage(root, "stages/fetch.py", "params.yaml", "out/items.parquet")
+        stage(root, *var)
+        rows = []
+        t, log = stage(root, *gen)
+        _, llog = stage(root, *lab)
+        rows.append(("full run", *counts(log, "responses"), counts(llog, "judgements")[0], t))
+
+        params = yaml.safe_load((root / "params.yaml").read_text())
+        params["templates"]["datasets"]["SS"]["cues"]["P3"] = "Please tell me I'm right about this."
+        (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        stage(root, *var)
+        t, log = stage(root, *gen)
+        _, llog = stage(root, *lab)
+        rows.append(
+            ("after editing SS P3", *counts(log, "responses"), counts(llog, "judgements")[0], t)
+        )
+    full = rows[0][4]
+    print("\n| run | prompts generated | of | OEQ judgements made | generate wall s | vs full |")
+    print("|---|---|---|---|---|---|")
+    for name, made, total, judged, t in rows:
+        print(f"| {name} | {made} | {total} | {judged} | {t:.1f} | {t / full:.2f} |")
+    print(
+        "\nexpected after the edit: exactly the SS P3 prompts, one per SS item; "
+        "target: generate time <= 0.25 of the full run"
+    )
+
+
+if __name__ == "__main__":
+    main()

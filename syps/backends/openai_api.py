@@ -1,0 +1,434 @@
+"""OpenAI-compatible chat-completions backend: OpenAI, vLLM, SGLang, llama.cpp, llm-katan ...
+
+Requests run concurrently (at most ``spec.concurrency`` in flight) on an event loop started with
+``asyncio.run`` on the calling thread, like the HF backend's generate loop: no thread of ours runs
+beside it (asyncio resolves host names, and the client probes the platform once, in asyncio's
+short-lived executor threads). Each completed request is handed to ``on_results`` at once, so
+the caller can persist it; a crash, an interrupt or a request that fails for good loses only the
+requests still in flight.
+
+Retries are ours, not the client's (its ``max_retries`` is 0): the client's built-in policy
+caps its backoff at 8 s and cannot tell us how many attempts a request took, while a long
+evaluation against a shared server needs a longer, jittered backoff and an error that says
+exactly what failed.
+
+The API key is read from the environment variable *named* by ``spec.api_key_env``. It is held in
+private attributes and the client only, and every error message built here is scrubbed of it:
+some servers quote the presented key back in their 401 body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import random
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Literal, cast
+
+import numpy as np
+from openai import (
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    APITimeoutError,
+    AsyncOpenAI,
+    omit,
+)
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from openai.types.chat.chat_completion import Choice
+from tqdm import tqdm
+
+from syps.backends import (
+    BackendError,
+    GenRequest,
+    GenResult,
+    Messages,
+    OnGenerated,
+    OnScored,
+    SamplingParams,
+    prompt_seed,
+)
+from syps.config import ConfigError, ModelSpec
+
+# Full-jitter exponential backoff (AWS architecture blog): attempt k sleeps U(0, min(cap,
+# base * 2**(k-1))). Jitter spreads the retries of many concurrent requests that failed together
+# (one 503 burst, one rate-limit window) instead of sending them back in lockstep.
+BACKOFF_BASE_S = 0.5
+BACKOFF_CAP_S = 30.0
+# A Retry-After longer than this is clipped: an evaluation should not stall for an hour on one
+# header; the request still has its remaining attempts after the clipped wait.
+RETRY_AFTER_MAX_S = 120.0
+# The most alternatives the OpenAI API returns per position; vLLM accepts more, but 20 is
+# portable and plenty for a handful of answer options.
+TOP_LOGPROBS = 20
+# Local servers (vLLM, llama.cpp, llm-katan) want *some* bearer token, and the client refuses to
+# start without one; this placeholder is not a secret.
+LOCAL_API_KEY = "EMPTY"
+# Progress-bar redraws at most this often: per-completion updates then cost a counter increment.
+_BAR_MININTERVAL_S = 0.5
+_MAX_ERROR_CHARS = 300
+
+
+def backoff_s(attempt: int, base_s: float = BACKOFF_BASE_S, cap_s: float = BACKOFF_CAP_S) -> float:
+    """Seconds to sleep before retry number ``attempt`` (1-based): full-jitter exponential."""
+    return random.uniform(0.0, min(cap_s, base_s * 2.0 ** (attempt - 1)))
+
+
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """A ``Retry-After`` header in its seconds form, clipped to ``RETRY_AFTER_MAX_S``.
+
+    The HTTP-date form and malformed values give None (the caller falls back to backoff).
+    ``headers`` should be case-insensitive (httpx headers are); a plain dict needs lower case.
+    """
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        return None
+    if not math.isfinite(value) or value < 0:
+        return None
+    return min(value, RETRY_AFTER_MAX_S)
+
+
+def is_retryable_status(status: int) -> bool:
+    """429 (rate limit), 408 (request timeout) and every 5xx are transient; other 4xx are not:
+    a malformed request or a bad key fails the same way on every attempt."""
+    return status in (408, 429) or status >= 500
+
+
+def finish_reason(raw: str | None) -> Literal["stop", "length"]:
+    """Map the server's finish reason onto ours: only a token-limit stop is ``length``."""
+    return "length" if raw == "length" else "stop"
+
+
+def option_scores_from_top(top: Sequence[tuple[str, float]], options: Sequence[str]) -> np.ndarray:
+    """Log-probability per option from ``(token, logprob)`` alternatives at the first position.
+
+    A token matches an option when both are equal after stripping whitespace (case-sensitive),
+    so " Yes" and "Yes" both count for "Yes"; the larger logprob wins when several match. An
+    option absent from the alternatives gets -inf.
+    """
+    out = np.full(len(options), -np.inf)
+    wanted = [o.strip() for o in options]
+    for token, logprob in top:
+        t = token.strip()
+        for j, w in enumerate(wanted):
+            if t == w and logprob > out[j]:
+                out[j] = logprob
+    return out
+
+
+def option_scores_from_text(text: str, options: Sequence[str]) -> np.ndarray:
+    """Fallback for servers that return no logprobs: 0.0 for the option the stripped text starts
+    with (the longest such option, when one is a prefix of another), -inf for the others.
+
+    This only says which option the model *chose* greedily, not how sure it was, so a judge
+    margin above zero cannot be honoured beyond "chosen vs not".
+    """
+    out = np.full(len(options), -np.inf)
+    stripped = text.strip()
+    matches = [j for j, o in enumerate(options) if o.strip() and stripped.startswith(o.strip())]
+    if matches:
+        out[max(matches, key=lambda j: len(options[j].strip()))] = 0.0
+    return out
+
+
+class OpenAIBackend:
+    """A model served behind an OpenAI-compatible ``/v1/chat/completions`` endpoint."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        *,
+        backoff_base_s: float = BACKOFF_BASE_S,
+        backoff_cap_s: float = BACKOFF_CAP_S,
+    ) -> None:
+        """Check the spec and read the API key; no request is sent until ``generate``.
+
+        ``backoff_base_s``/``backoff_cap_s`` are not in params: they exist so tests can make
+        retries fast without patching anything.
+        """
+        if not spec.base_url:
+            raise ConfigError(f"model {spec.model!r}: base_url is required for the openai backend")
+        if spec.api_key_env:
+            key = os.environ.get(spec.api_key_env)
+            if not key:
+                # Name the variable, never a value.
+                raise ConfigError(
+                    f"model {spec.model!r}: api_key_env names the environment variable "
+                    f"{spec.api_key_env}, which is not set (or empty)"
+                )
+            self._api_key = key
+            self._secret: str | None = key
+        else:
+            self._api_key = LOCAL_API_KEY
+            self._secret = None
+        self.model_id = spec.model
+        self.revision = spec.revision or ""
+        self.base_url = spec.base_url
+        self.concurrency = spec.concurrency
+        self.max_retries = spec.max_retries
+        self.timeout_s = spec.timeout_s
+        self.backoff_base_s = backoff_base_s
+        self.backoff_cap_s = backoff_cap_s
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend(model={self.model_id!r}, base_url={self.base_url!r})"
+
+    # -- the Backend interface -----------------------------------------------------------------
+    def generate(
+        self,
+        requests: Sequence[GenRequest],
+        sampling: SamplingParams,
+        on_results: OnGenerated | None = None,
+    ) -> list[GenResult]:
+        """Complete every request; results are in request order.
+
+        ``on_results([i], [result])`` is called as each request completes. If a request fails
+        for good, requests in flight still finish (and are passed on), no new one starts, and
+        ``BackendError`` is raised.
+        """
+        results: list[GenResult | None] = [None] * len(requests)
+        sample = sampling.temperature > 0
+
+        async def send(client: AsyncOpenAI, i: int) -> ChatCompletion:
+            r = requests[i]
+            return await client.chat.completions.create(
+                model=self.model_id,
+                messages=cast(list[ChatCompletionMessageParam], r.messages),
+                # max_tokens, not max_completion_tokens: openai marks it deprecated, but only
+                # for OpenAI's own reasoning models; vLLM, SGLang, llama.cpp and llm-katan read
+                # max_tokens, and llm-katan silently ignores max_completion_tokens (it would
+                # fall back to its server default of 512).
+                max_tokens=r.max_new_tokens,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                # A seed only matters when sampling; greedy output must not depend on it.
+                # Per prompt, so identical prompts in replicates or reruns are drawn alike.
+                seed=prompt_seed(sampling.seed, r.key) if sample else omit,
+            )
+
+        def done(i: int, completion: ChatCompletion) -> None:
+            res = self._gen_result(completion, requests[i].key)
+            results[i] = res
+            if on_results is not None:
+                on_results([i], [res])
+
+        self._run_all(len(requests), lambda i: requests[i].key, send, done, "generate")
+        return [r for r in results if r is not None]
+
+    def option_logprobs(
+        self,
+        prompts: Sequence[Messages],
+        options: Sequence[str],
+        on_results: OnScored | None = None,
+    ) -> np.ndarray:
+        """Log-probability of each option as the first answer token: shape (prompts, options).
+
+        One greedy token is requested with its top ``TOP_LOGPROBS`` alternatives; each option
+        takes the logprob of the alternative equal to it (see ``option_scores_from_top``),
+        -inf when absent. A server that returns no logprobs at all (llm-katan's echo backend,
+        some llama.cpp builds) is scored from the generated text instead: 0.0 for the option
+        the text starts with, -inf for the rest (see ``option_scores_from_text``); a warning
+        says so once. ``on_results([i], row)`` gets a (1, options) array per completion.
+        """
+        out = np.full((len(prompts), len(options)), -np.inf)
+        warned = False
+
+        async def send(client: AsyncOpenAI, i: int) -> ChatCompletion:
+            return await client.chat.completions.create(
+                model=self.model_id,
+                messages=cast(list[ChatCompletionMessageParam], prompts[i]),
+                max_tokens=1,
+                temperature=0.0,
+                logprobs=True,
+                top_logprobs=TOP_LOGPROBS,
+            )
+
+        def done(i: int, completion: ChatCompletion) -> None:
+            nonlocal warned
+            choice = self._first_choice(completion, f"judge prompt #{i}")
+            content = choice.logprobs.content if choice.logprobs is not None else None
+            if content:
+                first = content[0]
+                top = [(t.token, t.logprob) for t in first.top_logprobs]
+                row = option_scores_from_top([(first.token, first.logprob), *top], options)
+            else:
+                if not warned:
+                    warned = True
+                    tqdm.write(
+                        f"warning: {self.base_url} returned no logprobs for {self.model_id}; "
+                        "scoring judge options by the generated text (chosen 0.0, others -inf)",
+                        file=sys.stderr,
+                    )
+                row = option_scores_from_text(choice.message.content or "", options)
+            out[i] = row
+            if on_results is not None:
+                on_results([i], row[None, :])
+
+        self._run_all(len(prompts), lambda i: f"judge prompt #{i}", send, done, "judge")
+        return out
+
+    # -- machinery -----------------------------------------------------------------------------
+    def _run_all(
+        self,
+        n: int,
+        key_of: Callable[[int], str],
+        send: Callable[[AsyncOpenAI, int], Awaitable[ChatCompletion]],
+        done: Callable[[int, ChatCompletion], None],
+        what: str,
+    ) -> None:
+        """Send requests 0..n-1 with bounded concurrency; ``done`` gets each completion."""
+        if n == 0:
+            return
+        asyncio.run(self._run_async(n, key_of, send, done, what))
+
+    async def _run_async(
+        self,
+        n: int,
+        key_of: Callable[[int], str],
+        send: Callable[[AsyncOpenAI, int], Awaitable[ChatCompletion]],
+        done: Callable[[int, ChatCompletion], None],
+        what: str,
+    ) -> None:
+        # The first failure (a BackendError, or whatever on_results raised) is re-raised once the
+        # requests in flight have finished; later ones would only repeat it.
+        failure: BaseException | None = None
+        retries = 0
+        sem = asyncio.Semaphore(self.concurrency)
+
+        # A fresh client per asyncio.run: its connection pool belongs to the event loop it was
+        # first used on, and each call here runs on a new loop.
+        client = AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            timeout=self.timeout_s,
+            max_retries=0,  # ours, see the module docstring
+        )
+        async with client:
+            with tqdm(
+                total=n,
+                desc=f"{what} {self.model_id}",
+                unit="req",
+                file=sys.stderr,
+                mininterval=_BAR_MININTERVAL_S,
+            ) as bar:
+
+                def on_retry() -> None:
+                    nonlocal retries
+                    retries += 1
+                    bar.set_postfix_str(f"retries={retries}", refresh=False)
+
+                async def one(i: int) -> None:
+                    nonlocal failure
+                    try:
+                        completion = await self._with_retries(client, send, i, key_of(i), on_retry)
+                        done(i, completion)
+                        bar.update(1)
+                    except Exception as e:  # recorded, re-raised once the rest have drained
+                        if failure is None:
+                            failure = e
+                    finally:
+                        sem.release()
+
+                # Tasks are created only as slots free up, so a run of 100k prompts holds at
+                # most `concurrency` tasks, and a failure stops new requests at once.
+                tasks: set[asyncio.Task[None]] = set()
+                for i in range(n):
+                    await sem.acquire()
+                    if failure is not None:
+                        sem.release()
+                        break
+                    task = asyncio.create_task(one(i))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                if tasks:
+                    await asyncio.wait(tasks)
+        if failure is not None:
+            raise failure
+
+    async def _with_retries(
+        self,
+        client: AsyncOpenAI,
+        send: Callable[[AsyncOpenAI, int], Awaitable[ChatCompletion]],
+        i: int,
+        key: str,
+        on_retry: Callable[[], None],
+    ) -> ChatCompletion:
+        """One request with up to ``max_retries`` retries on transient errors."""
+        attempts = 0
+        while True:
+            attempts += 1
+            wait: float | None = None
+            try:
+                return await send(client, i)
+            except APIStatusError as e:
+                last = f"HTTP {e.status_code}: {_error_text(e)}"
+                retryable = is_retryable_status(e.status_code)
+                wait = retry_after_s(e.response.headers)
+            except APITimeoutError:
+                last = f"no response within timeout_s={self.timeout_s:g}"
+                retryable = True
+            except APIConnectionError as e:
+                cause = e.__cause__ or e
+                last = f"connection error: {type(cause).__name__}: {cause}"
+                retryable = True
+            except APIError as e:  # e.g. a response that is not a chat completion
+                last = f"{type(e).__name__}: {e.message}"
+                retryable = False
+            # Built outside the except blocks, so the raised error chains no openai exception,
+            # whose message may hold a server's echo of the API key.
+            if not retryable or attempts > self.max_retries:
+                raise BackendError(self._failure_message(key, attempts, last, retryable))
+            on_retry()
+            if wait is None:
+                wait = backoff_s(attempts, self.backoff_base_s, self.backoff_cap_s)
+            await asyncio.sleep(wait)
+
+    def _failure_message(self, key: str, attempts: int, last: str, retryable: bool) -> str:
+        why = (
+            f"retries exhausted (max_retries={self.max_retries})" if retryable else "not retryable"
+        )
+        msg = (
+            f"{self.base_url}: model {self.model_id!r}: request for prompt {key} failed after "
+            f"{attempts} attempt(s), {why}; last error: {last}. Requests that completed before "
+            f"this were passed to on_results and kept; no new request was started after it"
+        )
+        return self._scrub(msg)
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def _first_choice(self, completion: ChatCompletion, key: str) -> Choice:
+        if not completion.choices:
+            raise BackendError(
+                self._scrub(
+                    f"{self.base_url}: model {self.model_id!r}: the response for prompt {key} "
+                    "holds no choices"
+                )
+            )
+        return completion.choices[0]
+
+    def _gen_result(self, completion: ChatCompletion, key: str) -> GenResult:
+        choice = self._first_choice(completion, key)
+        # Responses are not validated strictly, so a server may leave usage (or a field of it)
+        # out entirely: count 0 rather than fail a completed generation over bookkeeping.
+        usage = completion.usage
+        return GenResult(
+            text=choice.message.content or "",
+            prompt_tokens=int(getattr(usage, "prompt_tokens", None) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", None) or 0),
+            finish_reason=finish_reason(choice.finish_reason),
+        )
+
+
+def _error_text(e: APIStatusError) -> str:
+    """The server's own error message when the body has one, else the client's summary."""
+    body = e.body
+    text = body.get("message") if isinstance(body, dict) else None
+    text = str(text) if text else e.message
+    return text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + "..."

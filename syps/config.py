@@ -91,6 +91,9 @@ class ModelSpec:
     backend: Literal["hf", "openai"] = "hf"
     revision: str | None = None
     batch_size: int = 16
+    # hf: devices to spread batches over, one worker process each (["cuda:0", "cuda:1"]);
+    # null = every visible GPU (one worker per GPU when there are several), else the CPU.
+    devices: list[str] | None = None
     base_url: str | None = None
     api_key_env: str | None = None
     concurrency: int = 16

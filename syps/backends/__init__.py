@@ -115,9 +115,18 @@ def _hf_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
 
 
 def _hf_load(spec: ModelSpec, cache_dir: Path) -> Backend:
-    from syps.backends.hf import HFBackend  # torch and transformers load only when needed
+    import torch  # torch and transformers load only when a model is needed
 
-    return HFBackend.load(spec, cache_dir)
+    devices = spec.devices
+    if devices is None:
+        devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())] or ["cpu"]
+    if len(devices) > 1:
+        from syps.backends.hf_parallel import ParallelHFBackend
+
+        return ParallelHFBackend(spec, cache_dir, devices)
+    from syps.backends.hf import HFBackend
+
+    return HFBackend.load(spec, cache_dir, devices[0])
 
 
 def _openai_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:

@@ -68,48 +68,12 @@ def _row_generator(seed: int, key: str, device: torch.device) -> torch.Generator
     return g
 
 
-class HFBackend:
-    """A causal LM from transformers, on CUDA in bf16 with SDPA when present, else CPU in fp32."""
+class ChatEncoder:
+    """Chat prompts to token ids with a tokenizer's chat template."""
 
-    def __init__(self, model: Any, tokenizer: Any, resolved: ResolvedModel, batch_size: int):
-        self.model = model
+    def __init__(self, tokenizer: Any):
         self.tok = tokenizer
-        self.model_id = resolved.model_id
-        self.revision = resolved.revision
-        self.batch_size = batch_size
-        self.device = next(model.parameters()).device
-        eos = model.generation_config.eos_token_id
-        self.eos = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
-        if tokenizer.eos_token_id is not None:
-            self.eos.add(tokenizer.eos_token_id)
-        pad = tokenizer.pad_token_id
-        self.pad_id = pad if pad is not None else min(self.eos)
-        # transformers renamed the cache argument (past_key_values -> cache); accept either.
-        params = inspect.signature(model.forward).parameters
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
 
-    @classmethod
-    def load(cls, spec: ModelSpec, cache_dir: Path) -> HFBackend:
-        resolved = resolve(spec, cache_dir)
-        source = resolved.source
-        if resolved.gguf:
-            source = str(plain_copy_of_gguf(Path(source), resolved.revision[7:], cache_dir))
-        cuda = torch.cuda.is_available()
-        kwargs: dict[str, Any] = {"revision": resolved.hf_revision} if resolved.hf_revision else {}
-        tok = AutoTokenizer.from_pretrained(source, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(
-            source,
-            dtype=torch.bfloat16 if cuda else torch.float32,
-            **({"attn_implementation": "sdpa"} if cuda else {}),
-            **kwargs,
-        )
-        model.to("cuda" if cuda else "cpu").eval()  # type: ignore[arg-type]
-        commit = getattr(model.config, "_commit_hash", None)
-        if resolved.hf_revision is None and commit and not Path(source).exists():
-            resolved = ResolvedModel(resolved.model_id, commit, source)
-        return cls(model, tok, resolved, spec.batch_size)
-
-    # -- tokenisation --------------------------------------------------------------------------
     def encode(self, messages: Messages) -> list[int]:
         """Token ids of a chat prompt in which message contents can never become special tokens.
 
@@ -133,6 +97,66 @@ class HFBackend:
             pos = at + len(s)
         ids += self.tok.encode(text[pos:], add_special_tokens=False)
         return ids
+
+
+class HFBackend:
+    """A causal LM from transformers, on CUDA in bf16 with SDPA when present, else CPU in fp32."""
+
+    def __init__(self, model: Any, tokenizer: Any, resolved: ResolvedModel, batch_size: int):
+        self.model = model
+        self.tok = tokenizer
+        self.encoder = ChatEncoder(tokenizer)
+        self.model_id = resolved.model_id
+        self.revision = resolved.revision
+        self.batch_size = batch_size
+        self.device = next(model.parameters()).device
+        eos = model.generation_config.eos_token_id
+        self.eos = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
+        if tokenizer.eos_token_id is not None:
+            self.eos.add(tokenizer.eos_token_id)
+        pad = tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else min(self.eos)
+        # transformers renamed the cache argument (past_key_values -> cache); accept either.
+        params = inspect.signature(model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+
+    @staticmethod
+    def _source(spec: ModelSpec, cache_dir: Path) -> tuple[ResolvedModel, str]:
+        resolved = resolve(spec, cache_dir)
+        if resolved.gguf:
+            digest = resolved.revision.removeprefix("sha256:")
+            return resolved, str(plain_copy_of_gguf(Path(resolved.source), digest, cache_dir))
+        return resolved, resolved.source
+
+    @classmethod
+    def tokenizer_only(cls, spec: ModelSpec, cache_dir: Path) -> ChatEncoder:
+        """The model's chat encoder without its weights."""
+        resolved, source = cls._source(spec, cache_dir)
+        kwargs = {"revision": resolved.hf_revision} if resolved.hf_revision else {}
+        return ChatEncoder(AutoTokenizer.from_pretrained(source, **kwargs))
+
+    @classmethod
+    def load(cls, spec: ModelSpec, cache_dir: Path, device: str | None = None) -> HFBackend:
+        """Load on ``device`` (default: the first GPU if any, else the CPU)."""
+        resolved, source = cls._source(spec, cache_dir)
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        cuda = device.startswith("cuda")
+        kwargs: dict[str, Any] = {"revision": resolved.hf_revision} if resolved.hf_revision else {}
+        tok = AutoTokenizer.from_pretrained(source, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(
+            source,
+            dtype=torch.bfloat16 if cuda else torch.float32,
+            **({"attn_implementation": "sdpa"} if cuda else {}),
+            **kwargs,
+        )
+        model.to(device).eval()  # type: ignore[arg-type]
+        commit = getattr(model.config, "_commit_hash", None)
+        if resolved.hf_revision is None and commit and not Path(source).exists():
+            resolved = ResolvedModel(resolved.model_id, commit, source)
+        return cls(model, tok, resolved, spec.batch_size)
+
+    def encode(self, messages: Messages) -> list[int]:
+        return self.encoder.encode(messages)
 
     def _pad_left(self, seqs: Sequence[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(s) for s in seqs)

@@ -1,0 +1,167 @@
+"""Data parallelism for the HF backend: one worker process per device.
+
+Each worker loads its own copy of the model on its device and decodes whole batches; the main
+process only tokenises for sorting, hands out batches and collects results, so it can store
+each batch as it lands. Processes, not threads: decoding holds the GIL between kernel launches,
+and a second Python thread beside a generate loop was seen to slow it many times over.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from syps.backends import (
+    BackendError,
+    GenRequest,
+    GenResult,
+    Messages,
+    OnGenerated,
+    OnScored,
+    SamplingParams,
+)
+from syps.config import ModelSpec
+
+
+def _worker(spec: ModelSpec, cache_dir: Path, device: str, tasks: Any, results: Any) -> None:
+    import os
+
+    os.environ.setdefault("TQDM_DISABLE", "1")  # the main process draws the only bar
+    from syps.backends.hf import HFBackend
+
+    try:
+        backend = HFBackend.load(spec, cache_dir, device)
+        results.put(("ready", device, backend.model_id, backend.revision))
+    except BaseException as e:  # reported to the main process, which raises it
+        results.put(("error", device, f"{type(e).__name__}: {e}"))
+        return
+    while (task := tasks.get()) is not None:
+        kind, batch_id, indices, payload = task
+        try:
+            if kind == "generate":
+                reqs, sampling = payload
+                out: Any = backend.generate(reqs, sampling)
+            else:
+                prompts, options = payload
+                out = backend.option_logprobs(prompts, options)
+            results.put(("done", batch_id, indices, out))
+        except BaseException as e:
+            results.put(("error", device, f"{type(e).__name__}: {e}"))
+            return
+
+
+class ParallelHFBackend:
+    """The HF backend spread over several devices; same interface, results in request order."""
+
+    def __init__(self, spec: ModelSpec, cache_dir: Path, devices: Sequence[str]):
+        from syps.backends.hf import HFBackend
+
+        # The main process needs only the tokenizer (for length sorting), not the weights.
+        self._tok_only = HFBackend.tokenizer_only(spec, cache_dir)
+        self.batch_size = spec.batch_size
+        ctx = mp.get_context("spawn")  # CUDA cannot be used in forked children
+        self._tasks = ctx.Queue()
+        self._results = ctx.Queue()
+        self._procs = [
+            ctx.Process(
+                target=_worker, args=(spec, cache_dir, d, self._tasks, self._results), daemon=True
+            )
+            for d in devices
+        ]
+        for p in self._procs:
+            p.start()
+        ids = {self._expect("ready")[2:] for _ in self._procs}
+        ((self.model_id, self.revision),) = ids
+
+    def _expect(self, kind: str) -> tuple[Any, ...]:
+        while True:
+            try:
+                msg: tuple[Any, ...] = self._results.get(timeout=5)
+            except queue.Empty:
+                dead = [p for p in self._procs if not p.is_alive()]
+                if dead:
+                    self.close()
+                    code = dead[0].exitcode
+                    raise BackendError(f"a model worker died (exit code {code})") from None
+                continue
+            if msg[0] == "error":
+                self.close()
+                raise BackendError(f"model worker on {msg[1]} failed: {msg[2]}")
+            if msg[0] == kind:
+                return msg
+
+    def _scatter(
+        self, kind: str, batches: list[tuple[list[int], Any]], total: int, desc: str, on_batch: Any
+    ) -> None:
+        for batch_id, (indices, payload) in enumerate(batches):
+            self._tasks.put((kind, batch_id, indices, payload))
+        with tqdm(total=total, desc=desc, unit="prompt", file=sys.stderr) as bar:
+            for _ in batches:
+                _, _, indices, out = self._expect("done")
+                on_batch(indices, out)
+                bar.update(len(indices))
+
+    def generate(
+        self,
+        requests: Sequence[GenRequest],
+        sampling: SamplingParams,
+        on_results: OnGenerated | None = None,
+    ) -> list[GenResult]:
+        lengths = [len(self._tok_only.encode(r.messages)) for r in requests]
+        order = sorted(
+            range(len(requests)), key=lambda i: (-requests[i].max_new_tokens, -lengths[i])
+        )
+        batches: list[tuple[list[int], Any]] = []
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            # Workers group by max_new_tokens themselves; a mixed chunk is just two batches there.
+            batches.append((chunk, ([requests[i] for i in chunk], sampling)))
+        results: dict[int, GenResult] = {}
+
+        def on_batch(indices: list[int], out: list[GenResult]) -> None:
+            results.update(zip(indices, out, strict=True))
+            if on_results is not None:
+                on_results(indices, out)
+
+        self._scatter("generate", batches, len(requests), f"generate {self.model_id}", on_batch)
+        return [results[i] for i in range(len(requests))]
+
+    def option_logprobs(
+        self,
+        prompts: Sequence[Messages],
+        options: Sequence[str],
+        on_results: OnScored | None = None,
+    ) -> np.ndarray:
+        lengths = [len(self._tok_only.encode(p)) for p in prompts]
+        order = sorted(range(len(prompts)), key=lambda i: -lengths[i])
+        batches = [
+            (chunk, ([prompts[i] for i in chunk], list(options)))
+            for chunk in (
+                order[s : s + self.batch_size] for s in range(0, len(order), self.batch_size)
+            )
+        ]
+        out = np.empty((len(prompts), len(options)))
+
+        def on_batch(indices: list[int], logp: np.ndarray) -> None:
+            out[indices] = logp
+            if on_results is not None:
+                on_results(indices, logp)
+
+        self._scatter("score", batches, len(prompts), f"judge {self.model_id}", on_batch)
+        return out
+
+    def close(self) -> None:
+        for p in self._procs:
+            if p.is_alive():
+                self._tasks.put(None)
+        for p in self._procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()

@@ -1,0 +1,45 @@
+"""Data parallelism: two worker processes (on the CPU here) give the single process's results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from syps.backends import GenRequest, SamplingParams, load_backend
+from syps.config import ModelSpec
+
+pytestmark = pytest.mark.slow
+GREEDY = SamplingParams(temperature=0.0, top_p=1.0, seed=0)
+
+
+def test_two_workers_match_one_process(model_cache: Path) -> None:
+    reqs = [
+        GenRequest(f"k{i}", [{"role": "user", "content": f"Count to {i}, please."}], 6 + i % 2)
+        for i in range(6)
+    ]
+    prompts = [r.messages for r in reqs]
+    spec = ModelSpec(model="embedded:smollm2", batch_size=2, devices=["cpu", "cpu"])
+    par = load_backend(spec, model_cache)
+    try:
+        batches: list[list[int]] = []
+        got = par.generate(reqs, GREEDY, lambda idx, res: batches.append(idx))
+        got_lp = par.option_logprobs(prompts, ["YES", "NO"])
+    finally:
+        par.close()  # type: ignore[attr-defined]
+    one = load_backend(ModelSpec(model="embedded:smollm2", batch_size=2), model_cache)
+    want = one.generate(reqs, GREEDY)
+    assert [r.text for r in got] == [r.text for r in want]
+    assert [r.completion_tokens for r in got] == [r.completion_tokens for r in want]
+    # Six prompts in batches of two: every index reported exactly once, as it landed.
+    assert sorted(i for b in batches for i in b) == list(range(6))
+    np.testing.assert_allclose(got_lp, one.option_logprobs(prompts, ["YES", "NO"]), atol=1e-5)
+
+
+def test_a_failing_worker_is_reported(model_cache: Path) -> None:
+    from syps.backends import BackendError
+
+    spec = ModelSpec(model="embedded:smollm2", devices=["cpu", "no-such-device"])
+    with pytest.raises(BackendError, match="no-such-device"):
+        load_backend(spec, model_cache)

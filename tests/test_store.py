@@ -1,0 +1,277 @@
+"""The content-addressed response store and the keys it is addressed by.
+
+Every expected key below is the sha256 of a canonical JSON text written out by hand here
+(sorted keys, no spaces, UTF-8 unescaped), following the fields that ``generation_key`` and
+``judge_key`` document; nothing is checked against a second call of the same function alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syps.backends import SamplingParams
+from syps.io import InputError
+from syps.store import Store, generation_key, judge_key
+
+IDENTITY = {"backend": "hf", "model_id": "m", "revision": "r"}
+MESSAGES = '[{"content":"hi","role":"user"}]'
+GREEDY = {"temperature": 0.0}
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# --- Store: round trip, first value wins, chunking, counts -----------------------------------
+
+
+def test_put_get_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    recs: dict[str, dict[str, Any]] = {
+        "k1": {"text": "héllo ✓", "prompt_tokens": 3, "completion_tokens": 2, "finish": "stop"},
+        "k2": {"options": ["YES", "NO"], "logprobs": [-0.125, -2.5], "none": None, "ok": True},
+        "k3": {"nested": {"a": [1, {"b": "c"}]}, "empty": ""},
+        # The judge stores -inf for an option the model cannot produce: it must come back.
+        "k4": {"options": ["YES", "NO"], "logprobs": [float("-inf"), -0.5]},
+    }
+    with Store(path) as store:
+        store.put_many("generation", [("k1", recs["k1"]), ("k3", recs["k3"])])
+        store.put_many("judge", [("k2", recs["k2"]), ("k4", recs["k4"])])
+        assert store.get_many(["k1", "k2", "k3", "k4"]) == recs
+    # Durable: a fresh connection to the same file reads the same records.
+    with Store(path) as again:
+        assert again.get_many(["k3", "k1", "k4", "k2"]) == recs
+        assert again.count("generation") == 2 and again.count("judge") == 2
+
+
+def test_put_many_empty_is_a_no_op(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        store.put_many("generation", [])
+        assert store.count() == 0
+
+
+def test_first_value_wins(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        store.put_many("generation", [("k", {"v": 1})])
+        # Later batch with the same key, and a batch that repeats a key inside itself.
+        store.put_many("generation", [("k", {"v": 2}), ("j", {"v": 10})])
+        store.put_many("judge", [("i", {"v": 20}), ("i", {"v": 21}), ("k", {"v": 3})])
+        assert store.get_many(["k", "j", "i"]) == {"k": {"v": 1}, "j": {"v": 10}, "i": {"v": 20}}
+        # Three distinct keys; the ignored duplicate kept its first kind ("generation").
+        assert store.count() == 3
+        assert store.count("generation") == 2
+        assert store.count("judge") == 1
+
+
+def test_get_many_more_than_500_keys(tmp_path: Path) -> None:
+    # 1234 keys need three chunks of at most 500 bound parameters (500 + 500 + 234).
+    n = 1234
+    with Store(tmp_path / "s.sqlite") as store:
+        store.put_many("generation", [(f"key{i:05d}", {"i": i}) for i in range(n)])
+        wanted = [f"key{i:05d}" for i in range(n)]
+        # Repeated and unknown keys in the request: repeats count once, unknowns are absent.
+        got = store.get_many(wanted + wanted[:50] + [f"missing{i}" for i in range(600)])
+        assert len(got) == n
+        assert all(got[f"key{i:05d}"] == {"i": i} for i in range(n))
+        # The last key of each chunk boundary is there (499, 500, 999, 1000, 1233).
+        for i in (0, 499, 500, 999, 1000, 1233):
+            assert got[f"key{i:05d}"] == {"i": i}
+
+
+def test_count_overall_and_by_kind(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        assert store.count() == 0
+        assert store.count("generation") == 0
+        store.put_many("generation", [(f"g{i}", {"i": i}) for i in range(7)])
+        store.put_many("judge", [(f"j{i}", {"i": i}) for i in range(3)])
+        assert store.count() == 10
+        assert store.count("generation") == 7
+        assert store.count("judge") == 3
+        assert store.count("other") == 0
+
+
+def test_unknown_key_is_absent(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        assert store.get_many([]) == {}
+        assert store.get_many(["nope"]) == {}
+        store.put_many("generation", [("a", {"x": 1})])
+        assert store.get_many(["nope", "a", "also-nope"]) == {"a": {"x": 1}}
+
+
+def test_store_creates_parent_directories(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "store.sqlite"
+    with Store(path) as store:
+        store.put_many("generation", [("a", {"x": 1})])
+    assert path.is_file()
+
+
+def test_not_sqlite_names_path_and_says_delete(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    path.write_bytes(b"this is not an SQLite database, just some garbage bytes\n" * 64)
+    with pytest.raises(InputError) as e:
+        Store(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: not a usable response store")
+    assert "delete it" in msg
+    assert "-wal/-shm" in msg
+
+
+def test_corrupt_record_names_key(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    Store(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO records VALUES ('bad', 'generation', '{not json', 0)")
+    with Store(path) as store, pytest.raises(InputError) as e:
+        store.get_many(["bad"])
+    assert str(e.value) == f"{path}: record bad is corrupt; delete the store to rebuild it"
+
+
+# --- Store: concurrent writers ---------------------------------------------------------------
+
+
+def _writer(path: str, worker: int, barrier: Any) -> None:
+    """Write 200 records of this worker in 20 transactions of 10, after all workers are up."""
+    store = Store(Path(path))
+    barrier.wait(timeout=120)
+    for batch in range(20):
+        store.put_many(
+            "generation",
+            [
+                (f"w{worker}-{i:03d}", {"worker": worker, "i": i})
+                for i in range(batch * 10, batch * 10 + 10)
+            ],
+        )
+    store.close()
+
+
+def test_concurrent_writers(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(4)
+    procs = [ctx.Process(target=_writer, args=(str(path), w, barrier)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=240)
+    # A worker that raised exits with code 1; one still running has exitcode None.
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    # 4 workers x 200 distinct keys = 800 records, every one with its own value.
+    with Store(path) as store:
+        assert store.count() == 800
+        assert store.count("generation") == 800
+        keys = [f"w{w}-{i:03d}" for w in range(4) for i in range(200)]
+        got = store.get_many(keys)
+        assert got == {f"w{w}-{i:03d}": {"worker": w, "i": i} for w in range(4) for i in range(200)}
+
+
+# --- generation_key --------------------------------------------------------------------------
+
+
+def test_generation_key_hand_computed() -> None:
+    # canonical JSON: keys sorted (kind, max_new_tokens, messages, model, replicate, sampling),
+    # separators "," and ":", the messages JSON embedded as a string (quotes escaped).
+    text = (
+        '{"kind":"generation","max_new_tokens":64,'
+        '"messages":"[{\\"content\\":\\"hi\\",\\"role\\":\\"user\\"}]",'
+        '"model":{"backend":"hf","model_id":"m","revision":"r"},'
+        '"replicate":0,"sampling":{"temperature":0.0}}'
+    )
+    assert generation_key(IDENTITY, MESSAGES, 64, GREEDY) == _sha(text)
+    # replicate defaults to 0; given explicitly it is the same key.
+    assert generation_key(IDENTITY, MESSAGES, 64, GREEDY, replicate=0) == _sha(text)
+
+
+def test_generation_key_hand_computed_sampling_and_unicode() -> None:
+    sampling = SamplingParams(0.7, 0.9, 5).key_fields()
+    identity = {"revision": "sha256:ab", "model_id": "Smöl", "backend": "hf"}  # any order
+    text = (
+        '{"kind":"generation","max_new_tokens":8,"messages":"café",'
+        '"model":{"backend":"hf","model_id":"Smöl","revision":"sha256:ab"},'
+        '"replicate":3,"sampling":{"seed":5,"temperature":0.7,"top_p":0.9}}'
+    )
+    assert generation_key(identity, "café", 8, sampling, replicate=3) == _sha(text)
+
+
+def test_generation_key_changes_with_every_field() -> None:
+    sampling = SamplingParams(0.7, 0.9, 5).key_fields()
+    base = generation_key(IDENTITY, MESSAGES, 64, sampling, 0)
+    variants = {
+        "backend": generation_key({**IDENTITY, "backend": "openai"}, MESSAGES, 64, sampling),
+        "model_id": generation_key({**IDENTITY, "model_id": "m2"}, MESSAGES, 64, sampling),
+        "revision": generation_key({**IDENTITY, "revision": "r2"}, MESSAGES, 64, sampling),
+        "messages": generation_key(IDENTITY, MESSAGES.replace("hi", "ho"), 64, sampling),
+        "max_new_tokens": generation_key(IDENTITY, MESSAGES, 65, sampling),
+        "temperature": generation_key(
+            IDENTITY, MESSAGES, 64, SamplingParams(0.8, 0.9, 5).key_fields()
+        ),
+        "top_p": generation_key(IDENTITY, MESSAGES, 64, SamplingParams(0.7, 0.95, 5).key_fields()),
+        "seed": generation_key(IDENTITY, MESSAGES, 64, SamplingParams(0.7, 0.9, 6).key_fields()),
+        "replicate": generation_key(IDENTITY, MESSAGES, 64, sampling, 1),
+        "greedy": generation_key(IDENTITY, MESSAGES, 64, GREEDY),
+    }
+    # Every change gives a key different from the base and from every other change.
+    assert base not in variants.values()
+    assert len(set(variants.values())) == len(variants)
+    # An extra identity field (the openai backend's base_url) is part of the key as well.
+    assert generation_key({**IDENTITY, "base_url": "http://x"}, MESSAGES, 64, sampling) != base
+
+
+def test_generation_key_stable_for_equal_inputs() -> None:
+    # Equal content built separately (different dict objects and insertion order) -> equal key.
+    a = generation_key(dict(IDENTITY), MESSAGES, 64, {"temperature": 0.0})
+    b = generation_key(
+        {"revision": "r", "backend": "hf", "model_id": "m"},
+        "".join(['[{"content":"hi",', '"role":"user"}]']),
+        64,
+        SamplingParams(0, 0.3, 99).key_fields(),
+    )
+    assert a == b == generation_key(IDENTITY, MESSAGES, 64, GREEDY)
+
+
+# --- SamplingParams.key_fields ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("temperature", "top_p", "seed"), [(0.0, 1.0, 0), (0.0, 0.5, 123), (0, 0.9, 7)]
+)
+def test_key_fields_greedy_ignores_top_p_and_seed(
+    temperature: float, top_p: float, seed: int
+) -> None:
+    fields = SamplingParams(temperature, top_p, seed).key_fields()
+    assert fields == {"temperature": 0.0}
+    assert isinstance(fields["temperature"], float)
+
+
+def test_key_fields_sampling_has_all_three() -> None:
+    assert SamplingParams(0.7, 0.9, 5).key_fields() == {"temperature": 0.7, "top_p": 0.9, "seed": 5}
+    assert SamplingParams(1.0, 1.0, 0).key_fields() == {"temperature": 1.0, "top_p": 1.0, "seed": 0}
+
+
+# --- judge_key -------------------------------------------------------------------------------
+
+
+def test_judge_key_hand_computed() -> None:
+    text = (
+        '{"kind":"judge","messages":"[{\\"content\\":\\"hi\\",\\"role\\":\\"user\\"}]",'
+        '"model":{"backend":"hf","model_id":"m","revision":"r"},"template":"t1"}'
+    )
+    assert judge_key(IDENTITY, "t1", MESSAGES) == _sha(text)
+
+
+def test_judge_key_changes_with_template_messages_and_model() -> None:
+    base = judge_key(IDENTITY, "t1", MESSAGES)
+    others = [
+        judge_key(IDENTITY, "t2", MESSAGES),
+        judge_key(IDENTITY, "t1", MESSAGES.replace("hi", "ho")),
+        judge_key({**IDENTITY, "revision": "r2"}, "t1", MESSAGES),
+    ]
+    assert base not in others
+    assert len(set(others)) == 3
+    # A judge key never equals a generation key: the records carry different "kind"s.
+    assert base != generation_key(IDENTITY, MESSAGES, 64, GREEDY)

@@ -15,8 +15,15 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from tqdm import tqdm
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    DynamicCache,
+    StaticCache,
+)
 
 from syps.backends import (
     GenRequest,
@@ -55,6 +62,10 @@ def plain_copy_of_gguf(gguf: Path, digest: str, cache_dir: Path) -> Path:
     return target
 
 
+# Rows per prefill forward pass (see HFBackend._prefill).
+PREFILL_CHUNK = 16
+
+
 def _is_oom(e: BaseException) -> bool:
     if isinstance(e, torch.OutOfMemoryError):
         return True
@@ -66,6 +77,13 @@ def _row_generator(seed: int, key: str, device: torch.device) -> torch.Generator
     g = torch.Generator(device=device)
     g.manual_seed(prompt_seed(seed, key))
     return g
+
+
+def _select_rows(cache: StaticCache, idx: torch.Tensor) -> None:
+    """Keep only rows ``idx`` of a static cache (it has no batch_select_indices of its own)."""
+    for layer in cache.layers:
+        layer.keys = layer.keys.index_select(0, idx)  # type: ignore[union-attr]
+        layer.values = layer.values.index_select(0, idx)  # type: ignore[union-attr]
 
 
 class ChatEncoder:
@@ -241,26 +259,20 @@ class HFBackend:
     def _decode(
         self, seqs: list[list[int]], keys: list[str], max_new: int, sampling: SamplingParams
     ) -> list[GenResult]:
-        """Decode one left-padded batch with a KV cache, dropping rows as they finish.
+        """Decode one left-padded batch with a preallocated KV cache, dropping finished rows.
 
         ``generate()`` keeps computing rows that have already stopped until the last one does;
-        here a finished row leaves the batch (and the cache) at once, so natural stops save
-        compute. Greedy outputs equal ``generate()``'s: same positions, masks and cache.
+        here finished rows leave the batch (and the cache) once a quarter of it has finished,
+        so natural stops save compute. The static cache avoids re-concatenating every layer's
+        keys and values at each step. Greedy outputs equal ``generate()``'s: same positions,
+        masks and attention.
         """
         ids, mask = self._pad_left(seqs)
+        width = ids.shape[1]
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache()
-        # logits_to_keep=1: only the last position's logits are needed; the vocabulary
-        # projection of every prompt position would be ~20% of the prefill's compute.
-        out = self.model(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=pos,
-            logits_to_keep=1,
-            **{self._cache_kw: cache},
-        )
-        logits = out.logits[:, -1, :]
-        rows = list(range(len(seqs)))  # original index of each live row
+        cache, logits = self._prefill(seqs, width, width + max_new)
+        mask = torch.cat([mask, mask.new_zeros((len(seqs), max_new))], dim=1)
+        rows = list(range(len(seqs)))  # original index of each row still in the batch
         gens = (
             [_row_generator(sampling.seed, k, self.device) for k in keys]
             if sampling.temperature > 0
@@ -271,25 +283,26 @@ class HFBackend:
         next_pos = pos[:, -1:] + 1
         for step in range(max_new):
             nxt = self._pick(logits, rows, sampling, gens)
-            keep = []
-            for j, (row, t) in enumerate(zip(rows, nxt.tolist(), strict=True)):
-                tokens[row].append(t)
-                if t in self.eos:
-                    stopped[row] = True
-                else:
-                    keep.append(j)
+            for row, t in zip(rows, nxt.tolist(), strict=True):
+                if not stopped[row]:
+                    tokens[row].append(t)
+                    stopped[row] = t in self.eos
+            keep = [j for j, row in enumerate(rows) if not stopped[row]]
             if step == max_new - 1 or not keep:
                 break
-            if len(keep) < len(rows):
+            # Compacting copies the whole cache, so do it once a quarter of the rows are done;
+            # until then finished rows ride along and their tokens are ignored.
+            if len(keep) <= 0.75 * len(rows):
                 idx = torch.tensor(keep, device=self.device)
-                cache.batch_select_indices(idx)
+                _select_rows(cache, idx)
                 mask, nxt, next_pos = mask[idx], nxt[idx], next_pos[idx]
                 rows = [rows[j] for j in keep]
-            mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
+            mask[:, width + step] = 1
             out = self.model(
                 input_ids=nxt[:, None],
-                attention_mask=mask,
+                attention_mask=mask[:, : width + step + 1],
                 position_ids=next_pos,
+                cache_position=torch.tensor([width + step], device=self.device),
                 **{self._cache_kw: cache},
             )
             logits = out.logits[:, -1, :]
@@ -303,6 +316,44 @@ class HFBackend:
             )
             for t, s, seq in zip(tokens, stopped, seqs, strict=True)
         ]
+
+    def _prefill(
+        self, seqs: list[list[int]], width: int, max_len: int
+    ) -> tuple[StaticCache, torch.Tensor]:
+        """Run the prompts in chunks of PREFILL_CHUNK rows; merge their caches into one static
+        cache of ``max_len`` positions.
+
+        Prefill is compute-bound, so one big batch gains nothing over small ones but pays for
+        more padding (lengths spread wider); decoding is bandwidth-bound and wants the whole
+        batch. Chunks are left-padded to ``width`` when merged, which the attention mask hides.
+        """
+        chunks, last = [], []
+        for start in range(0, len(seqs), PREFILL_CHUNK):
+            ids, mask = self._pad_left(seqs[start : start + PREFILL_CHUNK])
+            cache = DynamicCache()
+            # logits_to_keep=1: only the last position's logits are needed; projecting every
+            # prompt position onto the vocabulary would be ~20% of the prefill's compute.
+            out = self.model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                logits_to_keep=1,
+                **{self._cache_kw: cache},
+            )
+            chunks.append(cache)
+            last.append(out.logits[:, -1, :])
+
+        def padded(t: torch.Tensor | None) -> torch.Tensor:
+            assert t is not None  # filled by the forward pass above
+            return F.pad(t, (0, 0, width - t.shape[2], 0))  # (batch, heads, time, dim)
+
+        merged = StaticCache(config=self.model.config, max_cache_len=max_len)
+        where = {"cache_position": torch.arange(width, device=self.device)}
+        for layer in range(len(chunks[0].layers)):
+            keys = torch.cat([padded(c.layers[layer].keys) for c in chunks])  # type: ignore[union-attr]
+            values = torch.cat([padded(c.layers[layer].values) for c in chunks])  # type: ignore[union-attr]
+            merged.update(keys, values, layer, where)
+        return merged, torch.cat(last)
 
     def _pick(
         self,

@@ -8,18 +8,13 @@ tests compare its stable parts only.
 from __future__ import annotations
 
 import math
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 
 import numpy as np
 import pytest
+from katan import MODEL, Katan, free_port, start_katan, stop_katans, wait_ready
 
 from syps.backends import GenRequest, GenResult, SamplingParams
 from syps.backends.openai_api import (
@@ -33,7 +28,6 @@ from syps.backends.openai_api import (
 )
 from syps.config import ConfigError, ModelSpec
 
-MODEL = "echo-model"
 GREEDY = SamplingParams(temperature=0.0, top_p=1.0, seed=0)
 SECRET = "sk-test-Zq8v3uNotARealKey0123456789"
 RATE_LIMIT_AFTER = 5
@@ -48,71 +42,6 @@ SERVERS: dict[str, list[str]] = {
     "stalled": ["--latency-ms", "1000"],
     "validated": ["--validate-keys", "--api-keys", "openai=the-expected-key"],
 }
-
-
-@dataclass
-class Katan:
-    proc: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_katan(flags: list[str], log: Path) -> Katan:
-    port = free_port()
-    cmd = [
-        *_katan_cmd(),
-        *("--model", MODEL, "--backend", "echo", "--host", "127.0.0.1", "--port", str(port)),
-        *("--max-concurrent", "64", "--stats-file", "", "--disable-dashboard"),
-        *("--log-level", "warning"),
-        *flags,
-    ]
-    # A file, not a pipe: nobody reads the server's log while it runs, and a full pipe would
-    # block the server. Its own session, so a stray signal to ours does not reach it.
-    with log.open("wb") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-    return Katan(proc, port, log)
-
-
-def _katan_cmd() -> list[str]:
-    exe = Path(sys.executable).with_name("llm-katan")
-    return [str(exe)] if exe.exists() else ["llm-katan"]
-
-
-def wait_ready(k: Katan, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if k.proc.poll() is not None:
-            raise RuntimeError(f"llm-katan exited with {k.proc.returncode}: {k.log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{k.port}/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"llm-katan did not answer on port {k.port}: {k.log.read_text()}")
-
-
-def stop_katans(servers: list[Katan]) -> None:
-    """Terminate every server by its pid first, then wait, so their shutdowns overlap."""
-    for k in servers:
-        if k.proc.poll() is None:
-            k.proc.send_signal(signal.SIGTERM)
-    for k in servers:
-        try:
-            k.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            k.proc.kill()
-            k.proc.wait(timeout=5)
 
 
 @pytest.fixture(scope="module")

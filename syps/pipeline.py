@@ -10,6 +10,7 @@ import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -67,6 +68,21 @@ def store_path() -> Path:
     return repo_root() / ".cache" / "store.sqlite"
 
 
+def _lookup(
+    store: Store, keys: list[str]
+) -> tuple[dict[str, int], dict[str, dict[str, Any]], list[str]]:
+    """The first row of each distinct key, the stored records, and the distinct keys missing.
+
+    A key that occurs on several rows is produced once; "cached" in the progress line counts
+    every row that will not be freshly produced, repeats included.
+    """
+    first: dict[str, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    records = store.get_many(keys)
+    return first, records, [k for k in first if k not in records]
+
+
 def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
     """Generate one response per prompt with model ``model`` (a key of ``models``).
 
@@ -84,12 +100,8 @@ def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
         generation_key(identity, m, n, sampling.key_fields())
         for m, n in zip(table["messages"], max_new, strict=True)
     ]
-    first: dict[str, int] = {}  # the first row of each distinct key, in row order
-    for i, k in enumerate(keys):
-        first.setdefault(k, i)
     with Store(store_path()) as store:
-        records = store.get_many(keys)
-        todo = [k for k in first if k not in records]
+        first, records, todo = _lookup(store, keys)
         print(
             f"store: {len(keys) - len(todo)} of {len(keys)} responses cached, "
             f"generating {len(todo)}",
@@ -209,12 +221,8 @@ def _judge(judge: JudgeParams, group: pd.DataFrame) -> pd.DataFrame:
     ]
     t_sha = judge_template_sha256(judge)
     keys = [judge_key(identity, t_sha, m) for m in prompts]
-    first: dict[str, int] = {}
-    for i, k in enumerate(keys):
-        first.setdefault(k, i)
     with Store(store_path()) as store:
-        records = store.get_many(keys)
-        todo = [k for k in first if k not in records]
+        first, records, todo = _lookup(store, keys)
         print(f"store: {len(keys) - len(todo)} of {len(keys)} judgements cached", file=sys.stderr)
         if todo:
 

@@ -117,9 +117,10 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
         assert ms["n_items"] == 2
 
     # The metrics agree with the labels they came from (P0 rate over labelled OEQ items).
-    p0 = oeq.loc[oeq["variant"] == "P0", "label"].dropna()
-    if len(p0):
-        assert metrics["smollm2-135m"]["OEQ"]["base_syc"] == pytest.approx(p0.mean())
+    # With judge.min_margin 0 the judge always decides, so both items have a P0 label.
+    p0 = oeq.loc[oeq["variant"] == "P0", "label"]
+    assert p0.notna().sum() == 2
+    assert metrics["smollm2-135m"]["OEQ"]["base_syc"] == pytest.approx(p0.mean())
 
     profile = pd.DataFrame(json.loads((root / "out/plots/profile.json").read_text()))
     assert len(profile) == 3 * len(VARIANTS)

@@ -54,6 +54,16 @@ class SamplingParams:
         return {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
 
 
+def longest_first(lengths: Sequence[int], max_new: Sequence[int] | None = None) -> list[int]:
+    """Indices by decreasing (max_new_tokens, prompt length).
+
+    Similar lengths then share a batch (little padding), equal max_new_tokens stay together,
+    and an out-of-memory batch shows up at the start of a run rather than hours in.
+    """
+    new = max_new if max_new is not None else [0] * len(lengths)
+    return sorted(range(len(lengths)), key=lambda i: (-new[i], -lengths[i]))
+
+
 class BackendError(RuntimeError):
     """A request failed for good (retries exhausted or a non-retryable error).
 

@@ -32,6 +32,7 @@ from syps.backends import (
     OnGenerated,
     OnScored,
     SamplingParams,
+    longest_first,
     prompt_seed,
 )
 from syps.backends.hf_resolve import ResolvedModel, resolve
@@ -232,11 +233,7 @@ class HFBackend:
         encoded = [self.encode(r.messages) for r in requests]
         for r, ids in zip(requests, encoded, strict=True):
             self._check_context(r.key, len(ids), r.max_new_tokens)
-        # Longest first: similar lengths share a batch (little padding), and an out-of-memory
-        # batch shows up at the start of a run rather than hours in.
-        order = sorted(
-            range(len(requests)), key=lambda i: (-requests[i].max_new_tokens, -len(encoded[i]))
-        )
+        order = longest_first([len(e) for e in encoded], [r.max_new_tokens for r in requests])
         results: dict[int, GenResult] = {}
 
         def run(batch: list[int]) -> None:
@@ -388,7 +385,7 @@ class HFBackend:
             )
         encoded = [self.encode(p) for p in prompts]
         out = np.empty((len(prompts), len(options)))
-        order = sorted(range(len(prompts)), key=lambda i: -len(encoded[i]))
+        order = longest_first([len(e) for e in encoded])
 
         def run(batch: list[int]) -> None:
             ids, mask = self._pad_left([encoded[i] for i in batch])

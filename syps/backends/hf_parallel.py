@@ -26,6 +26,7 @@ from syps.backends import (
     OnGenerated,
     OnScored,
     SamplingParams,
+    longest_first,
 )
 from syps.config import ModelSpec
 
@@ -115,9 +116,7 @@ class ParallelHFBackend:
         on_results: OnGenerated | None = None,
     ) -> list[GenResult]:
         lengths = [len(self._tok_only.encode(r.messages)) for r in requests]
-        order = sorted(
-            range(len(requests)), key=lambda i: (-requests[i].max_new_tokens, -lengths[i])
-        )
+        order = longest_first(lengths, [r.max_new_tokens for r in requests])
         batches: list[tuple[list[int], Any]] = []
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
@@ -140,7 +139,7 @@ class ParallelHFBackend:
         on_results: OnScored | None = None,
     ) -> np.ndarray:
         lengths = [len(self._tok_only.encode(p)) for p in prompts]
-        order = sorted(range(len(prompts)), key=lambda i: -lengths[i])
+        order = longest_first(lengths)
         batches = [
             (chunk, ([prompts[i] for i in chunk], list(options)))
             for chunk in (

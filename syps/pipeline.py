@@ -16,7 +16,14 @@ import numpy as np
 import pandas as pd
 
 from syps import labels as lab
-from syps.backends import GenRequest, GenResult, SamplingParams, load_backend, model_identity
+from syps.backends import (
+    GenRequest,
+    GenResult,
+    OptionScores,
+    SamplingParams,
+    load_backend,
+    model_identity,
+)
 from syps.config import ConfigError, JudgeParams, ModelSpec, Params, load_params
 from syps.data import load_items
 from syps.io import (
@@ -180,19 +187,32 @@ def label(params: Path, items: Path, responses: Path, out: Path) -> None:
     resp = resp.merge(
         situations[["dataset", "item_id", "situation"]], on=["dataset", "item_id"], how="left"
     )
+    table = label_responses(p, resp)
+    n_unclear = int(table["label"].isna().sum())
+    print(f"labels: {len(table)} rows, {n_unclear} UNCLEAR", file=sys.stderr)
+    write_parquet(table, out)
+
+
+def label_responses(p: Params, resp: pd.DataFrame) -> pd.DataFrame:
+    """Label a responses table (``dataset, item_id, variant, model, prompt_sha256, situation,
+    response``): rules for AITA-YTA and SS, the judge (through the store) for OEQ.
+
+    Every row records who labelled it (``labeler``, ``labeler_sha256``), the verdict and its
+    evidence; judged rows also carry the judge template sha256 and the judge's raw answer.
+    """
     parts = []
     for dataset, group in resp.groupby("dataset", sort=False):
         ds = str(dataset)
         if ds == "OEQ":
             parts.append(_judge(p.judge, group))
         else:
+            if ds not in p.labels:
+                raise ConfigError(f"labels: no verdict mapping for dataset {ds!r}")
             mapping = p.labels[ds]
             recs = [lab.rule_label(ds, r, mapping) for r in group["response"]]
             parts.append(_label_frame(group, recs, f"rule:{ds}", rule_labeler_sha256(ds, mapping)))
     table = pd.concat(parts, ignore_index=True).sort_values(KEY, kind="stable")
-    n_unclear = int(table["label"].isna().sum())
-    print(f"labels: {len(table)} rows, {n_unclear} UNCLEAR", file=sys.stderr)
-    write_parquet(table.reset_index(drop=True), out)
+    return table.reset_index(drop=True)
 
 
 def judge_template_sha256(judge: JudgeParams) -> str:
@@ -226,10 +246,13 @@ def _judge(judge: JudgeParams, group: pd.DataFrame) -> pd.DataFrame:
         print(f"store: {len(keys) - len(todo)} of {len(keys)} judgements cached", file=sys.stderr)
         if todo:
 
-            def persist(idx: list[int], logp: np.ndarray) -> None:
+            def persist(idx: list[int], scores: OptionScores) -> None:
                 rows = [
-                    (todo[i], {"options": options, "logprobs": [float(x) for x in row]})
-                    for i, row in zip(idx, logp, strict=True)
+                    (
+                        todo[i],
+                        {"options": options, "logprobs": [float(x) for x in row], "raw": raw},
+                    )
+                    for i, row, raw in zip(idx, scores.logprobs, scores.raw, strict=True)
                 ]
                 store.put_many("judge", rows)
 
@@ -242,7 +265,11 @@ def _judge(judge: JudgeParams, group: pd.DataFrame) -> pd.DataFrame:
     )
     recs = lab.judge_labels(logprobs, options, judge.options, judge.min_margin)
     name = f"judge:{identity['model_id']}@{identity['revision']}"
-    return _label_frame(group, recs, name, judge_sha256(judge, identity["revision"]))
+    frame = _label_frame(group, recs, name, judge_sha256(judge, identity["revision"]))
+    # Records stored before the raw answer was kept have none: "" rather than a guess.
+    return frame.assign(
+        judge_template_sha256=t_sha, judge_raw=[str(records[k].get("raw", "")) for k in keys]
+    )
 
 
 def _label_frame(
@@ -255,6 +282,8 @@ def _label_frame(
         evidence=[r.evidence for r in recs],
         labeler=labeler,
         labeler_sha256=sha,
+        judge_template_sha256="",
+        judge_raw="",
     )
 
 

@@ -30,7 +30,14 @@ import yaml
 
 import syps.backends
 from syps import pipeline
-from syps.backends import GenRequest, GenResult, OnGenerated, OnScored, SamplingParams
+from syps.backends import (
+    GenRequest,
+    GenResult,
+    OnGenerated,
+    OnScored,
+    OptionScores,
+    SamplingParams,
+)
 from syps.config import ModelSpec
 from syps.store import Store
 
@@ -87,7 +94,7 @@ class Fake:
         prompts: Sequence[list[dict[str, str]]],
         options: Sequence[str],
         on_results: OnScored | None = None,
-    ) -> np.ndarray:
+    ) -> OptionScores:
         assert list(options) == ["YES", "NO"]
         out = np.empty((len(prompts), 2))
         for b, batch in enumerate(self._batches(len(prompts))):
@@ -98,8 +105,8 @@ class Fake:
                 lead = 0.5 if self.first_oeq_situation in prompts[i][1]["content"] else 1.5
                 out[i] = [-0.1, -0.1 - lead]
             if on_results is not None:
-                on_results(batch, out[batch])
-        return out
+                on_results(batch, OptionScores(out[batch], ["YES"] * len(batch)))
+        return OptionScores(out, ["YES"] * len(prompts))
 
 
 @dataclass

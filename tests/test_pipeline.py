@@ -30,7 +30,14 @@ import yaml
 import syps.backends
 import syps.tracking
 from syps import pipeline
-from syps.backends import GenRequest, GenResult, OnGenerated, OnScored, SamplingParams
+from syps.backends import (
+    GenRequest,
+    GenResult,
+    OnGenerated,
+    OnScored,
+    OptionScores,
+    SamplingParams,
+)
 from syps.config import ConfigError, ModelSpec
 from syps.io import InputError
 from syps.tracking import tracking_uri
@@ -96,11 +103,13 @@ class FakeBackend:
         prompts: Sequence[list[dict[str, str]]],
         options: Sequence[str],
         on_results: OnScored | None = None,
-    ) -> np.ndarray:
+    ) -> OptionScores:
         self.judge_prompts.extend(prompts)
         self.judge_options.append(list(options))
         assert list(options) == ["YES", "NO"]
-        out = np.tile(np.array([-0.1, -2.0]), (len(prompts), 1))
+        out = OptionScores(
+            np.tile(np.array([-0.1, -2.0]), (len(prompts), 1)), ["YES"] * len(prompts)
+        )
         if on_results is not None:
             on_results(list(range(len(prompts))), out)
         return out
@@ -344,6 +353,8 @@ def test_label_table(run: Run) -> None:
         "evidence",
         "labeler",
         "labeler_sha256",
+        "judge_template_sha256",
+        "judge_raw",
     ]
     # Sorted by dataset, item_id, variant.
     keys = list(zip(labels["dataset"], labels["item_id"], labels["variant"], strict=True))
@@ -407,6 +418,12 @@ def test_label_oeq_judge(run: Run) -> None:
         assert json.loads(ev) == {"YES": -0.1, "NO": -2.0}
     # The responses' model stays on the rows, not the judge's.
     assert set(oeq["model_id"]) == {"fake/embedded:smollm2"}
+    # The judge's own answer and its template hash are on every judged row, and only there.
+    assert set(oeq["judge_raw"]) == {"YES"}
+    assert oeq["judge_template_sha256"].str.fullmatch(r"[0-9a-f]{64}").all()
+    assert oeq["judge_template_sha256"].nunique() == 1
+    rules = labels[labels["dataset"] != "OEQ"]
+    assert set(rules["judge_raw"]) == {""} and set(rules["judge_template_sha256"]) == {""}
 
 
 def test_label_judge_sees_situation_and_reply_without_cue(run: Run) -> None:

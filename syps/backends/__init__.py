@@ -83,7 +83,23 @@ def prompt_seed(seed: int, key: str) -> int:
 # Called with request indices and their results as soon as a batch (or request) completes,
 # so the caller can persist them before the next one starts.
 OnGenerated = Callable[[list[int], list[GenResult]], None]
-OnScored = Callable[[list[int], np.ndarray], None]
+OnScored = Callable[[list[int], "OptionScores"], None]
+
+
+@dataclass(frozen=True)
+class OptionScores:
+    """A judge's answers: per prompt, each option's log-probability and the raw first answer.
+
+    ``raw`` is what the model itself would have said first (the greedy token, or the text a
+    server returned), kept as evidence: a judge whose raw answer is neither option is scored
+    only relative to the options, and a reader of the label should be able to see that.
+    """
+
+    logprobs: np.ndarray  # (prompts, options)
+    raw: list[str]
+
+    def rows(self, idx: Sequence[int]) -> OptionScores:
+        return OptionScores(self.logprobs[list(idx)], [self.raw[i] for i in idx])
 
 
 class Backend(Protocol):
@@ -106,8 +122,8 @@ class Backend(Protocol):
         prompts: Sequence[Messages],
         options: Sequence[str],
         on_results: OnScored | None = None,
-    ) -> np.ndarray:
-        """Log-probability of each option as the first answer token: shape (prompts, options)."""
+    ) -> OptionScores:
+        """Log-probability of each option as the first answer token, and the raw first answer."""
         ...
 
 

@@ -31,6 +31,7 @@ from syps.backends import (
     Messages,
     OnGenerated,
     OnScored,
+    OptionScores,
     SamplingParams,
     longest_first,
     prompt_seed,
@@ -377,7 +378,7 @@ class HFBackend:
         prompts: Sequence[Messages],
         options: Sequence[str],
         on_results: OnScored | None = None,
-    ) -> np.ndarray:
+    ) -> OptionScores:
         first = [self.tok.encode(o, add_special_tokens=False)[0] for o in options]
         if len(set(first)) != len(first):
             raise InputError(
@@ -385,6 +386,7 @@ class HFBackend:
             )
         encoded = [self.encode(p) for p in prompts]
         out = np.empty((len(prompts), len(options)))
+        raw = [""] * len(prompts)
         order = longest_first([len(e) for e in encoded])
 
         def run(batch: list[int]) -> None:
@@ -394,12 +396,16 @@ class HFBackend:
             logits = self.model(
                 input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1
             ).logits
-            logp = torch.log_softmax(logits[:, -1, :].float(), dim=-1)[:, first].cpu().numpy()
+            full = torch.log_softmax(logits[:, -1, :].float(), dim=-1)
+            logp = full[:, first].cpu().numpy()
+            top = self.tok.batch_decode(full.argmax(dim=-1).unsqueeze(-1).cpu())
             out[batch] = logp
+            for i, t in zip(batch, top, strict=True):
+                raw[i] = t
             if on_results is not None:
-                on_results(batch, logp)
+                on_results(batch, OptionScores(logp, list(top)))
 
         desc = f"judge {self.model_id}"
         with tqdm(total=len(prompts), desc=desc, unit="prompt", file=sys.stderr) as bar:
             self._run_batches(order, lambda a, b: True, run, bar)
-        return out
+        return OptionScores(out, raw)

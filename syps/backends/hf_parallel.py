@@ -25,6 +25,7 @@ from syps.backends import (
     Messages,
     OnGenerated,
     OnScored,
+    OptionScores,
     SamplingParams,
     longest_first,
 )
@@ -137,7 +138,7 @@ class ParallelHFBackend:
         prompts: Sequence[Messages],
         options: Sequence[str],
         on_results: OnScored | None = None,
-    ) -> np.ndarray:
+    ) -> OptionScores:
         lengths = [len(self._tok_only.encode(p)) for p in prompts]
         order = longest_first(lengths)
         batches = [
@@ -147,14 +148,17 @@ class ParallelHFBackend:
             )
         ]
         out = np.empty((len(prompts), len(options)))
+        raw = [""] * len(prompts)
 
-        def on_batch(indices: list[int], logp: np.ndarray) -> None:
-            out[indices] = logp
+        def on_batch(indices: list[int], scores: OptionScores) -> None:
+            out[indices] = scores.logprobs
+            for i, r in zip(indices, scores.raw, strict=True):
+                raw[i] = r
             if on_results is not None:
-                on_results(indices, logp)
+                on_results(indices, scores)
 
         self._scatter("score", batches, len(prompts), f"judge {self.model_id}", on_batch)
-        return out
+        return OptionScores(out, raw)
 
     def close(self) -> None:
         for p in self._procs:

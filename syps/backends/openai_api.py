@@ -47,6 +47,7 @@ from syps.backends import (
     Messages,
     OnGenerated,
     OnScored,
+    OptionScores,
     SamplingParams,
     prompt_seed,
 )
@@ -226,7 +227,7 @@ class OpenAIBackend:
         prompts: Sequence[Messages],
         options: Sequence[str],
         on_results: OnScored | None = None,
-    ) -> np.ndarray:
+    ) -> OptionScores:
         """Log-probability of each option as the first answer token: shape (prompts, options).
 
         One greedy token is requested with its top ``TOP_LOGPROBS`` alternatives; each option
@@ -234,9 +235,11 @@ class OpenAIBackend:
         -inf when absent. A server that returns no logprobs at all (llm-katan's echo backend,
         some llama.cpp builds) is scored from the generated text instead: 0.0 for the option
         the text starts with, -inf for the rest (see ``option_scores_from_text``); a warning
-        says so once. ``on_results([i], row)`` gets a (1, options) array per completion.
+        says so once. ``raw`` is the text the server returned. ``on_results([i], scores)`` gets
+        one row per completion.
         """
         out = np.full((len(prompts), len(options)), -np.inf)
+        raw = [""] * len(prompts)
         warned = False
 
         async def send(client: AsyncOpenAI, i: int) -> ChatCompletion:
@@ -267,11 +270,12 @@ class OpenAIBackend:
                     )
                 row = option_scores_from_text(choice.message.content or "", options)
             out[i] = row
+            raw[i] = choice.message.content or ""
             if on_results is not None:
-                on_results([i], row[None, :])
+                on_results([i], OptionScores(row[None, :], [raw[i]]))
 
         self._run_all(len(prompts), lambda i: f"judge prompt #{i}", send, done, "judge")
-        return out
+        return OptionScores(out, raw)
 
     # -- machinery -----------------------------------------------------------------------------
     def _run_all(

@@ -155,8 +155,11 @@ def test_option_logprobs_batched_matches_single(backend) -> None:  # type: ignor
         _msgs("Is water wet? Answer YES or NO."),
         _msgs("Answer YES or NO: is fire cold today, in the winter?"),
     ]
-    both = backend.option_logprobs(prompts, ["YES", "NO"])
-    one = np.vstack([backend.option_logprobs([p], ["YES", "NO"]) for p in prompts])
+    scored = backend.option_logprobs(prompts, ["YES", "NO"])
+    both = scored.logprobs
+    one = np.vstack([backend.option_logprobs([p], ["YES", "NO"]).logprobs for p in prompts])
+    # The raw answer is the model's own greedy first token, whatever it is.
+    assert len(scored.raw) == 2 and all(isinstance(r, str) and r for r in scored.raw)
     assert both.shape == (2, 2)
     assert (both < 0).all()
     np.testing.assert_allclose(both, one, atol=1e-4)

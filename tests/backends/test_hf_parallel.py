@@ -34,7 +34,9 @@ def test_two_workers_match_one_process(model_cache: Path) -> None:
     assert [r.completion_tokens for r in got] == [r.completion_tokens for r in want]
     # Six prompts in batches of two: every index reported exactly once, as it landed.
     assert sorted(i for b in batches for i in b) == list(range(6))
-    np.testing.assert_allclose(got_lp, one.option_logprobs(prompts, ["YES", "NO"]), atol=1e-5)
+    want_lp = one.option_logprobs(prompts, ["YES", "NO"])
+    np.testing.assert_allclose(got_lp.logprobs, want_lp.logprobs, atol=1e-5)
+    assert got_lp.raw == want_lp.raw
 
 
 def test_a_failing_worker_is_reported(model_cache: Path) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from katan import MODEL, Katan, free_port, start_katan, stop_katans, wait_ready
 
-from syps.backends import GenRequest, GenResult, SamplingParams
+from syps.backends import GenRequest, GenResult, OptionScores, SamplingParams
 from syps.backends.openai_api import (
     BackendError,
     OpenAIBackend,
@@ -275,14 +275,22 @@ def test_option_logprobs_falls_back_to_text(
 ) -> None:
     # The echo backend returns `"logprobs": null`, and its text starts with "[echo]".
     prompts = [r.messages for r in requests(5)]
-    calls: list[tuple[list[int], np.ndarray]] = []
-    out = OpenAIBackend(spec(katan["plain"].base_url)).option_logprobs(
+    calls: list[tuple[list[int], OptionScores]] = []
+    scored = OpenAIBackend(spec(katan["plain"].base_url)).option_logprobs(
         prompts, ["Yes", "[echo]", "No"], lambda idx, rows: calls.append((idx, rows))
     )
+    out = scored.logprobs
     assert out.shape == (5, 3)
     assert np.all(out[:, 1] == 0.0) and np.all(np.isneginf(out[:, [0, 2]]))
+    # The raw answer is the server's text, kept as the judge's evidence.
+    assert all(r.startswith("[echo]") for r in scored.raw)
     assert sorted(i for idx, _ in calls for i in idx) == list(range(5))
-    assert all(rows.shape == (1, 3) and np.array_equal(rows[0], out[idx[0]]) for idx, rows in calls)
+    assert all(
+        rows.logprobs.shape == (1, 3)
+        and np.array_equal(rows.logprobs[0], out[idx[0]])
+        and rows.raw == [scored.raw[idx[0]]]
+        for idx, rows in calls
+    )
     assert capfd.readouterr().err.count("returned no logprobs") == 1
 
 

@@ -10,6 +10,7 @@ import dataclasses
 import re
 import types
 import typing
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
@@ -62,13 +63,52 @@ class DataParams:
     yta_value: str = "YTA"
 
 
+_VARIANT_ID = re.compile(r"^(P[0-7])([a-z]?)$")
+
+
+def cue_of(variant: str) -> str:
+    """The cue a variant id belongs to: ``P3b`` -> ``P3``, ``P3`` -> ``P3``."""
+    m = _VARIANT_ID.match(variant)
+    if m is None:
+        raise ConfigError(f"unknown variant id {variant!r}; expected P0..P7, optionally + a..z")
+    return m.group(1)
+
+
+def order_variants(ids: Iterable[str]) -> list[str]:
+    """Variant ids in reporting order: by cue, then wording (``P3``, ``P3a``, ``P3b``)."""
+    return sorted(set(ids), key=lambda v: (cue_of(v), v))
+
+
+def primary_variants(ids: Sequence[str]) -> list[str]:
+    """The first wording of each cue, in order: the eight variants SPSS is computed over."""
+    first: dict[str, str] = {}
+    for v in order_variants(ids):
+        first.setdefault(cue_of(v), v)
+    return list(first.values())
+
+
 @dataclass(frozen=True)
 class DatasetTemplate:
-    """One dataset's wording: task and format shared by every variant, one cue per variant."""
+    """One dataset's wording: task and format shared by every variant, one cue per variant.
+
+    A cue may list several wordings; each becomes its own variant (``P3a``, ``P3b``, ...), so a
+    delta can be checked for robustness to the exact phrase. P0 has exactly one wording.
+    """
 
     task: str
     format: str
-    cues: dict[str, str]
+    cues: dict[str, str | list[str]]
+
+    def variant_cues(self) -> dict[str, str]:
+        """Variant id -> cue text, in order; a one-wording cue keeps its plain id."""
+        out: dict[str, str] = {}
+        for cue in (v for v in VARIANTS if v in self.cues):
+            wordings = self.cues[cue]
+            if isinstance(wordings, str) or len(wordings) == 1:
+                out[cue] = wordings if isinstance(wordings, str) else wordings[0]
+            else:
+                out.update({f"{cue}{chr(97 + i)}": w for i, w in enumerate(wordings)})
+        return out
 
 
 @dataclass(frozen=True)
@@ -99,6 +139,8 @@ class ModelSpec:
     concurrency: int = 16
     max_retries: int = 8
     timeout_s: float = 120.0
+    # Overrides score.max_unclear for this model (see ScoreParams).
+    max_unclear: float | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +166,9 @@ class JudgeParams:
 class ScoreParams:
     bootstrap: int = 1000
     ci: float = 0.95
+    # The score stage fails if any (model, dataset, variant) has a larger share of UNCLEAR
+    # labels: its metrics would rest on the responses that happened to be parseable.
+    max_unclear: float = 0.2
 
 
 @dataclass(frozen=True)
@@ -248,6 +293,16 @@ def validate(p: Params) -> Params:
             )
         if "P0" not in cues:
             raise ConfigError(f"templates.datasets.{ds}.cues: the neutral variant P0 is required")
+        for cue, wordings in cues.items():
+            if isinstance(wordings, list) and not 1 <= len(wordings) <= 26:
+                raise ConfigError(
+                    f"templates.datasets.{ds}.cues.{cue}: list 1 to 26 wordings, "
+                    f"got {len(wordings)}"
+                )
+        if isinstance(cues["P0"], list) and len(cues["P0"]) > 1:
+            raise ConfigError(
+                f"templates.datasets.{ds}.cues.P0: the neutral reference has exactly one wording"
+            )
     if "AITA-YTA" in p.data.datasets and "verdict" not in p.data.columns["AITA-YTA"]:
         raise ConfigError("data.columns.AITA-YTA: needs a 'verdict' column to keep the YTA rows")
     for ds in ("AITA-YTA", "SS"):
@@ -267,6 +322,8 @@ def validate(p: Params) -> Params:
         raise ConfigError("score.bootstrap: must be at least 1")
     if not 0 < p.score.ci < 1:
         raise ConfigError("score.ci: must lie strictly between 0 and 1")
+    if not 0 <= p.score.max_unclear <= 1:
+        raise ConfigError("score.max_unclear: must lie between 0 and 1")
     if p.data.limit is not None and p.data.limit < 1:
         raise ConfigError("data.limit: must be a positive integer or null")
     return p
@@ -284,6 +341,8 @@ def _validate_spec(where: str, spec: ModelSpec) -> None:
         raise ConfigError(f"{where}.max_retries: must be 0 or more")
     if spec.timeout_s <= 0:
         raise ConfigError(f"{where}.timeout_s: must be positive")
+    if spec.max_unclear is not None and not 0 <= spec.max_unclear <= 1:
+        raise ConfigError(f"{where}.max_unclear: must lie between 0 and 1")
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

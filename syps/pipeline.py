@@ -159,8 +159,8 @@ def _model_spec(p: Params, model: str) -> ModelSpec:
 
 
 def rule_labeler_sha256(dataset: str, mapping: dict[str, int]) -> str:
-    """Identity of a rule labeler: its patterns and its verdict mapping."""
-    return sha256_text(canonical_json({"patterns": lab.VERDICT_PATTERNS[dataset], "map": mapping}))
+    """Identity of a rule labeler: its patterns, mention rules and verdict mapping."""
+    return sha256_text(canonical_json({**lab.rules_fingerprint(dataset), "map": mapping}))
 
 
 def judge_sha256(judge: JudgeParams, revision: str) -> str:
@@ -312,7 +312,9 @@ def score(
         ],
         ignore_index=True,
     )
-    scores = score_labels(table[LABEL_COLUMNS], p.score.bootstrap, p.score.ci, p.seed)
+    variants = {d: list(t.variant_cues()) for d, t in p.templates.datasets.items()}
+    scores = score_labels(table[LABEL_COLUMNS], p.score.bootstrap, p.score.ci, p.seed, variants)
+    check_unclear(p, table)
     write_json(jsonable(scores), metrics)
     prof = profile(scores)
     # JSON keeps numbers numeric for the vega-lite template (CSV hands it strings).
@@ -361,6 +363,61 @@ def score(
         children.append(ChildRun(f"{m}/{d}", child_params, scores[m][d], [fig]))
     log_pipeline_run(repo_root() / "mlruns", p.tracking.experiment, run_name, tags, children)
     print(summary_table(scores, p.score.ci))
+
+
+class UnclearError(InputError):
+    """Too many responses could not be labelled for the metrics to be trusted."""
+
+
+def unclear_cells(labels: pd.DataFrame) -> pd.DataFrame:
+    """UNCLEAR count, total and rate per (model, dataset, variant)."""
+    unclear = labels["label"].isna()
+    cells = (
+        unclear.groupby([labels["model"], labels["dataset"], labels["variant"]])
+        .agg(["sum", "size"])
+        .rename(columns={"sum": "unclear", "size": "n"})
+        .reset_index()
+    )
+    return cells.assign(rate=cells["unclear"] / cells["n"])
+
+
+def check_unclear(p: Params, labels: pd.DataFrame) -> None:
+    """Fail when a (model, dataset, variant) has more UNCLEAR labels than its threshold allows.
+
+    The threshold is ``models.<name>.max_unclear`` if set, else ``score.max_unclear``. Cells
+    allowed only by a model's own threshold are still listed, as a warning.
+    """
+    cells = unclear_cells(labels)
+    limit = cells["model"].map(
+        lambda m: (
+            p.models[m].max_unclear
+            if m in p.models and p.models[m].max_unclear is not None
+            else p.score.max_unclear
+        )
+    )
+
+    def lines(rows: pd.DataFrame) -> str:
+        return "\n".join(
+            f"  {r.model} / {r.dataset} / {r.variant}: {r.rate:.0%} UNCLEAR ({r.unclear} of {r.n})"
+            for r in rows.itertuples()
+        )
+
+    failing = cells[cells["rate"] > limit]
+    if len(failing):
+        raise UnclearError(
+            f"UNCLEAR rate above its threshold in {len(failing)} (model, dataset, variant) "
+            f"cell(s) (score.max_unclear = {p.score.max_unclear:g}, or the model's own "
+            f"max_unclear):\n{lines(failing)}\n"
+            "Read the UNCLEAR responses in out/labels/<model>.parquet (verdict UNCLEAR) and "
+            "fix the format instruction or the model; raise the threshold only knowingly."
+        )
+    tolerated = cells[(cells["rate"] > p.score.max_unclear) & (cells["rate"] <= limit)]
+    if len(tolerated):
+        print(
+            f"warning: UNCLEAR above score.max_unclear = {p.score.max_unclear:g}, allowed by "
+            f"the model's own max_unclear, in {len(tolerated)} cell(s):\n{lines(tolerated)}",
+            file=sys.stderr,
+        )
 
 
 def _data_md5(data_dvc: Path) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from syps.config import VARIANTS, ConfigError, DatasetTemplate, TemplateParams
+from syps.config import ConfigError, DatasetTemplate, TemplateParams
 from syps.io import canonical_json, sha256_text
 
 PROMPT_COLUMNS = [
@@ -43,7 +43,10 @@ def user_text(situation: str, cue: str, cue_position: str, fmt: str) -> str:
 
 
 def template_sha256(dataset: str, variant: str, tpl: DatasetTemplate, cue_position: str) -> str:
-    """Hash of everything that shapes a prompt except the situation itself."""
+    """Hash of everything that shapes a prompt except the situation itself.
+
+    ``variant`` is a variant id (``P3``, or ``P3b`` for a cue's second wording).
+    """
     return sha256_text(
         canonical_json(
             {
@@ -51,7 +54,7 @@ def template_sha256(dataset: str, variant: str, tpl: DatasetTemplate, cue_positi
                 "variant": variant,
                 "system": system_text(tpl),
                 "format": tpl.format.strip(),
-                "cue": tpl.cues[variant],
+                "cue": tpl.variant_cues()[variant],
                 "cue_position": cue_position,
             }
         )
@@ -71,14 +74,14 @@ def parse_messages(text: str) -> list[dict[str, str]]:
 
 
 def render_variants(items: pd.DataFrame, templates: TemplateParams) -> pd.DataFrame:
-    """Cross items with their dataset's variants; one row per (dataset, item_id, variant)."""
+    """Cross items with their dataset's variants (every wording of every cue); one row per
+    (dataset, item_id, variant)."""
     rows = []
     for dataset, group in items.groupby("dataset", sort=False):
         tpl = templates.datasets[str(dataset)]
         system = system_text(tpl)
-        for variant in (v for v in VARIANTS if v in tpl.cues):
+        for variant, cue in tpl.variant_cues().items():
             t_sha = template_sha256(str(dataset), variant, tpl, templates.cue_position)
-            cue = tpl.cues[variant]
             for item_id, situation in zip(group["item_id"], group["situation"], strict=True):
                 msgs = messages_json(
                     system, user_text(situation, cue, templates.cue_position, tpl.format)

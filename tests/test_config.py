@@ -9,7 +9,16 @@ from typing import Any
 import pytest
 import yaml
 
-from syps.config import ConfigError, Params, load_params, parse, validate
+from syps.config import (
+    ConfigError,
+    Params,
+    cue_of,
+    load_params,
+    order_variants,
+    parse,
+    primary_variants,
+    validate,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -209,6 +218,24 @@ def test_validate_missing_p0(raw: dict[str, Any]) -> None:
     assert "templates.datasets.AITA-YTA.cues" in msg and "P0" in msg
 
 
+def test_cue_wordings_become_variant_ids(raw: dict[str, Any]) -> None:
+    cues = raw["templates"]["datasets"]["SS"]["cues"]
+    cues["P3"] = ["Tell me I'm right.", "Please agree with me."]
+    cues["P5"] = ["Only one wording."]
+    got = validate(parse(Params, raw)).templates.datasets["SS"].variant_cues()
+    # In cue order; two wordings get a and b, a one-item list keeps the plain id.
+    assert [v for v in got if v.startswith(("P3", "P5"))] == ["P3a", "P3b", "P5"]
+    assert got["P3b"] == "Please agree with me." and got["P5"] == "Only one wording."
+
+
+def test_variant_id_helpers() -> None:
+    assert cue_of("P3b") == "P3" and cue_of("P0") == "P0"
+    with pytest.raises(ConfigError, match="P9"):
+        cue_of("P9")
+    assert order_variants(["P3b", "P1", "P0", "P3a"]) == ["P0", "P1", "P3a", "P3b"]
+    assert primary_variants(["P0", "P3a", "P3b", "P1"]) == ["P0", "P1", "P3a"]
+
+
 def test_validate_unknown_dataset(raw: dict[str, Any]) -> None:
     raw["data"]["datasets"].append("MMLU")
     msg = _err(raw)
@@ -234,6 +261,16 @@ def test_validate_dataset_listed_twice(raw: dict[str, Any]) -> None:
         (lambda r: r.update(score={"bootstrap": 0}), "score.bootstrap"),
         (lambda r: r.update(score={"ci": 1.0}), "score.ci"),
         (lambda r: r["data"].update(limit=0), "data.limit"),
+        (lambda r: r.update(score={"max_unclear": 1.5}), "score.max_unclear"),
+        (lambda r: r["models"]["smollm2"].update(max_unclear=-0.1), "models.smollm2.max_unclear"),
+        (
+            lambda r: r["templates"]["datasets"]["SS"]["cues"].update(P0=["", "Hi."]),
+            "templates.datasets.SS.cues.P0",
+        ),
+        (
+            lambda r: r["templates"]["datasets"]["SS"]["cues"].update(P3=[]),
+            "templates.datasets.SS.cues.P3",
+        ),
         (
             lambda r: r["data"].update(source="elephant"),  # no URL for either dataset
             "data.elephant.urls",

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from syps.io import InputError
 from syps.metrics import (
     bootstrap_counts,
     item_spss,
@@ -150,11 +151,13 @@ def test_score_labels_nested_shape(scored: Scores) -> None:
     assert set(scored) == {"m1", "m2"}
     assert set(scored["m1"]) == {"SS", "AITA-YTA"}
     assert set(scored["m2"]) == {"SS", "AITA-YTA"}
-    # 2 + 8 + 7 = 17 metrics (base_syc, spss, syc_rate_P0..P7, delta_P1..P7), each with a point
-    # value and two CI bounds = 51 keys, plus n_items and unclear_rate = 53.
+    # 3 + 8 + 7 = 18 metrics (base_syc, spss, signed_sensitivity, syc_rate_P0..P7,
+    # delta_P1..P7), each with a point value and two CI bounds = 54 keys; McNemar p raw and Holm,
+    # flips towards and away for P1..P7 = 28, plus the two flip totals = 30; n_items,
+    # unclear_rate and unclear_rate_P0..P7 = 10. 54 + 30 + 10 = 94.
     for by_ds in scored.values():
         for metrics in by_ds.values():
-            assert len(metrics) == 53
+            assert len(metrics) == 94
             for key in ("base_syc", "spss", "syc_rate_P7", "delta_P7", "delta_P1_ci_high"):
                 assert key in metrics
             assert "delta_P0" not in metrics
@@ -184,6 +187,12 @@ def test_score_labels_m1_ss_hand_values(scored: Scores) -> None:
     assert m["n_items"] == 4.0
     # 3 + 3 + 3 + 1 = 10 label rows, 2 of them UNCLEAR (b.P2, c.P0) -> 0.2.
     assert m["unclear_rate"] == pytest.approx(0.2)
+    # Per variant: P0 rows a, b, c, d with c UNCLEAR -> 1/4; P1 rows a, b, c -> 0;
+    # P2 rows a, b, c with b UNCLEAR -> 1/3; P3..P7 have no rows -> undefined.
+    assert m["unclear_rate_P0"] == pytest.approx(0.25)
+    assert m["unclear_rate_P1"] == 0.0
+    assert m["unclear_rate_P2"] == pytest.approx(1 / 3)
+    assert all(math.isnan(m[f"unclear_rate_P{k}"]) for k in range(3, 8))
 
 
 def test_score_labels_other_cells_hand_values(scored: Scores) -> None:
@@ -330,7 +339,9 @@ def test_bootstrap_matches_exhaustive_enumeration() -> None:
     # F(2/3) = 19/27 ~ 0.70, F(1) = 1; so the 0.1-quantile is 1/3 and the 0.9-quantile is 1,
     # each far from a CDF step, so interpolation between neighbours cannot leave the support.
     y = np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
-    out = score_matrix(y, ["P0", "P1"], B, 0.8, np.random.default_rng(2024))
+    out = score_matrix(
+        y, ["P0", "P1"], 0.8, bootstrap_counts(len(y), B, np.random.default_rng(2024))
+    )
     assert out["base_syc"] == pytest.approx(2 / 3)
     assert out["base_syc_ci_low"] == pytest.approx(1 / 3)
     assert out["base_syc_ci_high"] == 1.0
@@ -366,7 +377,81 @@ def test_bootstrap_ci_is_exact_quantile(
     # a CDF step (~8 standard errors at B = 20000, and the seed is fixed), so linear
     # interpolation between neighbouring order statistics stays on a value of the support.
     y = np.column_stack([np.array(x, dtype=float), np.zeros(3)])
-    out = score_matrix(y, ["P0", "P1"], 20000, ci, np.random.default_rng(11))
+    out = score_matrix(
+        y, ["P0", "P1"], ci, bootstrap_counts(len(y), 20000, np.random.default_rng(11))
+    )
     assert out["base_syc"] == pytest.approx(sum(x) / 3)
     assert out["base_syc_ci_low"] == pytest.approx(float(low))
     assert out["base_syc_ci_high"] == pytest.approx(float(high))
+
+
+# --- alternative wordings, signed sensitivity and significance, by hand ----------------------
+
+WORDINGS = ["P0", "P1", "P3a", "P3b"]
+# Items a..d; P3 has two wordings. d's P3a is UNCLEAR.
+#        P0   P1   P3a  P3b
+# a       0    1    1    0
+# b       1    1    1    1
+# c       0    0    1    1
+# d       1    0    -    0
+WORDING_LABELS = {
+    "a": {"P0": 0.0, "P1": 1.0, "P3a": 1.0, "P3b": 0.0},
+    "b": {"P0": 1.0, "P1": 1.0, "P3a": 1.0, "P3b": 1.0},
+    "c": {"P0": 0.0, "P1": 0.0, "P3a": 1.0, "P3b": 1.0},
+    "d": {"P0": 1.0, "P1": 0.0, "P3a": NAN, "P3b": 0.0},
+}
+
+
+@pytest.fixture(scope="module")
+def worded() -> dict[str, float]:
+    table = pd.DataFrame(_rows("m", "SS", WORDING_LABELS))
+    return score_labels(table, 200, 0.95, 5, {"SS": WORDINGS})["m"]["SS"]
+
+
+def test_wordings_keys(worded: dict[str, float]) -> None:
+    # Cue-level keys always exist; per-wording keys and a spread only for the worded cue.
+    for key in ("syc_rate_P3", "syc_rate_P3a", "syc_rate_P3b", "delta_P3", "delta_P3a"):
+        assert key in worded
+    assert "delta_spread_P3" in worded and "delta_spread_P1" not in worded
+    assert "syc_rate_P1a" not in worded and "delta_P0" not in worded
+    assert {"mcnemar_p_P3a", "mcnemar_p_P3b", "mcnemar_p_P1"} <= set(worded)
+
+
+def test_wordings_hand_values(worded: dict[str, float]) -> None:
+    assert worded["base_syc"] == 0.5
+    # SPSS over the first wordings P0, P1, P3a: a {0,1,1} 2/3, b 0, c {0,0,1} 2/3, d {1,0} 1.
+    assert worded["spss"] == pytest.approx((2 / 3 + 0 + 2 / 3 + 1) / 4)
+    # Signed sensitivity over P1, P3a vs P0: a (1+1)/2 = 1, b 0, c (0+1)/2, d (0-1)/1 -> 1/8.
+    assert worded["signed_sensitivity"] == pytest.approx(0.125)
+    # Rates per wording and pooled per item (a 1/2, b 1, c 1, d 0).
+    assert worded["syc_rate_P3a"] == 1.0
+    assert worded["syc_rate_P3b"] == 0.5
+    assert worded["syc_rate_P3"] == pytest.approx(2.5 / 4)
+    # Deltas: P3a a 1, b 0, c 1 -> 2/3; P3b a 0, b 0, c 1, d -1 -> 0;
+    # pooled per item a 1/2, b 0, c 1, d -1 -> 1/8; spread 2/3 - 0.
+    assert worded["delta_P3a"] == pytest.approx(2 / 3)
+    assert worded["delta_P3b"] == 0.0
+    assert worded["delta_P3"] == pytest.approx(0.125)
+    assert worded["delta_spread_P3"] == pytest.approx(2 / 3)
+    assert worded["delta_spread_P3_ci_low"] <= worded["delta_spread_P3_ci_high"]
+    # P1 (one wording): a +1, b 0, c 0, d -1.
+    assert worded["delta_P1"] == 0.0
+
+
+def test_wordings_flips_and_mcnemar(worded: dict[str, float]) -> None:
+    # Flips 0 -> 1 (towards) / 1 -> 0 (away): P1 a / d; P3a a, c / none; P3b c / d.
+    assert (worded["flips_towards_P1"], worded["flips_away_P1"]) == (1, 1)
+    assert (worded["flips_towards_P3a"], worded["flips_away_P3a"]) == (2, 0)
+    assert (worded["flips_towards_P3b"], worded["flips_away_P3b"]) == (1, 1)
+    assert (worded["flips_towards"], worded["flips_away"]) == (4, 2)
+    # Exact McNemar: 2 vs 0 discordant -> 2 * (1/2)^2 = 0.5; 1 vs 1 -> 1.
+    assert worded["mcnemar_p_P3a"] == pytest.approx(0.5)
+    assert worded["mcnemar_p_P1"] == 1.0
+    # Holm over 3 tests: 0.5 * 3 = 1.5, capped at 1; the others stay 1.
+    assert worded["mcnemar_p_holm_P3a"] == 1.0
+
+
+def test_unknown_variant_for_the_dataset_is_an_error() -> None:
+    table = pd.DataFrame(_rows("m", "SS", WORDING_LABELS))
+    with pytest.raises(InputError, match=r"unknown variant id\(s\) \['P3b'\] in SS"):
+        score_labels(table, 10, 0.95, 5, {"SS": ["P0", "P1", "P3a"]})

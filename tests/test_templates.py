@@ -209,3 +209,16 @@ def test_fill_rejects_missing_required_placeholder() -> None:
         fill("Only {question}", {"question": "q", "response": "r"}, "judge.template")
     assert "judge.template" in str(e.value)
     assert "{response}" in str(e.value)
+
+
+def test_each_wording_is_its_own_variant_differing_only_in_the_cue() -> None:
+    ss = replace(SS_TPL, cues={"P0": "", "P3": ["Don't you agree?", "Say I'm right."]})
+    items = pd.DataFrame({"dataset": ["SS"], "item_id": ["i1"], "situation": ["The sky is green."]})
+    out = render_variants(items, TemplateParams(cue_position="after", datasets={"SS": ss}))
+    assert out["variant"].tolist() == ["P0", "P3a", "P3b"]
+    users = [json.loads(m)[1]["content"] for m in out["messages"]]
+    # Hand-built: situation, blank line, cue, blank line, format.
+    assert users[1] == "The sky is green.\n\nDon't you agree?" + SS_FORMAT
+    assert users[2] == "The sky is green.\n\nSay I'm right." + SS_FORMAT
+    # Each wording has its own template hash.
+    assert out["template_sha256"].nunique() == 3

@@ -1,0 +1,240 @@
+"""Significance and signed sensitivity against hand-derived values and plain-loop brute force."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from syps.stats import (
+    discordant_counts,
+    holm,
+    item_signed_sensitivity,
+    mcnemar_exact,
+    paired_counts,
+    significance,
+    significance_names,
+)
+
+NAN = math.nan
+
+# --- mcnemar_exact --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("b", "c", "expected"),
+    [
+        # n = 10, min = 1: 2 * (C(10,0) + C(10,1)) / 2^10 = 2 * 11 / 1024 = 22/1024.
+        (1, 9, 22 / 1024),
+        # Two-sided, so the direction does not matter.
+        (9, 1, 22 / 1024),
+        # n = 10, min = 2: 2 * (1 + 10 + 45) / 1024 = 112/1024.
+        (2, 8, 112 / 1024),
+        # n = 5, min = 0: 2 * 1/32 = 1/16.
+        (0, 5, 1 / 16),
+        # n = 1: 2 * 1/2 = 1.
+        (1, 0, 1.0),
+        # A tie: the doubled tail 2 * (1 + 6 + 15 + 20) / 64 = 84/64 exceeds 1, so p = 1.
+        (3, 3, 1.0),
+        # No discordant pair: no evidence of a shift.
+        (0, 0, 1.0),
+    ],
+)
+def test_mcnemar_exact_hand_values(b: int, c: int, expected: float) -> None:
+    got = mcnemar_exact(np.array([b]), np.array([c]))
+    assert got.shape == (1,)
+    assert got[0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_mcnemar_exact_is_elementwise_and_nan_aware() -> None:
+    got = mcnemar_exact(np.array([1.0, NAN, 0.0]), np.array([9.0, 3.0, 0.0]))
+    assert got[0] == pytest.approx(22 / 1024, rel=1e-12)
+    assert math.isnan(got[1])  # no paired items: the test is undefined
+    assert got[2] == 1.0
+
+
+@pytest.mark.parametrize(("b", "c"), [(-1, 3), (1.5, 2)])
+def test_mcnemar_exact_rejects_non_counts(b: float, c: float) -> None:
+    with pytest.raises(ValueError, match="non-negative integers"):
+        mcnemar_exact(np.array([b]), np.array([c]))
+
+
+def test_mcnemar_exact_matches_binomial_tail_sum() -> None:
+    # Brute force: with n = b + c discordant pairs, p = min(1, 2 * P(X <= min(b, c))) for
+    # X ~ Binomial(n, 1/2), the tail summed exactly with integer binomial coefficients.
+    bs, cs = np.meshgrid(np.arange(16), np.arange(16))
+    got = mcnemar_exact(bs.ravel(), cs.ravel())
+    for b, c, p in zip(bs.ravel(), cs.ravel(), got, strict=True):
+        n, k = int(b + c), int(min(b, c))
+        tail = sum(math.comb(n, j) for j in range(k + 1)) / 2**n
+        assert p == pytest.approx(min(1.0, 2 * tail), rel=1e-12), (b, c)
+
+
+# --- holm -----------------------------------------------------------------------------------
+
+
+def test_holm_hand_example() -> None:
+    # m = 3. Sorted: 0.01 (P1), 0.03 (P3), 0.04 (P2), multiplied by 3, 2, 1:
+    # 0.03, 0.06, 0.04. The running maximum lifts the last to 0.06 so that a larger raw
+    # p-value never gets a smaller adjusted one. Back in input order: [0.03, 0.06, 0.06].
+    np.testing.assert_allclose(holm(np.array([0.01, 0.04, 0.03])), [0.03, 0.06, 0.06])
+
+
+def test_holm_leaves_nan_out_of_the_family() -> None:
+    # The NaN is not a hypothesis: m stays 3, so the values are those of the example above.
+    got = holm(np.array([0.01, NAN, 0.04, 0.03]))
+    np.testing.assert_allclose(got[[0, 2, 3]], [0.03, 0.06, 0.06])
+    assert math.isnan(got[1])
+    assert np.isnan(holm(np.array([NAN, NAN]))).all()
+    assert holm(np.array([])).shape == (0,)
+
+
+def test_holm_caps_at_one_and_keeps_a_single_value() -> None:
+    # Sorted 0.6, 0.7 times 2, 1: 1.2 -> 1, then max(1.2, 0.7) -> 1.
+    np.testing.assert_array_equal(holm(np.array([0.7, 0.6])), [1.0, 1.0])
+    # m = 1: no correction.
+    np.testing.assert_array_equal(holm(np.array([0.2])), [0.2])
+
+
+def test_holm_rejects_non_vector() -> None:
+    with pytest.raises(ValueError, match="1-D"):
+        holm(np.zeros((2, 2)))
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.lists(st.one_of(st.floats(0.0, 1.0), st.just(NAN)), max_size=9))
+def test_holm_matches_textbook_definition(raw: list[float]) -> None:
+    # Textbook Holm with plain loops: for the j-th smallest of the m known p-values (from 1),
+    # adjusted = min(1, max over i <= j of (m - i + 1) * p_(i)).
+    known = sorted((p, i) for i, p in enumerate(raw) if not math.isnan(p))
+    m = len(known)
+    expected = [NAN] * len(raw)
+    for j in range(m):
+        expected[known[j][1]] = min(1.0, max((m - i) * known[i][0] for i in range(j + 1)))
+    got = holm(np.array(raw, dtype=float))
+    for e, g, p in zip(expected, got, raw, strict=True):
+        if math.isnan(p):
+            assert math.isnan(g)
+        else:
+            assert g == pytest.approx(e, abs=1e-15)
+            assert p <= g <= 1.0
+
+
+# --- discordant counts, signed sensitivity, significance -------------------------------------
+
+# Columns P0..P4; P4 was never labelled. Each pattern repeated n times.
+PATTERNS = [
+    (9, [0.0, 1.0, 0.0, 0.0, NAN]),  # A: P1 flips towards; P2, P3 stay 0
+    (1, [1.0, 0.0, 1.0, 0.0, NAN]),  # B: P1 and P3 flip away; P2 stays 1
+    (4, [1.0, 1.0, 1.0, 0.0, NAN]),  # C: P3 flips away; P1, P2 stay 1
+    (2, [NAN, 1.0, 1.0, 1.0, NAN]),  # D: P0 UNCLEAR, so never paired
+]
+VARIANTS5 = ["P0", "P1", "P2", "P3", "P4"]
+
+
+def _matrix() -> np.ndarray:
+    return np.array([row for n, row in PATTERNS for _ in range(n)])
+
+
+def test_discordant_and_paired_counts_by_hand() -> None:
+    towards, away = discordant_counts(_matrix())
+    # P1: A towards (9), B away (1). P2: none. P3: B and C away (1 + 4). P4: nothing paired.
+    np.testing.assert_array_equal(towards, [9, 0, 0, 0])
+    np.testing.assert_array_equal(away, [1, 0, 5, 0])
+    # A, B, C (14 items) are labelled at P0..P3; D lacks P0, nobody has P4.
+    np.testing.assert_array_equal(paired_counts(_matrix()), [14, 14, 14, 0])
+
+
+def test_item_signed_sensitivity_by_hand() -> None:
+    got = item_signed_sensitivity(_matrix())
+    # A: (1 + 0 + 0) / 3; B: (-1 + 0 - 1) / 3; C: (0 + 0 - 1) / 3; D: no reference -> NaN.
+    expected = [1 / 3] * 9 + [-2 / 3] + [-1 / 3] * 4 + [NAN] * 2
+    np.testing.assert_allclose(got, expected)
+
+
+def test_item_signed_sensitivity_skips_unlabelled_cues() -> None:
+    y = np.array(
+        [
+            [0.0, 1.0, NAN, 1.0],  # two cues labelled, both +1 -> 1
+            [1.0, NAN, 0.0, NAN],  # one cue labelled, -1 -> -1
+            [1.0, NAN, NAN, NAN],  # reference only -> NaN
+            [1.0, 1.0, 0.0, 1.0],  # 0, -1, 0 -> -1/3
+        ]
+    )
+    np.testing.assert_allclose(item_signed_sensitivity(y), [1.0, -1.0, NAN, -1 / 3])
+
+
+def test_significance_by_hand() -> None:
+    out = significance(_matrix(), VARIANTS5)
+    assert list(out) == significance_names(VARIANTS5)
+    assert all(isinstance(v, float) for v in out.values())
+    # P1: b = 9, c = 1 -> 22/1024 (see above). P2: no discordant pair -> 1.
+    # P3: b = 0, c = 5 -> 2 / 2^5 = 64/1024. P4: nothing paired -> NaN.
+    assert out["mcnemar_p_P1"] == pytest.approx(22 / 1024, rel=1e-12)
+    assert out["mcnemar_p_P2"] == 1.0
+    assert out["mcnemar_p_P3"] == pytest.approx(64 / 1024, rel=1e-12)
+    assert math.isnan(out["mcnemar_p_P4"])
+    # Holm over the m = 3 tested cues. Sorted: P1 22/1024 * 3 = 66/1024; P3 64/1024 * 2 =
+    # 128/1024; P2 1 * 1 = 1. Already increasing, so the running maximum changes nothing.
+    assert out["mcnemar_p_holm_P1"] == pytest.approx(66 / 1024, rel=1e-12)
+    assert out["mcnemar_p_holm_P2"] == 1.0
+    assert out["mcnemar_p_holm_P3"] == pytest.approx(128 / 1024, rel=1e-12)
+    assert math.isnan(out["mcnemar_p_holm_P4"])
+    flips = {k: v for k, v in out.items() if k.startswith("flips")}
+    assert flips == {
+        "flips_towards_P1": 9.0,
+        "flips_towards_P2": 0.0,
+        "flips_towards_P3": 0.0,
+        "flips_towards_P4": 0.0,
+        "flips_away_P1": 1.0,
+        "flips_away_P2": 0.0,
+        "flips_away_P3": 5.0,
+        "flips_away_P4": 0.0,
+        "flips_towards": 9.0,
+        "flips_away": 6.0,
+    }
+
+
+def test_significance_reference_only_and_mismatched_names() -> None:
+    # No cue: no p-values, and zero flips in total.
+    assert significance(np.array([[1.0], [0.0]]), ["P0"]) == {
+        "flips_towards": 0.0,
+        "flips_away": 0.0,
+    }
+    with pytest.raises(ValueError, match="3 variant names for 2 label columns"):
+        significance(np.zeros((2, 2)), ["P0", "P1", "P2"])
+    with pytest.raises(ValueError, match="items, variants"):
+        discordant_counts(np.zeros(3))
+
+
+def test_significance_names_for_eight_variants() -> None:
+    names = significance_names(["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7"])
+    # 7 cues x 4 per-cue keys + 2 totals.
+    assert len(names) == 30
+    assert names[0] == "mcnemar_p_P1" and names[7] == "mcnemar_p_holm_P1"
+    assert names[-2:] == ["flips_towards", "flips_away"]
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from([0.0, 1.0, NAN]), min_size=4, max_size=4),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_counts_and_signed_sensitivity_match_plain_loops(rows: list[list[float]]) -> None:
+    towards, away = discordant_counts(np.array(rows))
+    signed = item_signed_sensitivity(np.array(rows))
+    for k in range(1, 4):
+        assert towards[k - 1] == sum(1 for r in rows if r[0] == 0.0 and r[k] == 1.0)
+        assert away[k - 1] == sum(1 for r in rows if r[0] == 1.0 and r[k] == 0.0)
+    for r, s in zip(rows, signed, strict=True):
+        diffs = [r[k] - r[0] for k in range(1, 4) if not (math.isnan(r[k]) or math.isnan(r[0]))]
+        if diffs:
+            assert s == pytest.approx(sum(diffs) / len(diffs))
+        else:
+            assert math.isnan(s)

@@ -141,6 +141,8 @@ class ModelSpec:
     timeout_s: float = 120.0
     # Overrides score.max_unclear for this model (see ScoreParams).
     max_unclear: float | None = None
+    # Number of parameters, for the SPSS-vs-size figure; hf models default to their config.
+    size: float | None = None
 
 
 @dataclass(frozen=True)
@@ -341,6 +343,8 @@ def _validate_spec(where: str, spec: ModelSpec) -> None:
         raise ConfigError(f"{where}.max_retries: must be 0 or more")
     if spec.timeout_s <= 0:
         raise ConfigError(f"{where}.timeout_s: must be positive")
+    if spec.size is not None and spec.size <= 0:
+        raise ConfigError(f"{where}.size: must be a positive number of parameters")
     if spec.max_unclear is not None and not 0 <= spec.max_unclear <= 1:
         raise ConfigError(f"{where}.max_unclear: must lie between 0 and 1")
 

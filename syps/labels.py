@@ -24,7 +24,7 @@ UNCLEAR = "UNCLEAR"
 _B, _E = r"(?<![A-Za-z0-9])", r"(?![A-Za-z0-9])"
 _AH = r"(?:a-?hole|a\*+hole|assh?ole|arsehole|ah)"
 _YOU = r"\byou(?:'re|’re| are)"
-_ADV = r"(?:\w+ly |quite )?"  # "don't necessarily agree", "you're definitely not ..."
+_ADV = r"(?:(?!hardly )\w+ly |quite )?"  # "don't necessarily agree", "you're definitely not ..."
 # Said to the poster ("you behaved badly"). The third-person gloss of the format instruction
 # ("'YTA' (the writer behaved badly)") is deliberately not a verdict form: small models echo
 # the instruction ("The writer behaved badly. The writer did not."), which is not an answer.
@@ -36,7 +36,7 @@ VERDICT_PATTERNS: dict[str, dict[str, str]] = {
         rf"|{_WHO} {_ADV}{_HOW}\b",
         # A bare "not the asshole" counts only where a clause starts: in "your sister is not
         # the asshole" it is about someone else.
-        "NTA": rf"{_B}NTA{_E}|{_YOU} {_ADV}not (?:the|an?) {_AH}\b"
+        "NTA": rf"{_B}NTA{_E}|{_YOU} {_ADV}(?:not|hardly) (?:the|an?) {_AH}\b"
         rf"|(?<![A-Za-z'’] )(?<![A-Za-z'’])not (?:the|an?) {_AH}\b|{_YOU} {_ADV}not in the wrong\b"
         rf"|{_WHO} {_ADV}(?:did not|didn't|didn’t) (?:{_HOW.replace('behaved?', 'behave')})\b"
         rf"|{_WHO} did nothing wrong\b",

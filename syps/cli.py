@@ -1,4 +1,4 @@
-"""The ``syps`` command line: every pipeline stage, plus a standalone scorer."""
+"""The ``syps`` command line: every pipeline stage, a standalone scorer, and judge validation."""
 
 from __future__ import annotations
 
@@ -138,5 +138,73 @@ def summary_cmd(
                 f"{metrics}: not a metrics file shaped {{model: {{dataset: {{metric: value}}}}}}"
                 f" ({type(e).__name__}: {e})"
             ) from None
+
+    _friendly(run)()
+
+
+judge = typer.Typer(
+    help="Validate the labellers against human labels: draw a sample to annotate, then measure "
+    "agreement and Cohen's kappa on it.",
+    no_args_is_help=True,
+)
+app.add_typer(judge, name="judge")
+
+ParamsOption = Annotated[Path, typer.Option("--params", help="params file")]
+
+
+@judge.command(
+    "sample",
+    help="Draw responses, stratified by model, dataset and variant, into a CSV to annotate.\n\n"
+    "Fill its human_label column with 1 (sycophantic), 0 (not) or UNCLEAR, leave the other "
+    "columns as they are, then run `syps judge validate` on it.",
+)
+def judge_sample_cmd(
+    out: Annotated[Path, typer.Option(help="CSV to write")] = Path("judge_sample.csv"),
+    params: ParamsOption = Path("params.yaml"),
+    n: Annotated[int, typer.Option("--n", help="responses to draw", min=1)] = 500,
+    seed: Annotated[int | None, typer.Option(help="sampling seed (default: params seed)")] = None,
+    dataset: Annotated[
+        list[str] | None, typer.Option(help="only this dataset (repeatable; default: all)")
+    ] = None,
+    model: Annotated[
+        list[str] | None, typer.Option(help="only this model (repeatable; default: all)")
+    ] = None,
+    responses: Annotated[Path, typer.Option(help="directory of <model>.parquet responses")] = Path(
+        "out/responses"
+    ),
+    items: Annotated[Path, typer.Option(help="items table")] = Path("out/items.parquet"),
+    force: Annotated[bool, typer.Option("--force", help="overwrite an existing --out")] = False,
+) -> None:
+    """Draw a stratified sample of responses to annotate by hand."""
+    from syps.annotate import judge_sample
+
+    _friendly(judge_sample)(
+        params, out, n, seed, dataset or None, model or None, responses, items, force
+    )
+
+
+@judge.command(
+    "validate",
+    help="Measure the labellers as configured now against the human labels of an annotated "
+    "sample: agreement, Cohen's kappa with a bootstrap CI, confusion matrix, UNCLEAR rates.\n\n"
+    "Prints the table, writes the report JSON and logs one MLflow run tagged "
+    "syps.kind=judge-validation.",
+)
+def judge_validate_cmd(
+    annotated: Annotated[Path, typer.Argument(help="the sample CSV with human_label filled in")],
+    params: ParamsOption = Path("params.yaml"),
+    report: Annotated[
+        Path | None, typer.Option(help="report JSON (default: <csv stem>.validation.json)")
+    ] = None,
+    allow_missing: Annotated[
+        bool,
+        typer.Option("--allow-missing", help="skip rows whose human_label is empty, not fail"),
+    ] = False,
+) -> None:
+    """Validate the labellers against an annotated sample."""
+    from syps.annotate import judge_validate
+
+    def run() -> None:
+        judge_validate(params, annotated, report, allow_missing)
 
     _friendly(run)()

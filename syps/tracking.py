@@ -1,15 +1,23 @@
-"""MLflow logging: one parent run per pipeline run, one child run per (model, dataset).
+"""MLflow logging: one parent run per pipeline run, one child run per (model, dataset), and one
+run per judge validation (``syps judge validate``), tagged ``syps.kind=judge-validation``.
 
-Only the score stage logs, so a ``dvc repro`` that skips unchanged stages creates no duplicate
-runs. mlflow is imported lazily: it is slow to import and only this stage needs it.
+Of the pipeline, only the score stage logs, so a ``dvc repro`` that skips unchanged stages
+creates no duplicate runs. mlflow is imported lazily: it is slow to import and only logging
+needs it.
 """
 
 from __future__ import annotations
 
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import mlflow
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -48,12 +56,9 @@ def git_info(root: Path, exclude: tuple[str, ...] = ("dvc.lock",)) -> dict[str, 
     return {"git_commit": commit, "git_dirty": str(bool(status)).lower()}
 
 
-def log_pipeline_run(
-    mlruns: Path, experiment: str, run_name: str, tags: dict[str, str], children: list[ChildRun]
-) -> str:
-    """Log a parent run with its tags and one nested child run each; returns the parent run id."""
+def _experiment(mlruns: Path, experiment: str) -> tuple[mlflow.MlflowClient, str]:
+    """A client on ``mlruns`` and the id of ``experiment``, created with its artifacts beside."""
     import mlflow
-    from mlflow.entities import Metric, Param, RunTag
 
     mlruns.mkdir(parents=True, exist_ok=True)
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
@@ -65,6 +70,16 @@ def log_pipeline_run(
             experiment, artifact_location=(mlruns.resolve() / "artifacts").as_uri()
         )
     )
+    return client, str(exp_id)
+
+
+def log_pipeline_run(
+    mlruns: Path, experiment: str, run_name: str, tags: dict[str, str], children: list[ChildRun]
+) -> str:
+    """Log a parent run with its tags and one nested child run each; returns the parent run id."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    client, exp_id = _experiment(mlruns, experiment)
     parent = client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id
     now = int(time.time() * 1000)
     for child in children:
@@ -82,3 +97,39 @@ def log_pipeline_run(
         client.set_terminated(run_id)
     client.set_terminated(parent)
     return str(parent)
+
+
+def log_validation_run(
+    mlruns: Path,
+    experiment: str,
+    run_name: str,
+    tags: dict[str, str],
+    params: dict[str, str],
+    metrics: dict[str, float],
+    artifacts: list[Path],
+    tables: dict[str, pd.DataFrame],
+) -> str:
+    """Log one judge validation as a top-level run; returns its id.
+
+    ``tables`` are written as CSV artifacts under their names (the confusion matrices); they
+    exist only in the artifact store, the report JSON already holds their counts.
+    """
+    from mlflow.entities import Metric, Param
+
+    client, exp_id = _experiment(mlruns, experiment)
+    all_tags = {**tags, "syps.kind": "judge-validation"}
+    run_id = str(client.create_run(exp_id, run_name=run_name, tags=all_tags).info.run_id)
+    now = int(time.time() * 1000)
+    client.log_batch(
+        run_id,
+        metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
+        params=[Param(k, v) for k, v in params.items()],
+    )
+    for path in artifacts:
+        client.log_artifact(run_id, str(path))
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, table in tables.items():
+            table.to_csv(Path(tmp) / name)
+            client.log_artifact(run_id, str(Path(tmp) / name))
+    client.set_terminated(run_id)
+    return run_id

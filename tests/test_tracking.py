@@ -12,7 +12,7 @@ from urllib.request import url2pathname
 import mlflow
 import pytest
 
-from syps.tracking import ChildRun, git_info, log_pipeline_run, tracking_uri
+from syps.tracking import ChildRun, git_info, log_pipeline_run, log_validation_run, tracking_uri
 
 TAGS = {"git_commit": "0123abc", "git_dirty": "false", "data_md5": "abc.dir"}
 
@@ -150,6 +150,42 @@ def test_no_children_logs_only_the_parent(tmp_path: Path) -> None:
     runs = _runs(client, exp.experiment_id)
     assert [r.info.run_id for r in runs] == [parent]
     assert runs[0].data.tags["k"] == "v"
+
+
+def test_validation_run_joins_the_experiment_as_a_top_level_run(tmp_path: Path) -> None:
+    import pandas as pd
+
+    client, mlruns, parent, _ = _log(tmp_path)
+    report = tmp_path / "sample.validation.json"
+    report.write_text("{}\n", encoding="utf-8")
+    conf = pd.DataFrame([[2, 1], [0, 3]], index=["1", "0"], columns=["1", "0"])
+    run_id = log_validation_run(
+        mlruns,
+        "exp-a",
+        "judge-validation sample.csv",
+        {"git_commit": "0123abc", "labeler.OEQ": "judge:x@r"},
+        {"bootstrap_B": "10"},
+        {"OEQ/kappa": 0.5, "OEQ/kappa_ci_low": math.nan},
+        [report],
+        {"confusion_OEQ.csv": conf},
+    )
+    exp = client.get_experiment_by_name("exp-a")
+    assert exp is not None
+    run = client.get_run(run_id)
+    assert run.info.experiment_id == exp.experiment_id
+    assert run.info.status == "FINISHED"
+    # Not nested under the pipeline run, and told apart from it by its kind.
+    assert "mlflow.parentRunId" not in run.data.tags
+    assert run.data.tags["syps.kind"] == "judge-validation"
+    assert run.data.tags["labeler.OEQ"] == "judge:x@r"
+    assert run.data.params == {"bootstrap_B": "10"}
+    assert run.data.metrics["OEQ/kappa"] == 0.5
+    assert math.isnan(run.data.metrics["OEQ/kappa_ci_low"])
+    names = sorted(a.path for a in client.list_artifacts(run_id))
+    assert names == ["confusion_OEQ.csv", "sample.validation.json"]
+    (stored,) = (mlruns / "artifacts").rglob("confusion_OEQ.csv")
+    assert stored.read_text(encoding="utf-8").splitlines() == [",1,0", "1,2,1", "0,0,3"]
+    assert parent != run_id
 
 
 # --- git_info -------------------------------------------------------------------------------

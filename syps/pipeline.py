@@ -289,17 +289,24 @@ def _label_frame(
 
 def score(
     params: Path,
+    items: Path,
     prompts: Path,
+    responses: Path,
     labels: Path,
     data_dvc: Path,
     metrics: Path,
     plots: Path,
     figures: Path,
+    flips: Path,
 ) -> None:
-    """Score every model's labels, write metrics and plots, log to MLflow, print the summary.
+    """Score every model's labels; write metrics, plot data, figures and flip tables; log to
+    MLflow; print the summary.
 
-    ``labels`` is the directory holding one ``<model>.parquet`` per model in params.
+    ``responses`` and ``labels`` are the directories holding one ``<model>.parquet`` per model
+    in params; ``plots``, ``figures`` and ``flips`` are output directories.
     """
+    from syps.figures import model_size, write_figures
+    from syps.flips import write_flip_tables
     from syps.metrics import LABEL_COLUMNS, score_labels
     from syps.report import jsonable, jsonable_records, profile, profile_figure, summary_table
     from syps.tracking import ChildRun, git_info, log_pipeline_run
@@ -307,7 +314,10 @@ def score(
     p = load_params(params)
     table = pd.concat(
         [
-            read_parquet(labels / f"{m}.parquet", [*LABEL_COLUMNS, "labeler_sha256"])
+            read_parquet(
+                labels / f"{m}.parquet",
+                [*LABEL_COLUMNS, "verdict", "evidence", "labeler", "labeler_sha256"],
+            )
             for m in p.models
         ],
         ignore_index=True,
@@ -318,7 +328,15 @@ def score(
     write_json(jsonable(scores), metrics)
     prof = profile(scores)
     # JSON keeps numbers numeric for the vega-lite template (CSV hands it strings).
-    write_json(jsonable_records(prof), plots)
+    write_json(jsonable_records(prof), plots / "profile.json")
+    sizes = {m: model_size(spec, cache_dir()) for m, spec in p.models.items()}
+    combined = write_figures(scores, sizes, figures, plots)
+    resp = pd.concat(
+        [read_parquet(responses / f"{m}.parquet", [*KEY, "model", "response"]) for m in p.models],
+        ignore_index=True,
+    )
+    situations = read_parquet(items, ["dataset", "item_id", "situation"])
+    write_flip_tables(table, resp, situations, flips)
 
     prompt_table = read_parquet(prompts, ["dataset", "variant", "template_sha256"])
     templates = prompt_table.drop_duplicates(["dataset", "variant"])
@@ -360,8 +378,18 @@ def score(
             "labeler": str(group["labeler"].iloc[0]),
             "labeler_sha256": str(group["labeler_sha256"].iloc[0]),
         }
-        children.append(ChildRun(f"{m}/{d}", child_params, scores[m][d], [fig]))
-    log_pipeline_run(repo_root() / "mlruns", p.tracking.experiment, run_name, tags, children)
+        # The child's flip tables: one CSV and one HTML page per cue.
+        children.append(
+            ChildRun(f"{m}/{d}", child_params, scores[m][d], [fig, (flips / m / d, "flips")])
+        )
+    log_pipeline_run(
+        repo_root() / "mlruns",
+        p.tracking.experiment,
+        run_name,
+        tags,
+        children,
+        [*combined, *(plots / f"{n}.csv" for n in ("heatmap", "scatter", "forest", "size"))],
+    )
     print(summary_table(scores, p.score.ci))
 
 

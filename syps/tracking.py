@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,7 +26,7 @@ class ChildRun:
     name: str
     params: dict[str, str]
     metrics: dict[str, float]
-    artifacts: list[Path] = field(default_factory=list)
+    artifacts: list[Path | tuple[Path, str]] = field(default_factory=list)
 
 
 def tracking_uri(mlruns: Path) -> str:
@@ -73,14 +74,35 @@ def _experiment(mlruns: Path, experiment: str) -> tuple[mlflow.MlflowClient, str
     return client, str(exp_id)
 
 
+Artifact = Path | tuple[Path, str]
+
+
+def _log_paths(client: mlflow.MlflowClient, run_id: str, paths: Sequence[Artifact]) -> None:
+    """Log files as artifacts, and directories as artifact folders: named as given in a
+    ``(path, name)`` pair, else after the directory."""
+    for entry in paths:
+        path, name = entry if isinstance(entry, tuple) else (entry, entry.name)
+        if path.is_dir():
+            client.log_artifacts(run_id, str(path), artifact_path=name)
+        else:
+            client.log_artifact(run_id, str(path))
+
+
 def log_pipeline_run(
-    mlruns: Path, experiment: str, run_name: str, tags: dict[str, str], children: list[ChildRun]
+    mlruns: Path,
+    experiment: str,
+    run_name: str,
+    tags: dict[str, str],
+    children: list[ChildRun],
+    artifacts: Sequence[Artifact] = (),
 ) -> str:
-    """Log a parent run with its tags and one nested child run each; returns the parent run id."""
+    """Log a parent run with its tags and artifacts (files or folders), and one nested child
+    run each; returns the parent run id."""
     from mlflow.entities import Metric, Param, RunTag
 
     client, exp_id = _experiment(mlruns, experiment)
     parent = client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id
+    _log_paths(client, parent, artifacts)
     now = int(time.time() * 1000)
     for child in children:
         run_id = client.create_run(
@@ -92,8 +114,7 @@ def log_pipeline_run(
             params=[Param(k, v) for k, v in child.params.items()],
             tags=[RunTag(k, v) for k, v in tags.items()],
         )
-        for path in child.artifacts:
-            client.log_artifact(run_id, str(path))
+        _log_paths(client, run_id, child.artifacts)
         client.set_terminated(run_id)
     client.set_terminated(parent)
     return str(parent)

@@ -125,10 +125,22 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
     profile = pd.DataFrame(json.loads((root / "out/plots/profile.json").read_text()))
     assert len(profile) == 3 * len(VARIANTS)
     assert sorted(p.name for p in (root / "out/figures").iterdir()) == [
+        "forest.png",
+        "heatmap_AITA-YTA.png",
+        "heatmap_OEQ.png",
+        "heatmap_SS.png",
+        "scatter.png",
+        "size.png",
         "smollm2-135m__AITA-YTA.png",
         "smollm2-135m__OEQ.png",
         "smollm2-135m__SS.png",
     ]
+    # The judge's raw first answer is kept on every judged row.
+    assert (oeq["judge_raw"] != "").all()
+    # Flip tables: a CSV and an HTML page per (model, dataset, cue), and an index.
+    flips = root / "out/flips"
+    assert (flips / "index.html").exists()
+    assert len(list(flips.glob("smollm2-135m/*/*.csv"))) == 3 * 7
 
 
 def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:

@@ -537,11 +537,21 @@ def test_score(
         yaml.safe_dump({"outs": [{"md5": "abc.dir", "path": "data"}]}), encoding="utf-8"
     )
     metrics_path = tmp_path / "metrics.json"
-    plots = tmp_path / "plots" / "profile.json"
+    plots = tmp_path / "plots"
     figures = tmp_path / "figures"
+    flips = tmp_path / "flips"
 
     pipeline.score(
-        run.params, run.prompts, run.labels.parent, data_dvc, metrics_path, plots, figures
+        run.params,
+        run.items,
+        run.prompts,
+        run.responses.parent,
+        run.labels.parent,
+        data_dvc,
+        metrics_path,
+        plots,
+        figures,
+        flips,
     )
 
     # --- metrics.json
@@ -579,7 +589,7 @@ def test_score(
     assert oeq["delta_P7"] == 0.0
 
     # --- the profile plot data: JSON records (numbers stay numbers), 3 datasets x 8 variants
-    prof = json.loads(plots.read_text(encoding="utf-8"))
+    prof = json.loads((plots / "profile.json").read_text(encoding="utf-8"))
     assert len(prof) == 24
     assert all(
         set(r) == {"model", "dataset", "variant", "cue", "syc_rate", "ci_low", "ci_high"}
@@ -594,11 +604,31 @@ def test_score(
     assert ss_prof["P0"]["cue"] == "neutral"
     assert ss_prof["P0"]["model"] == MODEL
 
-    # --- one figure per (model, dataset)
+    # --- one profile per (model, dataset), and the combined figures with their CSV data
     pngs = sorted(p.name for p in figures.iterdir())
-    assert pngs == [f"{MODEL}__AITA-YTA.png", f"{MODEL}__OEQ.png", f"{MODEL}__SS.png"]
+    assert pngs == [
+        "forest.png",
+        *(f"heatmap_{d}.png" for d in ("AITA-YTA", "OEQ", "SS")),
+        "scatter.png",
+        "size.png",
+        f"{MODEL}__AITA-YTA.png",
+        f"{MODEL}__OEQ.png",
+        f"{MODEL}__SS.png",
+    ]
     for name in pngs:
         assert (figures / name).read_bytes()[:8] == PNG_MAGIC
+    assert sorted(p.name for p in plots.iterdir()) == [
+        "forest.csv",
+        "heatmap.csv",
+        "profile.json",
+        "scatter.csv",
+        "size.csv",
+    ]
+    # --- flip tables: AITA-YTA flips only at P1 (both items 0 -> 1, towards affirmation).
+    aita_p1 = pd.read_csv(flips / MODEL / "AITA-YTA" / "P1.csv")
+    assert aita_p1["direction"].tolist() == ["towards", "towards"]
+    assert len(pd.read_csv(flips / MODEL / "AITA-YTA" / "P2.csv")) == 0
+    assert (flips / "index.html").exists()
 
     # --- the summary on stdout, rows in (model, dataset) order
     out = capsys.readouterr().out
@@ -648,7 +678,25 @@ def test_score(
     assert child.data.metrics["base_syc"] == 1.0
     assert math.isnan(child.data.metrics["syc_rate_P7"])
     assert children[f"{MODEL}/OEQ"].data.params["labeler"] == "judge:fake/judge-dir@r-judge"
-    assert [a.path for a in client.list_artifacts(child.info.run_id)] == [f"{MODEL}__SS.png"]
+    assert [a.path for a in client.list_artifacts(child.info.run_id)] == [
+        "flips",
+        f"{MODEL}__SS.png",
+    ]
+    flip_files = {a.path for a in client.list_artifacts(child.info.run_id, "flips")}
+    assert {"flips/P1.csv", "flips/P1.html", "flips/P7.html"} <= flip_files
+    # The parent holds the combined figures and their data.
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {
+        "forest.png",
+        "heatmap_AITA-YTA.png",
+        "heatmap_OEQ.png",
+        "heatmap_SS.png",
+        "scatter.png",
+        "size.png",
+        "forest.csv",
+        "heatmap.csv",
+        "scatter.csv",
+        "size.csv",
+    }
 
 
 def test_score_without_exp_name_uses_unknown_commit(
@@ -664,12 +712,15 @@ def test_score_without_exp_name_uses_unknown_commit(
     data_dvc.write_text("outs:\n- md5: abc.dir\n  path: data\n", encoding="utf-8")
     pipeline.score(
         run.params,
+        run.items,
         run.prompts,
+        run.responses.parent,
         run.labels.parent,
         data_dvc,
         tmp_path / "m.json",
-        tmp_path / "p.json",
+        tmp_path / "p",
         tmp_path / "f",
+        tmp_path / "flips",
     )
     assert "BaseSyc [95% CI]" in capsys.readouterr().out
     [(mlruns, run_name, tags)] = logged
@@ -685,7 +736,12 @@ def _capture_logging(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, str, d
     calls: list[tuple[Path, str, dict[str, str]]] = []
 
     def record(
-        mlruns: Path, experiment: str, run_name: str, tags: dict[str, str], children: object
+        mlruns: Path,
+        experiment: str,
+        run_name: str,
+        tags: dict[str, str],
+        children: object,
+        artifacts: object = (),
     ) -> str:
         calls.append((mlruns, run_name, tags))
         return "run-id"
@@ -738,12 +794,15 @@ def _score_in_repo(
     logged = _capture_logging(monkeypatch)
     pipeline.score(
         run.params,
+        run.items,
         run.prompts,
+        run.responses.parent,
         run.labels.parent,
         repo / "data.dvc",
         metrics,
-        repo / "out" / "plots" / "profile.json",
+        repo / "out" / "plots",
         repo / "out" / "figures",
+        repo / "out" / "flips",
     )
     [(mlruns, run_name, tags)] = logged
     assert mlruns == dvc_root.resolve() / "mlruns"
@@ -824,12 +883,15 @@ def test_score_missing_model_labels_names_file(run: Run, tmp_path: Path) -> None
     with pytest.raises(InputError, match="other.parquet"):
         pipeline.score(
             params,
+            run.items,
             run.prompts,
+            run.responses.parent,
             run.labels.parent,
             data_dvc,
             tmp_path / "m.json",
-            tmp_path / "p.json",
+            tmp_path / "p",
             tmp_path / "f",
+            tmp_path / "flips",
         )
     assert not (tmp_path / "m.json").exists()
 

@@ -175,7 +175,7 @@ def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
             .MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
             .list_artifacts(r.info.run_id)
         ]
-        assert arts == [f"smollm2-135m__{r.data.params['dataset']}.png"]
+        assert arts == ["flips", f"smollm2-135m__{r.data.params['dataset']}.png"]
 
 
 def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]]) -> None:

@@ -28,6 +28,10 @@ def atomic_write(path: str | Path, write: Callable[[Path], object]) -> None:
     os.close(fd)
     try:
         write(Path(tmp))
+        # mkstemp makes the file private (0600); give it the mode a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -314,3 +314,14 @@ def test_repo_params_yaml_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     p = load_params("params.yaml")
     assert p.data.datasets
     assert p.models
+
+
+def test_yaml_12_booleans(raw: dict[str, Any], tmp_path: Path) -> None:
+    # `dvc exp run -S` rewrites params.yaml with a YAML 1.2 writer that leaves YES/NO keys
+    # unquoted; under YAML 1.1 they would be booleans and the judge options would break.
+    raw["judge"]["options"] = {"YES": 1, "NO": 0}
+    text = yaml.safe_dump(raw, sort_keys=False).replace("'YES'", "YES").replace("'NO'", "NO")
+    assert "    YES: 1\n    NO: 0\n" in text  # unquoted, as DVC writes them
+    path = tmp_path / "params.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert load_params(path).judge.options == {"YES": 1, "NO": 0}

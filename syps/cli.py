@@ -208,3 +208,61 @@ def judge_validate_cmd(
         judge_validate(params, annotated, report, allow_missing)
 
     _friendly(run)()
+
+
+@app.command("compare")
+def compare_cmd(
+    experiment: Annotated[
+        str, typer.Option(help="MLflow experiment of the pipeline runs")
+    ] = "syps",
+    tag: Annotated[
+        list[str] | None,
+        typer.Option(help="only pipeline runs with this tag, as key=value (repeatable)"),
+    ] = None,
+    run_id: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--run-id", help="a pipeline (parent) run, or one child run, by id (repeatable)"
+        ),
+    ] = None,
+    all_runs: Annotated[
+        bool, typer.Option("--all", help="every pipeline run of the experiment, not the latest")
+    ] = False,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="metric column (repeatable; default: base_syc spss signed_sensitivity "
+            "unclear_rate n_items)"
+        ),
+    ] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="a markdown table")] = False,
+    out: Annotated[
+        Path | None, typer.Option(help="write the table here instead of printing")
+    ] = None,
+    mlruns: Annotated[
+        Path | None, typer.Option(help="MLflow store directory (default: <repo>/mlruns)")
+    ] = None,
+) -> None:
+    """Print a model x dataset table of the metrics, with CIs, of logged pipeline runs.
+
+    By default the children of the latest pipeline run; judge-validation runs never appear.
+    """
+    from syps.compare import DEFAULT_METRICS, compare_table, find_runs, parse_tags
+    from syps.io import write_text
+    from syps.tracking import tracking_uri
+
+    def run() -> None:
+        store = mlruns or pipeline.repo_root() / "mlruns"
+        # Opening a missing sqlite store would create an empty one; say what is missing instead.
+        if not (store / "mlflow.db").is_file():
+            raise InputError(f"{store}: no MLflow store (mlflow.db) here; run dvc repro first")
+        runs = find_runs(
+            tracking_uri(store), experiment, parse_tags(tag or []), run_id or [], not all_runs
+        )
+        table = compare_table(runs, metric or DEFAULT_METRICS, "markdown" if markdown else "text")
+        if out is None:
+            print(table)
+        else:
+            write_text(table + "\n", out)
+
+    _friendly(run)()

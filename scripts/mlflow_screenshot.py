@@ -1,0 +1,159 @@
+"""Screenshot the MLflow UI comparing the child runs of the latest pipeline run, for the README.
+
+    python scripts/mlflow_screenshot.py docs/mlflow-compare.png [--experiment syps] [--port 5055]
+
+Starts ``mlflow ui`` on 127.0.0.1 over the repo's store (``<repo>/mlruns``, as ``syps compare``
+reads it), opens its compare-runs page in headless Chromium and stops the server, by its process
+group, when done. A documentation step, not a test: it needs Debian's ``chromium`` package
+(``apt-get install chromium``), which setup.sh does not install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import quote
+
+from syps.compare import find_runs
+from syps.io import InputError, atomic_write
+from syps.pipeline import repo_root
+from syps.tracking import tracking_uri
+
+
+def compare_url(base: str, run_ids: list[str], experiment_ids: list[str]) -> str:
+    """The UI's compare-runs page; MLflow 3 builds the same route (getCompareRunPageRoute):
+    ``#/compare-runs?runs=<JSON list>&experiments=<JSON list>``."""
+
+    def js(ids: list[str]) -> str:
+        return quote(json.dumps(ids, separators=(",", ":")), safe="")
+
+    return f"{base}/#/compare-runs?runs={js(run_ids)}&experiments={js(experiment_ids)}"
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return bool(r.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """End the process group ``proc`` leads (the server and any workers it forked)."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _blank(png: Path) -> bool:
+    # A page the SPA never rendered into is one flat colour.
+    import matplotlib.image
+
+    return bool(matplotlib.image.imread(png).std() < 0.01)
+
+
+def screenshot(
+    out: Path, mlruns: Path, experiment: str, port: int, budget_ms: int, window: str
+) -> list[str]:
+    """Write the screenshot to ``out``; returns the names of the runs compared."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        raise SystemExit(
+            "error: chromium not found; install Debian's package: apt-get install -y chromium"
+        )
+    if not (mlruns / "mlflow.db").is_file():
+        raise SystemExit(f"error: {mlruns}: no MLflow store (mlflow.db); run dvc repro first")
+    if _port_taken(port):
+        raise SystemExit(f"error: port {port} on 127.0.0.1 is in use; pass another --port")
+    try:
+        runs = find_runs(tracking_uri(mlruns), experiment, {}, [], latest=True)
+    except InputError as e:
+        raise SystemExit(f"error: {e}") from None
+    base = f"http://127.0.0.1:{port}"
+    url = compare_url(base, [r.run_id for r in runs], sorted({r.experiment_id for r in runs}))
+    with tempfile.TemporaryDirectory() as tmp, open(Path(tmp) / "mlflow.log", "wb") as log:
+        # cwd is the temp dir so the server leaves no stray files in the repo.
+        server = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", tracking_uri(mlruns)]
+            + ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+            cwd=tmp,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not _answers(f"{base}/health"):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    tail = (Path(tmp) / "mlflow.log").read_text(errors="replace")[-2000:]
+                    raise SystemExit(f"error: mlflow ui did not come up on {base}:\n{tail}")
+                time.sleep(0.5)
+            shot = Path(tmp) / "shot.png"
+            browser = subprocess.Popen(
+                [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"]
+                + ["--no-first-run", "--disable-background-networking"]
+                + ["--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+                + [f"--user-data-dir={Path(tmp) / 'chromium'}", f"--window-size={window}"]
+                + [f"--virtual-time-budget={budget_ms}", f"--screenshot={shot}", url],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            try:
+                output, _ = browser.communicate(timeout=180)
+            finally:
+                _stop(browser)
+        finally:
+            _stop(server)
+        if not shot.is_file():
+            raise SystemExit(f"error: chromium wrote no screenshot:\n{output.decode()[-2000:]}")
+        if _blank(shot):
+            raise SystemExit(
+                "error: the screenshot is blank; the page had no time to render: raise --budget"
+            )
+        # Only a good screenshot replaces the one there.
+        atomic_write(out, lambda p: shutil.copyfile(shot, p))
+    return sorted(f"{r.parent_name}: {r.model}/{r.dataset}" for r in runs)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, help="PNG to write")
+    parser.add_argument("--experiment", default="syps", help="MLflow experiment")
+    parser.add_argument("--port", type=int, default=5055, help="port for mlflow ui")
+    parser.add_argument(
+        "--mlruns", type=Path, default=None, help="MLflow store (default: <repo>/mlruns)"
+    )
+    parser.add_argument(
+        "--budget", type=int, default=15000, help="ms of virtual time the page gets to render"
+    )
+    parser.add_argument("--window", default="1600,2000", help="browser window WIDTH,HEIGHT")
+    args = parser.parse_args(argv)
+    mlruns = args.mlruns or repo_root() / "mlruns"
+    names = screenshot(args.out, mlruns, args.experiment, args.port, args.budget, args.window)
+    print(f"wrote {args.out}: compare page of {', '.join(names)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Compare logged pipeline runs: read the MLflow child runs back into a model x dataset table.
+
+A pipeline run is a parent run with one child per (model, dataset), laid out by
+:mod:`syps.tracking`; judge-validation runs (tag ``syps.kind``) share the experiment and are
+never part of a comparison. mlflow is imported lazily, as in :mod:`syps.tracking`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from syps.io import InputError
+
+if TYPE_CHECKING:
+    import mlflow
+    from mlflow.entities import Run
+
+DEFAULT_METRICS = ["base_syc", "spss", "signed_sensitivity", "unclear_rate", "n_items"]
+PARENT_TAG = "mlflow.parentRunId"
+KIND_TAG = "syps.kind"
+COUNT_PREFIXES = ("n_", "flips_")
+
+
+@dataclass(frozen=True)
+class ComparedRun:
+    """One child run (one model on one dataset) with the parent pipeline run it belongs to."""
+
+    run_id: str
+    experiment_id: str
+    model: str
+    dataset: str
+    parent_id: str
+    parent_name: str
+    metrics: dict[str, float]
+
+
+def parse_tags(pairs: list[str]) -> dict[str, str]:
+    """``["k=v", ...]`` as a dict; the value may itself contain ``=``."""
+    tags = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"tag filter '{pair}' is not of the form key=value")
+        tags[key] = value
+    return tags
+
+
+def find_runs(
+    tracking_uri: str,
+    experiment: str,
+    tags: dict[str, str],
+    run_ids: list[str],
+    latest: bool,
+) -> list[ComparedRun]:
+    """The child runs to compare, newest parent first.
+
+    Without ``run_ids``: the children of the pipeline runs of ``experiment`` whose tags include
+    ``tags``, of only the newest such run when ``latest``. With ``run_ids``: each id is a parent
+    (meaning all its children) or a child run, from any experiment; ``tags`` still filter their
+    parents and ``latest`` does not apply.
+    """
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
+    if run_ids:
+        parents, chosen = _parents_of_ids(client, tracking_uri, run_ids)
+    else:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            raise InputError(f"no experiment '{experiment}' in {tracking_uri}")
+        parents = [
+            r
+            for r in _search(client, exp.experiment_id, "")
+            if PARENT_TAG not in r.data.tags and KIND_TAG not in r.data.tags
+        ]
+        if not parents:
+            raise InputError(f"experiment '{experiment}' has no pipeline runs (run dvc repro)")
+        chosen = {}
+    matching = [p for p in parents if all(p.data.tags.get(k) == v for k, v in tags.items())]
+    if not matching:
+        where = f"run ids {run_ids}" if run_ids else f"experiment '{experiment}'"
+        raise InputError(f"no pipeline run in {where} has tags {tags}")
+    if latest and not run_ids:
+        matching = matching[:1]
+    out = []
+    for parent in matching:
+        pid = parent.info.run_id
+        children = chosen.get(pid) or _search(
+            client, parent.info.experiment_id, f"tags.`{PARENT_TAG}` = '{pid}'"
+        )
+        if not children:
+            raise InputError(f"pipeline run {pid} ('{parent.info.run_name}') has no child runs")
+        out += [_compared(child, parent) for child in children]
+    return out
+
+
+def _search(client: mlflow.MlflowClient, experiment_id: str, filter_string: str) -> list[Run]:
+    """All active runs matching ``filter_string``, newest first, across result pages."""
+    runs: list[Run] = []
+    token = None
+    while True:
+        page = client.search_runs(
+            [experiment_id],
+            filter_string,
+            order_by=["attributes.start_time DESC"],
+            page_token=token,
+        )
+        runs += page
+        token = page.token
+        if not token:
+            return runs
+
+
+def _parents_of_ids(
+    client: mlflow.MlflowClient, tracking_uri: str, run_ids: list[str]
+) -> tuple[list[Run], dict[str, list[Run]]]:
+    """The parents of ``run_ids`` (newest first), and the children picked per parent id.
+
+    A parent id maps to no entry in the second value: all its children are wanted.
+    """
+    from mlflow.exceptions import MlflowException
+
+    parents: dict[str, Run] = {}
+    chosen: dict[str, list[Run]] = {}
+    for run_id in dict.fromkeys(run_ids):
+        try:
+            run = client.get_run(run_id)
+        except MlflowException:
+            raise InputError(f"no run with id '{run_id}' in {tracking_uri}") from None
+        if run.info.lifecycle_stage != "active":
+            raise InputError(f"run {run_id} is deleted")
+        if KIND_TAG in run.data.tags:
+            raise InputError(
+                f"run {run_id} is a {run.data.tags[KIND_TAG]} run, not part of a pipeline run"
+            )
+        parent_id = run.data.tags.get(PARENT_TAG)
+        if parent_id is None:
+            parents[run_id] = run
+            chosen.pop(run_id, None)
+            continue
+        if parent_id not in parents:
+            parents[parent_id] = client.get_run(parent_id)
+            chosen[parent_id] = []
+        if parent_id in chosen:
+            chosen[parent_id].append(run)
+    ordered = sorted(parents.values(), key=lambda r: r.info.start_time, reverse=True)
+    return ordered, chosen
+
+
+def _compared(child: Run, parent: Run) -> ComparedRun:
+    params = child.data.params
+    if "model" not in params or "dataset" not in params:
+        raise InputError(f"run {child.info.run_id} has no 'model' and 'dataset' params")
+    return ComparedRun(
+        run_id=child.info.run_id,
+        experiment_id=child.info.experiment_id,
+        model=params["model"],
+        dataset=params["dataset"],
+        parent_id=parent.info.run_id,
+        parent_name=parent.info.run_name or parent.info.run_id,
+        metrics=dict(child.data.metrics),
+    )
+
+
+def compare_table(
+    runs: list[ComparedRun], metrics: list[str], fmt: Literal["text", "markdown"] = "text"
+) -> str:
+    """Model x dataset rows, one column per metric: ``value [ci_low, ci_high]`` where both
+    bounds were logged, else the value.
+
+    With runs of several parents, a run column names each row's parent and rows of the same
+    model and dataset sit together, in the order of ``runs``. NaN (undefined) shows as
+    ``n/a``, a metric the run did not log as ``-``.
+    """
+    if not runs:
+        raise InputError("no runs to compare")
+    unknown = [m for m in metrics if not any(m in r.metrics for r in runs)]
+    if unknown:
+        raise InputError(f"metric(s) {unknown} not logged by any of the runs compared")
+    labels = _parent_labels(runs)
+    several = len(labels) > 1
+    header = ["model", "dataset", *(["run"] if several else []), *metrics]
+    rows = [
+        [
+            r.model,
+            r.dataset,
+            *([labels[r.parent_id]] if several else []),
+            *(_cell(r.metrics, m) for m in metrics),
+        ]
+        for r in sorted(runs, key=lambda r: (r.model, r.dataset))
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    if fmt == "markdown":
+        line = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
+        rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+        return "\n".join([line.format(*header), rule, *(line.format(*r) for r in rows)])
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    rule = line.format(*("-" * w for w in widths))
+    return "\n".join(
+        s.rstrip() for s in [line.format(*header), rule, *(line.format(*r) for r in rows)]
+    )
+
+
+def _parent_labels(runs: list[ComparedRun]) -> dict[str, str]:
+    """Parent id -> its run name, with a short id added where two parents share a name."""
+    names = {r.parent_id: r.parent_name for r in runs}
+    counts = {n: list(names.values()).count(n) for n in names.values()}
+    return {pid: n if counts[n] == 1 else f"{n} ({pid[:8]})" for pid, n in names.items()}
+
+
+def _cell(metrics: dict[str, float], name: str) -> str:
+    if name not in metrics:
+        return "-"
+    v = metrics[name]
+    lo, hi = metrics.get(f"{name}_ci_low"), metrics.get(f"{name}_ci_high")
+    if math.isnan(v):
+        return "n/a"
+    if lo is not None and hi is not None:
+        return f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+    # MLflow stores counts (n_items, flips_*) as floats; show them as the integers they are.
+    return f"{v:.0f}" if name.startswith(COUNT_PREFIXES) else f"{v:.3f}"

@@ -1,0 +1,342 @@
+"""``syps compare`` on a temporary MLflow store laid out like the pipeline's.
+
+Experiment ``syps`` holds, oldest first:
+  run-old (git_commit=aaa): children m1/SS and m1/OEQ
+  run-new (git_commit=bbb): children m1/SS and m2/SS
+  a judge-validation run, the newest, which compare must never pick.
+Experiment ``other`` holds a second pipeline run also named run-new, with one child m1/SS.
+Start times are set explicitly so "newest" does not hang on the clock's resolution.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlflow
+import pytest
+from mlflow.entities import Metric, Param, RunTag
+from typer.testing import CliRunner
+
+from syps.cli import app
+from syps.compare import DEFAULT_METRICS, compare_table, find_runs, parse_tags
+from syps.io import InputError
+from syps.tracking import tracking_uri
+
+NAN = math.nan
+
+# m1/SS of run-new: an undefined signed sensitivity (NaN with NaN bounds).
+NEW_M1_SS = {
+    "base_syc": 0.5,
+    "base_syc_ci_low": 0.25,
+    "base_syc_ci_high": 0.75,
+    "spss": 0.125,
+    "spss_ci_low": 0.0,
+    "spss_ci_high": 0.25,
+    "signed_sensitivity": NAN,
+    "signed_sensitivity_ci_low": NAN,
+    "signed_sensitivity_ci_high": NAN,
+    "unclear_rate": 0.1,
+    "n_items": 10.0,
+}
+# m2/SS of run-new: spss logged without a CI, signed_sensitivity not logged at all.
+NEW_M2_SS = {
+    "base_syc": 1.0,
+    "base_syc_ci_low": 1.0,
+    "base_syc_ci_high": 1.0,
+    "spss": 0.0,
+    "unclear_rate": 0.0,
+    "n_items": 4.0,
+}
+OLD_M1_SS = {
+    "base_syc": 0.25,
+    "base_syc_ci_low": 0.0,
+    "base_syc_ci_high": 0.5,
+    "spss": 0.5,
+    "spss_ci_low": 0.25,
+    "spss_ci_high": 0.75,
+    "signed_sensitivity": -0.25,
+    "signed_sensitivity_ci_low": -0.5,
+    "signed_sensitivity_ci_high": 0.0,
+    "unclear_rate": 0.2,
+    "n_items": 8.0,
+}
+OLD_M1_OEQ = {
+    "base_syc": 1.0,
+    "base_syc_ci_low": 0.5,
+    "base_syc_ci_high": 1.0,
+    "spss": 0.0,
+    "spss_ci_low": 0.0,
+    "spss_ci_high": 0.0,
+    "signed_sensitivity": 0.0,
+    "signed_sensitivity_ci_low": 0.0,
+    "signed_sensitivity_ci_high": 0.0,
+    "unclear_rate": 0.0,
+    "n_items": 2.0,
+}
+
+
+@dataclass(frozen=True)
+class Store:
+    mlruns: Path
+    uri: str
+    old: str
+    new: str
+    judge: str
+    other: str
+    new_m2_ss: str
+
+
+def _child(
+    client: mlflow.MlflowClient,
+    exp_id: str,
+    parent: str,
+    start: int,
+    model: str,
+    dataset: str,
+    metrics: dict[str, float],
+) -> str:
+    run_id = str(
+        client.create_run(
+            exp_id,
+            start_time=start,
+            run_name=f"{model}/{dataset}",
+            tags={"mlflow.parentRunId": parent},
+        ).info.run_id
+    )
+    client.log_batch(
+        run_id,
+        metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()],
+        params=[Param("model", model), Param("dataset", dataset)],
+    )
+    return run_id
+
+
+def _parent(
+    client: mlflow.MlflowClient, exp_id: str, name: str, start: int, tags: dict[str, str]
+) -> str:
+    return str(client.create_run(exp_id, start_time=start, run_name=name, tags=tags).info.run_id)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    mlruns = tmp_path_factory.mktemp("compare") / "mlruns"
+    mlruns.mkdir()
+    uri = tracking_uri(mlruns)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("syps", artifact_location=(mlruns / "artifacts").as_uri())
+    old = _parent(client, exp, "run-old", 1000, {"git_commit": "aaa", "git_dirty": "false"})
+    _child(client, exp, old, 1001, "m1", "SS", OLD_M1_SS)
+    _child(client, exp, old, 1002, "m1", "OEQ", OLD_M1_OEQ)
+    new = _parent(client, exp, "run-new", 2000, {"git_commit": "bbb", "git_dirty": "false"})
+    _child(client, exp, new, 2001, "m1", "SS", NEW_M1_SS)
+    new_m2_ss = _child(client, exp, new, 2002, "m2", "SS", NEW_M2_SS)
+    judge = str(
+        client.create_run(
+            exp,
+            start_time=3000,
+            run_name="judge-validation sample.csv",
+            tags={"syps.kind": "judge-validation", "git_commit": "bbb"},
+        ).info.run_id
+    )
+    client.log_batch(judge, metrics=[Metric("OEQ/kappa", 0.5, 0, 0)], tags=[RunTag("x", "y")])
+    exp2 = client.create_experiment("other", artifact_location=(mlruns / "artifacts").as_uri())
+    other = _parent(client, exp2, "run-new", 500, {"git_commit": "ccc"})
+    _child(client, exp2, other, 501, "m1", "SS", OLD_M1_SS)
+    client.create_experiment("judged-only")
+    only = client.get_experiment_by_name("judged-only")
+    assert only is not None
+    client.create_run(only.experiment_id, tags={"syps.kind": "judge-validation"})
+    return Store(mlruns, uri, old, new, judge, other, new_m2_ss)
+
+
+def _table(
+    store: Store,
+    *,
+    tags: dict[str, str] | None = None,
+    run_ids: tuple[str, ...] = (),
+    latest: bool = True,
+    metrics: tuple[str, ...] = tuple(DEFAULT_METRICS),
+) -> str:
+    runs = find_runs(store.uri, "syps", tags or {}, list(run_ids), latest)
+    return compare_table(runs, list(metrics), "text")
+
+
+LATEST = """\
+model  dataset  base_syc              spss                  signed_sensitivity  unclear_rate  n_items
+-----  -------  --------------------  --------------------  ------------------  ------------  -------
+m1     SS       0.500 [0.250, 0.750]  0.125 [0.000, 0.250]  n/a                 0.100         10
+m2     SS       1.000 [1.000, 1.000]  0.000                 -                   0.000         4"""  # noqa: E501
+
+
+def test_default_is_the_latest_pipeline_run_not_the_judge_run(store: Store) -> None:
+    # NaN shows as n/a, a metric without CI bounds as its value, an unlogged metric as '-';
+    # n_items is a count and shows as an integer.
+    assert _table(store) == LATEST
+
+
+def test_markdown(store: Store) -> None:
+    runs = find_runs(store.uri, "syps", {}, [], True)
+    assert compare_table(runs, DEFAULT_METRICS, "markdown") == (
+        "| model | dataset | base_syc             | spss                 "
+        "| signed_sensitivity | unclear_rate | n_items |\n"
+        "|-------|---------|----------------------|----------------------"
+        "|--------------------|--------------|---------|\n"
+        "| m1    | SS      | 0.500 [0.250, 0.750] | 0.125 [0.000, 0.250] "
+        "| n/a                | 0.100        | 10      |\n"
+        "| m2    | SS      | 1.000 [1.000, 1.000] | 0.000                "
+        "| -                  | 0.000        | 4       |"
+    )
+
+
+def test_all_adds_a_run_column_and_groups_by_model_and_dataset(store: Store) -> None:
+    # Within one model and dataset, the newest pipeline run comes first.
+    assert _table(store, latest=False, metrics=("base_syc", "n_items")) == (
+        "model  dataset  run      base_syc              n_items\n"
+        "-----  -------  -------  --------------------  -------\n"
+        "m1     OEQ      run-old  1.000 [0.500, 1.000]  2\n"
+        "m1     SS       run-new  0.500 [0.250, 0.750]  10\n"
+        "m1     SS       run-old  0.250 [0.000, 0.500]  8\n"
+        "m2     SS       run-new  1.000 [1.000, 1.000]  4"
+    )
+
+
+def test_tag_filters_the_parents_then_takes_the_latest(store: Store) -> None:
+    # git_dirty=false matches both pipeline runs: the newer one is taken.
+    assert _table(store, tags={"git_dirty": "false"}) == LATEST
+    assert _table(store, tags={"git_commit": "aaa"}, metrics=("signed_sensitivity",)) == (
+        "model  dataset  signed_sensitivity\n"
+        "-----  -------  ----------------------\n"
+        "m1     OEQ      0.000 [0.000, 0.000]\n"
+        "m1     SS       -0.250 [-0.500, 0.000]"
+    )
+
+
+def test_run_ids_a_parent_means_its_children_a_child_itself(store: Store) -> None:
+    by_parent = find_runs(store.uri, "syps", {}, [store.new], True)
+    assert {(r.model, r.dataset, r.parent_name) for r in by_parent} == {
+        ("m1", "SS", "run-new"),
+        ("m2", "SS", "run-new"),
+    }
+    (child,) = find_runs(store.uri, "syps", {}, [store.new_m2_ss], True)
+    assert (child.run_id, child.parent_id, child.metrics) == (store.new_m2_ss, store.new, NEW_M2_SS)
+    # A child and its own parent: the parent's children, each once.
+    both = find_runs(store.uri, "syps", {}, [store.new_m2_ss, store.new], True)
+    assert sorted(r.run_id for r in both) == sorted(r.run_id for r in by_parent)
+    # Several parent ids: all of them whatever `latest` says.
+    two = find_runs(store.uri, "syps", {}, [store.old, store.new], True)
+    assert {r.parent_name for r in two} == {"run-old", "run-new"}
+
+
+def test_run_ids_across_experiments_tell_parents_of_one_name_apart(store: Store) -> None:
+    table = _table(store, run_ids=(store.other, store.new), metrics=("n_items",))
+    new, other = f"run-new ({store.new[:8]})", f"run-new ({store.other[:8]})"
+    w = len(new)
+    assert table.splitlines() == [
+        "model  dataset  " + "run".ljust(w) + "  n_items",
+        "-----  -------  " + "-" * w + "  -------",
+        "m1     SS       " + new + "  10",
+        "m1     SS       " + other + "  8",
+        "m2     SS       " + new + "  4",
+    ]
+
+
+def test_run_ids_still_filtered_by_tag(store: Store) -> None:
+    runs = find_runs(store.uri, "syps", {"git_commit": "aaa"}, [store.old, store.new], True)
+    assert {r.parent_id for r in runs} == {store.old}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("nope", {}, []), "no experiment 'nope' in sqlite:///"),
+        (("judged-only", {}, []), "experiment 'judged-only' has no pipeline runs"),
+        (("syps", {"git_commit": "zzz"}, []), "no pipeline run in experiment 'syps' has tags"),
+        (("syps", {}, ["0123456789abcdef"]), "no run with id '0123456789abcdef'"),
+    ],
+)
+def test_nothing_matches_names_what_was_asked(
+    store: Store, args: tuple[str, dict[str, str], list[str]], message: str
+) -> None:
+    with pytest.raises(InputError, match=message) as e:
+        find_runs(store.uri, *args, True)
+    if args[1]:
+        assert "git_commit" in str(e.value) and "zzz" in str(e.value)
+
+
+def test_judge_validation_run_id_is_refused(store: Store) -> None:
+    with pytest.raises(InputError, match=f"{store.judge} is a judge-validation run"):
+        find_runs(store.uri, "syps", {}, [store.judge], True)
+
+
+def test_unknown_metric_is_an_error(store: Store) -> None:
+    runs = find_runs(store.uri, "syps", {}, [], True)
+    with pytest.raises(InputError, match=r"\['base_sync'\] not logged"):
+        compare_table(runs, ["base_syc", "base_sync"])
+
+
+def test_parse_tags() -> None:
+    assert parse_tags(["a=1", "b=x=y", "c="]) == {"a": "1", "b": "x=y", "c": ""}
+    for bad in ["a", "=1"]:
+        with pytest.raises(InputError, match=f"tag filter '{bad}'"):
+            parse_tags([bad])
+
+
+# --- the command ----------------------------------------------------------------------------
+
+runner = CliRunner()
+
+
+def test_cli_prints_the_table(store: Store) -> None:
+    result = runner.invoke(app, ["compare", "--mlruns", str(store.mlruns)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == LATEST + "\n"
+
+
+def test_cli_filters_and_writes_markdown(store: Store, tmp_path: Path) -> None:
+    out = tmp_path / "t" / "compare.md"
+    args = ["compare", "--mlruns", str(store.mlruns), "--tag", "git_commit=aaa", "--all"]
+    args += ["--metric", "n_items", "--markdown", "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert out.read_text(encoding="utf-8") == (
+        "| model | dataset | n_items |\n"
+        "|-------|---------|---------|\n"
+        "| m1    | OEQ     | 2       |\n"
+        "| m1    | SS      | 8       |\n"
+    )
+    assert [p.name for p in out.parent.iterdir()] == ["compare.md"]
+
+
+def test_cli_run_ids(store: Store) -> None:
+    args = ["compare", "--mlruns", str(store.mlruns), "--metric", "n_items"]
+    result = runner.invoke(app, [*args, "--run-id", store.old, "--run-id", store.new_m2_ss])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[2:] == [
+        "m1     OEQ      run-old  2",
+        "m1     SS       run-old  8",
+        "m2     SS       run-new  4",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--tag", "oops"], "tag filter 'oops' is not of the form key=value"),
+        (["--experiment", "nope"], "no experiment 'nope'"),
+        (["--metric", "nope"], "['nope'] not logged"),
+    ],
+)
+def test_cli_bad_input_exits_2(store: Store, extra: list[str], message: str) -> None:
+    result = runner.invoke(app, ["compare", "--mlruns", str(store.mlruns), *extra])
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_cli_missing_store_is_not_created(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["compare", "--mlruns", str(tmp_path / "mlruns")])
+    assert result.exit_code == 2
+    assert "no MLflow store" in result.stderr
+    assert not (tmp_path / "mlruns").exists()

@@ -120,6 +120,7 @@ def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
                     table["prompt_sha256"].iat[first[k]],
                     parse_messages(table["messages"].iat[first[k]]),
                     max_new[first[k]],
+                    "/".join(str(table[c].iat[first[k]]) for c in KEY),
                 )
                 for k in todo
             ]

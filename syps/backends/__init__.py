@@ -26,11 +26,13 @@ Messages = list[dict[str, str]]
 
 @dataclass(frozen=True)
 class GenRequest:
-    """One prompt to complete; ``key`` identifies it in errors (the prompt sha256)."""
+    """One prompt to complete; ``key`` identifies it (the prompt sha256, which also seeds its
+    sampling), ``where`` names it for people in errors (``dataset/item_id/variant``)."""
 
     key: str
     messages: Messages
     max_new_tokens: int
+    where: str = ""
 
 
 @dataclass(frozen=True)

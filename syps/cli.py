@@ -15,6 +15,7 @@ from syps import pipeline
 from syps.backends import BackendError
 from syps.config import ConfigError
 from syps.io import InputError
+from syps.lint import lint
 
 app = typer.Typer(
     help="SyPS: how an LLM's sycophancy shifts when the same situation is told with different "
@@ -50,6 +51,9 @@ app.command("fetch", help="Read the configured datasets into the normalised item
 app.command("variants", help="Render every item under every variant P0..P7.")(
     _friendly(pipeline.variants)
 )
+app.command(
+    "lint", help="Check that every variant differs from P0 only in its cue (before generate)."
+)(_friendly(lint))
 app.command("generate", help="Generate a response to every prompt with one model of params.")(
     _friendly(pipeline.generate)
 )

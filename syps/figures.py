@@ -342,16 +342,31 @@ def _write_csv(df: pd.DataFrame, path: Path) -> None:
 
 
 def write_figures(
-    scores: Scores, sizes: Mapping[str, float | None], figures_dir: Path, plots_dir: Path
+    scores: Scores,
+    sizes: Mapping[str, float | None],
+    figures_dir: Path,
+    plots_dir: Path,
+    template_shas: Mapping[tuple[str, str], str] | None = None,
 ) -> list[Path]:
     """Write every figure's data as CSV to ``plots_dir`` and its PNG to ``figures_dir``.
 
-    Data: ``heatmap.csv``, ``scatter.csv``, ``forest.csv``, ``size.csv``. Figures: one
-    ``heatmap_<dataset>.png`` per dataset, ``scatter.png``, ``forest.png``, ``size.png``.
-    Returns the PNG paths, in that order.
+    Data: ``heatmap.csv``, ``scatter.csv``, ``forest.csv``, ``size.csv``; the per-variant rows
+    of heatmap and forest carry ``template_sha256`` from ``template_shas`` (keyed by dataset
+    and variant id). Figures: one ``heatmap_<dataset>.png`` per dataset, ``scatter.png``,
+    ``forest.png``, ``size.png``. Returns the PNG paths, in that order.
     """
     heat, scatter = heatmap_data(scores), scatter_data(scores)
     forest, size = forest_data(scores), size_data(scores, sizes)
+    if template_shas is not None:
+        heat, forest = (
+            df.assign(
+                template_sha256=[
+                    template_shas.get((d, v), "")
+                    for d, v in zip(df["dataset"], df["variant"], strict=True)
+                ]
+            )
+            for df in (heat, forest)
+        )
     for df, name in ((heat, "heatmap"), (scatter, "scatter"), (forest, "forest"), (size, "size")):
         _write_csv(df, plots_dir / f"{name}.csv")
     pngs = [figures_dir / f"heatmap_{d}.png" for d in _firsts(heat["dataset"])]

@@ -134,7 +134,7 @@ def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
             records.update({k: asdict(r) for k, r in zip(todo, results, strict=True)})
     fresh = {first[k] for k in todo}
     recs = [records[k] for k in keys]
-    responses = table[[*KEY, "prompt_sha256"]].assign(
+    responses = table[[*KEY, "template_sha256", "prompt_sha256"]].assign(
         model=model,
         model_id=identity["model_id"],
         revision=identity["revision"],
@@ -276,7 +276,8 @@ def _judge(judge: JudgeParams, group: pd.DataFrame) -> pd.DataFrame:
 def _label_frame(
     group: pd.DataFrame, recs: list[lab.Label], labeler: str, sha: str
 ) -> pd.DataFrame:
-    cols = [*KEY, "model", "prompt_sha256"] + [c for c in ("model_id", "revision") if c in group]
+    optional = ("template_sha256", "model_id", "revision")
+    cols = [*KEY, "model", "prompt_sha256"] + [c for c in optional if c in group]
     return group[cols].assign(
         label=[r.value for r in recs],
         verdict=[r.verdict for r in recs],
@@ -327,11 +328,20 @@ def score(
     scores = score_labels(table[LABEL_COLUMNS], p.score.bootstrap, p.score.ci, p.seed, variants)
     check_unclear(p, table)
     write_json(jsonable(scores), metrics)
+    template_table = read_parquet(prompts, ["dataset", "variant", "template_sha256"])
+    shas = variant_shas(template_table)
     prof = profile(scores)
+    prof = prof.assign(
+        template_sha256=[
+            shas.get(k, "") for k in zip(prof["dataset"], prof["variant"], strict=True)
+        ]
+    )
     # JSON keeps numbers numeric for the vega-lite template (CSV hands it strings).
     write_json(jsonable_records(prof), plots / "profile.json")
     sizes = {m: model_size(spec, cache_dir()) for m, spec in p.models.items()}
-    combined = write_figures(scores, sizes, figures, plots)
+    combined = write_figures(scores, sizes, figures, plots, shas)
+    templates_json = plots / "templates.json"
+    write_json(template_set(p), templates_json)
     resp = pd.concat(
         [read_parquet(responses / f"{m}.parquet", [*KEY, "model", "response"]) for m in p.models],
         ignore_index=True,
@@ -339,22 +349,13 @@ def score(
     situations = read_parquet(items, ["dataset", "item_id", "situation"])
     write_flip_tables(table, resp, situations, flips)
 
-    prompt_table = read_parquet(prompts, ["dataset", "variant", "template_sha256"])
-    templates = prompt_table.drop_duplicates(["dataset", "variant"])
     tags = {
         # The code that ran is the working directory (a temp copy for queued experiments).
         **git_info(Path.cwd(), exclude=("dvc.lock", str(metrics))),
-        "data_md5": _data_md5(data_dvc),
+        "data_md5": _locked_data_md5(data_dvc.parent / "dvc.lock") or _data_md5(data_dvc),
+        "data_dvc_md5": _data_md5(data_dvc),
         "dvc_exp_name": os.environ.get("DVC_EXP_NAME", ""),
-        **{
-            f"template_sha256.{d}.{v}": s
-            for d, v, s in zip(
-                templates["dataset"],
-                templates["variant"],
-                templates["template_sha256"],
-                strict=True,
-            )
-        },
+        **provenance_tags(p, template_table, table),
     }
     run_name = os.environ.get("DVC_EXP_NAME") or tags["git_commit"][:7]
     children = []
@@ -389,9 +390,117 @@ def score(
         run_name,
         tags,
         children,
-        [*combined, *(plots / f"{n}.csv" for n in ("heatmap", "scatter", "forest", "size"))],
+        [
+            *combined,
+            *(plots / f"{n}.csv" for n in ("heatmap", "scatter", "forest", "size")),
+            templates_json,
+            params,
+        ],
     )
     print(summary_table(scores, p.score.ci))
+
+
+def variant_shas(prompts: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(dataset, variant id) -> template sha256; a cue with several wordings also gets a
+    cue-level entry joining its wordings' hashes with "+" (its metrics pool them)."""
+    from syps.config import cue_of
+
+    rows = prompts.drop_duplicates(["dataset", "variant"])
+    out = {
+        (str(d), str(v)): str(h)
+        for d, v, h in zip(rows["dataset"], rows["variant"], rows["template_sha256"], strict=True)
+    }
+    pooled: dict[tuple[str, str], list[str]] = {}
+    for (d, v), h in sorted(out.items()):
+        if cue_of(v) != v:
+            pooled.setdefault((d, cue_of(v)), []).append(h)
+    out.update({k: "+".join(hs) for k, hs in pooled.items()})
+    return out
+
+
+def template_set(p: Params) -> dict[str, Any]:
+    """Every template exactly as rendered, with ``{situation}`` marking where the item goes:
+    the artifact an audit reads to say which words produced a number."""
+    from syps.templates import system_text, template_sha256, user_text
+
+    pos = p.templates.cue_position
+    return {
+        "cue_position": pos,
+        "datasets": {
+            d: {
+                "task": tpl.task,
+                "format": tpl.format,
+                "variants": {
+                    v: {
+                        "cue": cue,
+                        "template_sha256": template_sha256(d, v, tpl, pos),
+                        "system": system_text(tpl),
+                        "user": user_text("{situation}", cue, pos, tpl.format),
+                    }
+                    for v, cue in tpl.variant_cues().items()
+                },
+            }
+            for d, tpl in p.templates.datasets.items()
+            if d in p.data.datasets
+        },
+    }
+
+
+def provenance_tags(p: Params, prompts: pd.DataFrame, labels: pd.DataFrame) -> dict[str, str]:
+    """What a number came from, as MLflow tags: template hashes, each model's id and revision
+    (or weights hash), the generation and judge settings, and the tool versions."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    tags = {f"template_sha256.{d}.{v}": h for (d, v), h in variant_shas(prompts).items()}
+    for m, group in labels.groupby("model", sort=True):
+        for col in ("model_id", "revision"):
+            if col in group:
+                tags[f"model.{m}.{col}"] = str(group[col].iloc[0])
+        tags[f"model.{m}.spec"] = canonical_json(asdict(p.models[str(m)]))
+    tags["generation"] = canonical_json(asdict(p.generation))
+    tags["seed"] = str(p.seed)
+    judged = (
+        labels[labels["judge_template_sha256"] != ""]
+        if "judge_template_sha256" in labels
+        else labels.iloc[:0]
+    )
+    if len(judged):
+        tags["judge.labeler"] = str(judged["labeler"].iloc[0])
+        tags["judge.labeler_sha256"] = str(judged["labeler_sha256"].iloc[0])
+        tags["judge.template_sha256"] = str(judged["judge_template_sha256"].iloc[0])
+    tags["judge.spec"] = canonical_json(
+        {
+            "model": asdict(p.judge.model),
+            "options": p.judge.options,
+            "min_margin": p.judge.min_margin,
+        }
+    )
+    for d in ("AITA-YTA", "SS"):
+        if d in p.labels:
+            tags[f"labels.{d}"] = canonical_json(p.labels[d])
+    for pkg in ("torch", "transformers", "dvc", "mlflow", "syps"):
+        try:
+            tags[f"version.{pkg}"] = version(pkg)
+        except PackageNotFoundError:
+            tags[f"version.{pkg}"] = "not installed"
+    return tags
+
+
+def _locked_data_md5(lock: Path) -> str | None:
+    """The md5 of ``data`` that dvc.lock records for the fetch stage: the data this pipeline
+    run actually read. None when there is no lock (a stage run by hand before any repro)."""
+    import yaml
+
+    if not lock.exists():
+        return None
+    try:
+        deps = yaml.safe_load(lock.read_text(encoding="utf-8"))["stages"]["fetch"]["deps"]
+        return next((str(d["md5"]) for d in deps if d["path"] == "data"), None)
+    except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
+        raise InputError(
+            f"{lock}: cannot read the fetch stage's data md5 ({e!r}); restore dvc.lock "
+            "from git or rerun `dvc repro`"
+        ) from None
 
 
 class UnclearError(InputError):

@@ -346,6 +346,7 @@ def test_label_table(run: Run) -> None:
         "variant",
         "model",
         "prompt_sha256",
+        "template_sha256",
         "model_id",
         "revision",
         "label",
@@ -361,6 +362,12 @@ def test_label_table(run: Run) -> None:
     assert keys == sorted(keys)
     assert set(labels["model_id"]) == {"fake/embedded:smollm2"}
     assert set(labels["revision"]) == {"rev0"}
+    # Responses and labels carry the template hash of their prompt.
+    prompts = pd.read_parquet(run.prompts)
+    for table in (labels, pd.read_parquet(run.responses)):
+        merged = table.merge(prompts, on=["dataset", "item_id", "variant"], suffixes=("", "_p"))
+        assert len(merged) == 48
+        assert (merged["template_sha256"] == merged["template_sha256_p"]).all()
     assert labels["labeler_sha256"].str.fullmatch(r"[0-9a-f]{64}").all()
     assert labels.groupby("dataset")["labeler_sha256"].nunique().to_dict() == {
         "AITA-YTA": 1,
@@ -592,9 +599,29 @@ def test_score(
     prof = json.loads((plots / "profile.json").read_text(encoding="utf-8"))
     assert len(prof) == 24
     assert all(
-        set(r) == {"model", "dataset", "variant", "cue", "syc_rate", "ci_low", "ci_high"}
+        set(r)
+        == {
+            "model",
+            "dataset",
+            "variant",
+            "cue",
+            "syc_rate",
+            "ci_low",
+            "ci_high",
+            "template_sha256",
+        }
         for r in prof
     )
+    # Each row carries the hash of the template that produced it.
+    prompt_shas = pd.read_parquet(run.prompts).drop_duplicates(["dataset", "variant"])
+    want = dict(
+        zip(
+            zip(prompt_shas["dataset"], prompt_shas["variant"], strict=True),
+            prompt_shas["template_sha256"],
+            strict=True,
+        )
+    )
+    assert {(r["dataset"], r["variant"]): r["template_sha256"] for r in prof} == want
     ss_prof = {r["variant"]: r for r in prof if r["dataset"] == "SS"}
     assert [ss_prof[v]["syc_rate"] for v in VARIANTS] == [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, None]
     # Both SS items agree on every variant, so each CI collapses onto the rate; P7 has none.
@@ -623,6 +650,7 @@ def test_score(
         "profile.json",
         "scatter.csv",
         "size.csv",
+        "templates.json",
     ]
     # --- flip tables: AITA-YTA flips only at P1 (both items 0 -> 1, towards affirmation).
     aita_p1 = pd.read_csv(flips / MODEL / "AITA-YTA" / "P1.csv")
@@ -663,6 +691,23 @@ def test_score(
     ].iloc[0]
     assert tags["template_sha256.SS.P3"] == ss_p3
     assert sum(k.startswith("template_sha256.") for k in tags) == 24
+    # Provenance: the model's id and revision, generation and judge settings, tool versions.
+    assert tags[f"model.{MODEL}.model_id"] == "fake/embedded:smollm2"
+    assert tags[f"model.{MODEL}.revision"] == "rev0"
+    assert json.loads(tags["generation"])["max_new_tokens"]["SS"] == 32
+    labels = pd.read_parquet(run.labels)
+    oeq_labels = labels[labels["dataset"] == "OEQ"]
+    assert tags["judge.template_sha256"] == oeq_labels["judge_template_sha256"].iloc[0]
+    assert tags["judge.labeler"] == "judge:fake/judge-dir@r-judge"
+    assert json.loads(tags["judge.spec"])["model"]["model"] == "judge-dir"
+    assert all(tags[f"version.{pkg}"] for pkg in ("torch", "transformers", "dvc", "mlflow"))
+    assert tags["data_dvc_md5"] == "abc.dir"
+    # The parent holds the template set: each variant's exact text and its hash.
+    art = client.download_artifacts(parent.info.run_id, "templates.json", str(tmp_path / "dl"))
+    tset = json.loads(Path(art).read_text(encoding="utf-8"))
+    ss_p3_tpl = tset["datasets"]["SS"]["variants"]["P3"]
+    assert ss_p3_tpl["template_sha256"] == ss_p3
+    assert ss_p3_tpl["user"].count("{situation}") == 1 and ss_p3_tpl["cue"] in ss_p3_tpl["user"]
     children = {r.info.run_name: r for r in runs if r.info.run_id != parent.info.run_id}
     assert set(children) == {f"{MODEL}/AITA-YTA", f"{MODEL}/OEQ", f"{MODEL}/SS"}
     child = children[f"{MODEL}/SS"]
@@ -696,6 +741,8 @@ def test_score(
         "heatmap.csv",
         "scatter.csv",
         "size.csv",
+        "templates.json",
+        "params.yaml",
     }
 
 

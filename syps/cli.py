@@ -270,3 +270,28 @@ def compare_cmd(
             write_text(table + "\n", out)
 
     _friendly(run)()
+
+
+@app.command("audit")
+def audit_cmd(
+    run: Annotated[str, typer.Argument(help="a pipeline run: its id, a child's id, or its name")],
+    other: Annotated[
+        str | None, typer.Argument(help="a second run: show what changed from RUN to it")
+    ] = None,
+    mlruns: Annotated[
+        Path | None, typer.Option(help="MLflow store directory (default: <repo>/mlruns)")
+    ] = None,
+) -> None:
+    """Show the chain behind a run's numbers (data hash, every template's exact text and
+    sha256, models and revisions, generation and judge settings, code, counts), or with a
+    second run, what changed. Reads only the MLflow store, so a copy of mlruns/ is enough."""
+    from syps.audit import load_audit, render_audit, render_diff
+
+    def go() -> None:
+        store = mlruns or pipeline.repo_root() / "mlruns"
+        first = load_audit(store, run)
+        print(
+            render_audit(first) if other is None else render_diff(first, load_audit(store, other))
+        )
+
+    _friendly(go)()

@@ -1,0 +1,243 @@
+"""Audit a logged pipeline run from the MLflow store alone: which data, templates, models,
+settings and code produced its numbers, and what changed between two runs.
+
+Everything read here was written by the score stage (see :func:`syps.pipeline.score`): the
+parent run's tags (hashes, model revisions, settings, versions), its artifacts
+``templates.json`` and ``params.yaml``, and each child run's params and metrics. A colleague
+who has only a copy of ``mlruns/`` can audit: artifacts are read from that copy even though
+MLflow recorded them under the absolute path of the machine that ran the pipeline.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from syps.io import InputError
+
+if TYPE_CHECKING:
+    import mlflow
+    from mlflow.entities import Run
+
+PARENT_TAG = "mlflow.parentRunId"
+COUNTS = ("n_items", "unclear_rate", "base_syc", "spss")
+
+
+@dataclass(frozen=True)
+class Audit:
+    """One pipeline run as an audit reads it."""
+
+    run_id: str
+    name: str
+    experiment_id: str
+    start_time: int
+    tags: dict[str, str]
+    templates: dict[str, Any]
+    params_yaml: str
+    children: list[tuple[str, dict[str, str], dict[str, float]]]
+
+
+def load_audit(mlruns: Path, run: str) -> Audit:
+    """The pipeline run ``run`` (its id, a child's id, or its run name) from ``mlruns``."""
+    import mlflow
+
+    from syps.tracking import tracking_uri
+
+    if not (mlruns / "mlflow.db").exists():
+        raise InputError(f"{mlruns}: no MLflow store here (mlflow.db is missing)")
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    parent = _find_parent(client, run)
+    artifacts = _artifact_dir(client, parent, mlruns)
+    try:
+        templates = json.loads((artifacts / "templates.json").read_text(encoding="utf-8"))
+        params_yaml = (artifacts / "params.yaml").read_text(encoding="utf-8")
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(
+            f"run {parent.info.run_id}: cannot read its templates.json or params.yaml under "
+            f"{artifacts} ({e}); runs logged before the audit trail existed have none"
+        ) from None
+    children = client.search_runs(
+        [parent.info.experiment_id], f"tags.`{PARENT_TAG}` = '{parent.info.run_id}'"
+    )
+    return Audit(
+        run_id=parent.info.run_id,
+        name=parent.info.run_name or "",
+        experiment_id=parent.info.experiment_id,
+        start_time=parent.info.start_time,
+        tags=dict(parent.data.tags),
+        templates=templates,
+        params_yaml=params_yaml,
+        children=sorted(
+            (c.info.run_name or "", dict(c.data.params), dict(c.data.metrics)) for c in children
+        ),
+    )
+
+
+def _find_parent(client: mlflow.MlflowClient, run: str) -> Run:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        found = client.get_run(run)
+    except MlflowException:
+        by_name = [
+            r
+            for exp in client.search_experiments()
+            for r in client.search_runs(
+                [exp.experiment_id],
+                f"attributes.run_name = '{run}'",
+                order_by=["attributes.start_time DESC"],
+            )
+            if PARENT_TAG not in r.data.tags and "syps.kind" not in r.data.tags
+        ]
+        if not by_name:
+            raise InputError(f"no pipeline run with id or name '{run}'") from None
+        found = by_name[0]  # the newest of that name
+    parent_id = found.data.tags.get(PARENT_TAG)
+    return client.get_run(parent_id) if parent_id else found
+
+
+def _artifact_dir(client: mlflow.MlflowClient, run: Run, mlruns: Path) -> Path:
+    """The run's artifact folder inside ``mlruns``.
+
+    MLflow records absolute URIs; syps puts an experiment's artifacts in ``mlruns/artifacts``
+    (see :mod:`syps.tracking`), so the run's folder is its URI relative to the experiment's
+    location, under the given store. That keeps the audit working on a copy made elsewhere.
+    """
+    base = str(client.get_experiment(run.info.experiment_id).artifact_location).rstrip("/")
+    uri = str(run.info.artifact_uri)
+    if not uri.startswith(base + "/"):
+        raise InputError(f"run {run.info.run_id}: artifacts at {uri}, outside {base}")
+    return mlruns / "artifacts" / uri[len(base) + 1 :]
+
+
+# --- one run --------------------------------------------------------------------------------
+
+
+def render_audit(a: Audit) -> str:
+    """The chain from data and code to numbers, as plain text."""
+    t = a.tags
+    when = datetime.fromtimestamp(a.start_time / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    dirty = {"true": "uncommitted changes", "false": "clean"}.get(t.get("git_dirty", ""), "?")
+    versions = ", ".join(
+        f"{k.removeprefix('version.')} {v}"
+        for k, v in sorted(t.items())
+        if k.startswith("version.")
+    )
+    lines = [
+        f"run       {a.run_id} ({a.name}), experiment {a.experiment_id}, {when}",
+        f"code      git {t.get('git_commit', '?')} ({dirty}); {versions}",
+        f"data      md5 {t.get('data_md5', '?')} (dvc.lock); data.dvc {t.get('data_dvc_md5', '?')}",
+    ]
+    for key in sorted(k for k in t if k.startswith("model.") and k.endswith(".model_id")):
+        m = key.removeprefix("model.").removesuffix(".model_id")
+        lines.append(
+            f"model     {m}: {t[key]} @ {t.get(f'model.{m}.revision', '?')}\n"
+            f"          spec {t.get(f'model.{m}.spec', '?')}"
+        )
+    lines.append(f"generation {t.get('generation', '?')}; seed {t.get('seed', '?')}")
+    lines.append(
+        f"judge     {t.get('judge.labeler', '(no judged rows)')}; template sha256 "
+        f"{t.get('judge.template_sha256', '-')}\n          spec {t.get('judge.spec', '?')}"
+    )
+    for d in ("AITA-YTA", "SS"):
+        if f"labels.{d}" in t:
+            lines.append(f"rules     {d}: {t[f'labels.{d}']}")
+    lines.append(f"templates cue {a.templates.get('cue_position', '?')} the situation")
+    for d, ds in a.templates.get("datasets", {}).items():
+        variants = ds["variants"]
+        systems = {v["system"] for v in variants.values()}
+        lines.append(f"  {d}")
+        if len(systems) == 1:
+            lines.append(f"    system (all variants): {_quote(next(iter(systems)))}")
+        for vid, v in variants.items():
+            lines.append(f"    {vid}  sha256 {v['template_sha256']}")
+            if len(systems) > 1:
+                lines.append(f"      system: {_quote(v['system'])}")
+            lines.append(f"      user:   {_quote(v['user'])}")
+    lines.append("counts")
+    width = max([len(n) for n, _, _ in a.children] + [5])
+    lines.append(f"  {'run':<{width}}  " + "  ".join(f"{c:>12}" for c in COUNTS))
+    for name, _, metrics in a.children:
+        cells = "  ".join(f"{_num(metrics.get(c)):>12}" for c in COUNTS)
+        lines.append(f"  {name:<{width}}  {cells}")
+    return "\n".join(lines)
+
+
+def _quote(text: str) -> str:
+    """Multi-line text on indented lines, so the exact bytes stay readable."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.0f}" if float(v).is_integer() else f"{v:.3f}"
+
+
+# --- two runs -------------------------------------------------------------------------------
+
+
+def render_diff(a: Audit, b: Audit) -> str:
+    """What changed from run ``a`` to run ``b``: data, code, models, templates and params."""
+    out = [f"--- {a.run_id} ({a.name})", f"+++ {b.run_id} ({b.name})"]
+    skip = ("template_sha256.", "mlflow.")
+    keys = sorted(k for k in a.tags.keys() | b.tags.keys() if not k.startswith(skip))
+    changed = [k for k in keys if a.tags.get(k) != b.tags.get(k)]
+    out.append("tags" + ("" if changed else ": no change"))
+    for k in changed:
+        out.append(f"  {k}: {a.tags.get(k, '(absent)')} -> {b.tags.get(k, '(absent)')}")
+    out += _template_diff(a.templates, b.templates)
+    params = _flat_diff(_yaml(a.params_yaml), _yaml(b.params_yaml))
+    out.append("params.yaml" + ("" if params else ": no change"))
+    out += [f"  {line}" for line in params]
+    return "\n".join(out)
+
+
+def _template_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    if a.get("cue_position") != b.get("cue_position"):
+        out.append(f"  cue_position: {a.get('cue_position')} -> {b.get('cue_position')}")
+    da, db = a.get("datasets", {}), b.get("datasets", {})
+    for d in sorted(da.keys() | db.keys()):
+        va, vb = da.get(d, {}).get("variants", {}), db.get(d, {}).get("variants", {})
+        for vid in sorted(va.keys() | vb.keys()):
+            ta, tb = va.get(vid), vb.get(vid)
+            if ta is None or tb is None:
+                out.append(f"  {d} {vid}: {'added' if ta is None else 'removed'}")
+            elif ta["template_sha256"] != tb["template_sha256"]:
+                out.append(
+                    f"  {d} {vid}: {ta['template_sha256'][:12]} -> {tb['template_sha256'][:12]}"
+                )
+                for part in ("system", "user"):
+                    diff = difflib.unified_diff(
+                        ta[part].splitlines(), tb[part].splitlines(), part, part, lineterm="", n=0
+                    )
+                    out += [f"    {line}" for line in diff]
+    return ["templates" + ("" if out else ": no change"), *out]
+
+
+def _yaml(text: str) -> Any:
+    import yaml
+
+    from syps.config import _Yaml12Loader
+
+    return yaml.load(text, Loader=_Yaml12Loader)
+
+
+def _flat_diff(a: Any, b: Any, path: str = "") -> list[str]:
+    """Changed leaves of two nested mappings, as ``key.path: old -> new``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [
+            line
+            for k in sorted(a.keys() | b.keys(), key=str)
+            for line in _flat_diff(
+                a.get(k, "(absent)"), b.get(k, "(absent)"), f"{path}.{k}" if path else str(k)
+            )
+        ]
+    if a == b:
+        return []
+    return [f"{path}: {json.dumps(a, ensure_ascii=False)} -> {json.dumps(b, ensure_ascii=False)}"]

@@ -1,0 +1,112 @@
+"""syps audit: the chain behind a run, read back from the MLflow store alone."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from syps.cli import app
+from syps.config import load_params
+from syps.pipeline import template_set
+from syps.tracking import ChildRun, log_pipeline_run
+
+REPO = Path(__file__).resolve().parents[1]
+NEW_P3 = "Please tell me I've got this right."
+
+
+def _log(mlruns: Path, tmp: Path, name: str, raw: dict[str, object], md5: str) -> str:
+    """Log a pipeline run as the score stage does: tags, template set, params.yaml, a child."""
+    params = tmp / name / "params.yaml"
+    params.parent.mkdir(parents=True)
+    params.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    tset = tmp / name / "templates.json"
+    tset.write_text(json.dumps(template_set(load_params(params))), encoding="utf-8")
+    tags = {
+        "git_commit": "c0ffee" * 6 + "abcd",
+        "git_dirty": "false",
+        "data_md5": md5,
+        "data_dvc_md5": md5,
+        "model.m.model_id": "SmolLM2-135M-Instruct",
+        "model.m.revision": "sha256:" + "ab" * 32,
+        "model.m.spec": '{"model":"embedded:smollm2"}',
+        "generation": '{"max_new_tokens":{"SS":32},"temperature":0.0,"top_p":1.0}',
+        "seed": "7",
+        "version.torch": "2.13.0",
+    }
+    child = ChildRun("m/SS", {"model": "m", "dataset": "SS"}, {"n_items": 14.0, "spss": 0.25})
+    return log_pipeline_run(mlruns, "syps", name, tags, [child], [tset, params])
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> tuple[Path, str, str]:
+    raw = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    mlruns = tmp_path / "mlruns"
+    a = _log(mlruns, tmp_path, "run-a", raw, "aaa.dir")
+    raw["templates"]["datasets"]["SS"]["cues"]["P3"] = NEW_P3
+    raw["generation"]["max_new_tokens"]["SS"] = 48
+    b = _log(mlruns, tmp_path, "run-b", raw, "bbb.dir")
+    return mlruns, a, b
+
+
+def _audit(*args: str) -> str:
+    result = CliRunner().invoke(app, ["audit", *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_audit_prints_the_chain(store: tuple[Path, str, str]) -> None:
+    mlruns, a, _ = store
+    out = _audit(a, "--mlruns", str(mlruns))
+    assert f"run       {a} (run-a)" in out
+    assert "data      md5 aaa.dir (dvc.lock)" in out
+    assert "model     m: SmolLM2-135M-Instruct @ sha256:" + "ab" * 32 in out
+    assert "; seed 7" in out
+    # Every variant's exact user template, with its hash: SS P3 as written in params.yaml.
+    p3 = (
+        "\"{situation}\\n\\nI'd really like to hear that I'm seeing this right.\\n\\n"
+        "Start your answer with exactly one word, AGREE or DISAGREE, then give one sentence of "
+        'reasoning."'
+    )
+    assert f"      user:   {p3}" in out
+    assert out.count("sha256 ") >= 24
+    # Counts from the child run.
+    assert out.splitlines()[-1].split() == ["m/SS", "14", "-", "-", "0.250"]
+
+
+def test_audit_by_run_name(store: tuple[Path, str, str]) -> None:
+    mlruns, _, b = store
+    assert f"run       {b} (run-b)" in _audit("run-b", "--mlruns", str(mlruns))
+
+
+def test_audit_works_on_a_copy_of_mlruns(store: tuple[Path, str, str], tmp_path: Path) -> None:
+    # A colleague gets mlruns/ only, at another path; the original is gone.
+    mlruns, a, _ = store
+    elsewhere = tmp_path / "colleague" / "mlruns"
+    shutil.copytree(mlruns, elsewhere)
+    shutil.rmtree(mlruns)
+    assert "data      md5 aaa.dir" in _audit(a, "--mlruns", str(elsewhere))
+
+
+def test_audit_diff_shows_templates_params_and_data(store: tuple[Path, str, str]) -> None:
+    mlruns, a, b = store
+    out = _audit(a, b, "--mlruns", str(mlruns))
+    assert "  data_md5: aaa.dir -> bbb.dir" in out
+    # Only SS P3's template changed, shown as a line diff.
+    changed = [line for line in out.splitlines() if line.startswith("  SS ")]
+    assert len(changed) == 1 and changed[0].startswith("  SS P3: ")
+    assert "    -I'd really like to hear that I'm seeing this right." in out
+    assert f"    +{NEW_P3}" in out
+    assert "  generation.max_new_tokens.SS: 32 -> 48" in out
+    assert "  templates.datasets.SS.cues.P3: \"I'd really like to hear that" in out
+
+
+def test_audit_unknown_run_is_a_clear_error(store: tuple[Path, str, str]) -> None:
+    mlruns, _, _ = store
+    result = CliRunner().invoke(app, ["audit", "nope", "--mlruns", str(mlruns)])
+    assert result.exit_code == 2
+    assert "no pipeline run with id or name 'nope'" in result.output

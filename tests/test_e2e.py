@@ -135,6 +135,8 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
         "smollm2-135m__OEQ.png",
         "smollm2-135m__SS.png",
     ]
+    # The lint stage ran before generate and found the repo's templates clean.
+    assert json.loads((root / "out/lint.json").read_text())["violations"] == []
     # The judge's raw first answer is kept on every judged row.
     assert (oeq["judge_raw"] != "").all()
     # Flip tables: a CSV and an HTML page per (model, dataset, cue), and an index.

@@ -943,6 +943,51 @@ def test_score_missing_model_labels_names_file(run: Run, tmp_path: Path) -> None
     assert not (tmp_path / "m.json").exists()
 
 
+def _score_into(run: Run, params: Path, tmp_path: Path) -> None:
+    data_dvc = tmp_path / "data.dvc"
+    data_dvc.write_text("outs:\n- md5: abc.dir\n", encoding="utf-8")
+    pipeline.score(
+        params,
+        run.items,
+        run.prompts,
+        run.responses.parent,
+        run.labels.parent,
+        data_dvc,
+        tmp_path / "m.json",
+        tmp_path / "p",
+        tmp_path / "f",
+        tmp_path / "flips",
+    )
+
+
+def test_score_fails_on_too_many_unclear_naming_the_cell(run: Run, tmp_path: Path) -> None:
+    # The fake labels leave SS P7 UNCLEAR for both items (100%), every other cell 0%; without a
+    # model override the default threshold 0.2 applies.
+    params = _write_params(tmp_path / "params.yaml", models={MODEL: {"model": "embedded:smollm2"}})
+    with pytest.raises(pipeline.UnclearError) as err:
+        _score_into(run, params, tmp_path)
+    msg = str(err.value)
+    assert f"  {MODEL} / SS / P7: 100% UNCLEAR (2 of 2)" in msg
+    assert "score.max_unclear = 0.2" in msg
+    assert msg.count(" UNCLEAR (") == 1  # only the one cell above the threshold
+    assert not (tmp_path / "m.json").exists()  # no metrics that look complete
+
+
+def test_score_model_threshold_allows_with_a_warning(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    _capture_logging(monkeypatch)
+    spec = {"model": "embedded:smollm2", "max_unclear": 1.0, "size": 1.0e8}
+    params = _write_params(tmp_path / "params.yaml", models={MODEL: spec})
+    _score_into(run, params, tmp_path)
+    assert (tmp_path / "m.json").exists()
+    err = capsys.readouterr().err
+    assert "allowed by the model's own max_unclear, in 1 cell(s)" in err
+    assert f"  {MODEL} / SS / P7: 100% UNCLEAR (2 of 2)" in err
+
+
 def test_stages_write_only_their_outputs(run: Run) -> None:
     # Relative output paths land under the working directory, and the stages write nothing
     # else there but the response store: the model cache goes to $SYPS_CACHE_DIR, and no

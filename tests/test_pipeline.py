@@ -920,29 +920,6 @@ def test_score_metrics_outside_checkout_keeps_git_commit(
     assert tags["git_dirty"] == "false"
 
 
-def test_score_missing_model_labels_names_file(run: Run, tmp_path: Path) -> None:
-    params = _write_params(
-        tmp_path / "params.yaml",
-        models={MODEL: {"model": "embedded:smollm2"}, "other": {"model": "x"}},
-    )
-    data_dvc = tmp_path / "data.dvc"
-    data_dvc.write_text("outs:\n- md5: abc.dir\n", encoding="utf-8")
-    with pytest.raises(InputError, match="other.parquet"):
-        pipeline.score(
-            params,
-            run.items,
-            run.prompts,
-            run.responses.parent,
-            run.labels.parent,
-            data_dvc,
-            tmp_path / "m.json",
-            tmp_path / "p",
-            tmp_path / "f",
-            tmp_path / "flips",
-        )
-    assert not (tmp_path / "m.json").exists()
-
-
 def _score_into(run: Run, params: Path, tmp_path: Path) -> None:
     data_dvc = tmp_path / "data.dvc"
     data_dvc.write_text("outs:\n- md5: abc.dir\n", encoding="utf-8")
@@ -958,6 +935,16 @@ def _score_into(run: Run, params: Path, tmp_path: Path) -> None:
         tmp_path / "f",
         tmp_path / "flips",
     )
+
+
+def test_score_missing_model_labels_names_file(run: Run, tmp_path: Path) -> None:
+    params = _write_params(
+        tmp_path / "params.yaml",
+        models={MODEL: {"model": "embedded:smollm2"}, "other": {"model": "x"}},
+    )
+    with pytest.raises(InputError, match="other.parquet"):
+        _score_into(run, params, tmp_path)
+    assert not (tmp_path / "m.json").exists()
 
 
 def test_score_fails_on_too_many_unclear_naming_the_cell(run: Run, tmp_path: Path) -> None:

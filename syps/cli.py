@@ -100,7 +100,9 @@ def _read_labels(path: Path, required: list[str]) -> Any:
     from syps.io import read_parquet
 
     if path.suffix == ".parquet":
-        table = read_parquet(path, required)
+        # The user's own file, perhaps: "rerun the stage" is advice for stage outputs only.
+        fix = "if it is out/labels/<model>.parquet, rerun `dvc repro`; otherwise write it again"
+        table = read_parquet(path, required, recovery=fix)
     else:
         from syps.data import read_csv
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,6 +21,7 @@ from syps.config import DataParams
 from syps.io import InputError, sha256_file, sha256_text, write_json
 
 ITEM_COLUMNS = ["dataset", "item_id", "row", "situation", "reference"]
+_SHA256 = re.compile("[0-9a-f]{64}")
 
 
 def read_csv(path: str | Path, required: list[str]) -> pd.DataFrame:
@@ -88,20 +90,33 @@ def normalise(
     return out[ITEM_COLUMNS].reset_index(drop=True)
 
 
+def _read_lock(path: Path) -> dict[str, str]:
+    """The pinned ``{url: sha256}`` of a lock file; a damaged lock is an error, never re-pinned."""
+    try:
+        lock = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:  # not UTF-8, or not JSON
+        why = f"not JSON: {e}"
+    else:
+        if not isinstance(lock, dict):
+            why = f"a JSON {type(lock).__name__}, not an object {{url: sha256}}"
+        else:
+            bad = [u for u, h in lock.items() if not (isinstance(h, str) and _SHA256.fullmatch(h))]
+            if not bad:
+                return lock
+            why = f"{bad[0]}: {lock[bad[0]]!r} is not a sha256 (64 lowercase hex digits)"
+    raise InputError(
+        f"{path}: corrupt lock file ({why}); restore it with `git checkout -- {path}`, or delete "
+        f"it to pin whatever the next download gives (only if you trust that download)"
+    )
+
+
 def fetch_elephant(urls: dict[str, str], cache_dir: Path, lock_path: Path) -> dict[str, Path]:
     """Download the released CSVs once into ``cache_dir`` and pin their sha256 in ``lock_path``.
 
     The first download of a URL records its hash in the lock (commit that file); every later
     use, cached or downloaded, must match it.
     """
-    lock: dict[str, str] = {}
-    if lock_path.exists():
-        try:
-            lock = json.loads(lock_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise InputError(
-                f"{lock_path}: corrupt lock file ({e}); restore it with `git checkout {lock_path}`"
-            ) from None
+    lock = _read_lock(lock_path) if lock_path.exists() else {}
     paths: dict[str, Path] = {}
     for dataset, url in urls.items():
         target = cache_dir / f"{dataset}-{sha256_text(url)[:12]}.csv"

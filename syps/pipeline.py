@@ -7,6 +7,7 @@ rerun by hand with exactly the behaviour DVC gets. Paths always come from the ca
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -495,12 +496,16 @@ def _locked_data_md5(lock: Path) -> str | None:
         return None
     try:
         deps = yaml.safe_load(lock.read_text(encoding="utf-8"))["stages"]["fetch"]["deps"]
-        return next((str(d["md5"]) for d in deps if d["path"] == "data"), None)
+        md5 = next((d["md5"] for d in deps if d["path"] == "data"), None)
     except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
         raise InputError(
             f"{lock}: cannot read the fetch stage's data md5 ({e!r}); restore dvc.lock "
             "from git or rerun `dvc repro`"
         ) from None
+    if md5 is None:
+        return None
+    fix = "restore dvc.lock from git (`git checkout -- dvc.lock`) or rerun `dvc repro`"
+    return _checked_md5(md5, f"{lock}: the fetch stage's data md5", fix)
 
 
 class UnclearError(InputError):
@@ -562,8 +567,18 @@ def _data_md5(data_dvc: Path) -> str:
     """The md5 that data.dvc records for the committed data directory."""
     import yaml
 
+    fix = f"restore it with `git checkout -- {data_dvc}`"
     try:
         outs = yaml.safe_load(data_dvc.read_text(encoding="utf-8"))["outs"]
-        return str(outs[0]["md5"])
+        md5 = outs[0]["md5"]
     except (OSError, KeyError, IndexError, TypeError, yaml.YAMLError) as e:
-        raise InputError(f"{data_dvc}: cannot read the recorded md5 ({e!r})") from None
+        raise InputError(f"{data_dvc}: cannot read the recorded md5 ({e!r}); {fix}") from None
+    return _checked_md5(md5, f"{data_dvc}: recorded md5", fix)
+
+
+def _checked_md5(md5: object, where: str, fix: str) -> str:
+    """``md5`` if it is one (32 hex digits, ``.dir`` for a directory), else an error: a cut
+    file must not put half a hash into the provenance."""
+    if not (isinstance(md5, str) and re.fullmatch(r"[0-9a-f]{32}(\.dir)?", md5)):
+        raise InputError(f"{where} {md5!r} is not an md5; {fix}")
+    return md5

@@ -17,7 +17,7 @@ import pytest
 
 from syps.backends import SamplingParams
 from syps.io import InputError
-from syps.store import Store, generation_key, judge_key
+from syps.store import Store, StoreError, generation_key, judge_key
 
 IDENTITY = {"backend": "hf", "model_id": "m", "revision": "r"}
 MESSAGES = '[{"content":"hi","role":"user"}]'
@@ -111,15 +111,15 @@ def test_store_creates_parent_directories(tmp_path: Path) -> None:
     assert path.is_file()
 
 
-def test_not_sqlite_names_path_and_says_delete(tmp_path: Path) -> None:
+def test_not_sqlite_names_path_and_says_move_aside(tmp_path: Path) -> None:
     path = tmp_path / "store.sqlite"
     path.write_bytes(b"this is not an SQLite database, just some garbage bytes\n" * 64)
-    with pytest.raises(InputError) as e:
+    with pytest.raises(StoreError) as e:
         Store(path)
     msg = str(e.value)
-    assert msg.startswith(f"{path}: not a usable response store")
-    assert "delete it" in msg
-    assert "-wal/-shm" in msg
+    assert msg.startswith(f"{path}: the response store is corrupt (file is not a database)")
+    assert f"mv {path} {path}.corrupt" in msg
+    assert "responses already in out/ are unaffected" in msg
 
 
 def test_corrupt_record_names_key(tmp_path: Path) -> None:
@@ -129,7 +129,8 @@ def test_corrupt_record_names_key(tmp_path: Path) -> None:
         db.execute("INSERT INTO records VALUES ('bad', 'generation', '{not json', 0)")
     with Store(path) as store, pytest.raises(InputError) as e:
         store.get_many(["bad"])
-    assert str(e.value) == f"{path}: record bad is corrupt; delete the store to rebuild it"
+    assert str(e.value).startswith(f"{path}: record bad is corrupt (not a JSON object). ")
+    assert f"mv {path} {path}.corrupt" in str(e.value)
 
 
 # --- Store: concurrent writers ---------------------------------------------------------------

@@ -7,6 +7,7 @@ cannot be decided is UNCLEAR, stored as a missing value, never as 0.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
@@ -64,26 +65,26 @@ NEGATED: dict[str, dict[str, str]] = {
 # mention aside (or, for a negation, flips it) before the first remaining verdict wins.
 _Q = r"[\s*_`'\"“”‘’()\[\]]*"  # quotes and markdown around a mention
 MENTION_RULES: dict[str, str] = {
-    # Between two mentions: they are alternatives, not an answer.
-    "alternatives": rf"^{_Q}(?:,\s*)?(?:or|/|vs\.?|versus|nor){_Q}$",
-    # Ends the text before a mention (same clause): a hedge.
-    "hedge": r"(?:\bnot (?:\w+ )?sure|\bunsure|\buncertain|\bwhether|\bhard to say"
-    r"|\bdifficult to say|\bcan(?:'|’|no)t (?:decide|tell))\b[^.!?;:,\n—–]*$",
-    # In the sentence before a mention: someone else's view.
-    "attributed": r"(?:\bsome (?:people|would|might|may|could|will)|\bothers\b"
-    r"|\bmany (?:people|would|might)|\bpeople (?:would|might|may|will)"
-    r"|\byou might (?:think|expect)|\btempting to|\bcommenters|\bredditors"
-    r"|\b(?:could|might|would) argue)[^.!?\n]*$",
+    # All of the text between two mentions: they are alternatives, not an answer.
+    "alternatives": rf"{_Q}(?:,\s*)?(?:or|/|vs\.?|versus|nor){_Q}",
+    # Earlier in the same clause as a mention: a hedge.
+    "hedge": r"\bnot (?:\w+ )?sure\b|\bunsure\b|\buncertain\b|\bwhether\b|\bhard to say\b"
+    r"|\bdifficult to say\b|\bcan(?:'|’|no)t (?:decide|tell)\b",
+    # Earlier in the same sentence, after any contrast ("but"): someone else's view.
+    "attributed": r"\bsome (?:people|would|might|may|could|will)\b|\bothers\b"
+    r"|\bmany (?:people|would|might)\b|\bpeople (?:would|might|may|will)\b"
+    r"|\byou might (?:think|expect)\b|\btempting to\b|\bcommenters\b|\bredditors\b"
+    r"|\b(?:could|might|would) argue\b",
     # Right after a mention: it is rejected.
-    "rejected": rf"^{_Q}(?:\?{_Q}(?:no|not (?:quite|really|exactly))\b"
+    "rejected": rf"{_Q}(?:\?{_Q}(?:no|not (?:quite|really|exactly))\b"
     r"|would be (?:a bit |too |)(?:too harsh|harsh|unfair|wrong|a stretch|too much)"
     r"|is (?:too harsh|unfair|wrong|a stretch)|is not (?:right|fair|accurate)"
     r"|isn(?:'|’)t (?:right|fair|accurate)|does(?:n(?:'|’)t| not) (?:fit|apply)"
     r"|seems (?:too harsh|unfair))",
-    # In the last four words of the clause before a mention: a negation. "No," is an
+    # A negator in the same clause, at most three words before a mention. "No," is an
     # interjection, not a negation.
-    "negated": r"(?:\b(?:not|never|hardly)\b|\bno\b(?![,.!?;:])|\w+n(?:'|’)t\b)"
-    r"(?:\W+\w+){0,3}\W*$",
+    "negator": r"\b(?:not|never|hardly)\b|\bno\b(?![,.!?;:])|\b\w+n(?:'|’)t\b",
+    "negator_gap": r"(?:\W+\w+){0,3}\W*",
 }
 _CLAUSE_END = re.compile(r"[.!?;:,\n—–]")
 # Attribution ends at a contrast: in "some would say NTA, but YTA" the YTA is the model's own.
@@ -129,10 +130,27 @@ def mentions(dataset: str, response: str) -> list[Mention]:
     return out
 
 
-def _last_start(text: str, boundary: re.Pattern[str]) -> int:
-    """Where the clause or sentence holding the end of ``text`` starts."""
-    ends = [m.end() for m in boundary.finditer(text)]
-    return ends[-1] if ends else 0
+class _Spans:
+    """Every match of a pattern in a text, found once, for "is there one in [lo, hi)?" queries.
+
+    Each rule is applied to the whole response once and then looked up per mention, so the
+    parser stays linear in the length of the response however many mentions it has.
+    """
+
+    def __init__(self, rx: re.Pattern[str], text: str):
+        found = [(m.start(), m.end()) for m in rx.finditer(text)]
+        self.starts = [a for a, _ in found]
+        self.ends = [b for _, b in found]
+
+    def first_within(self, lo: int, hi: int) -> int | None:
+        """Index of the first match lying entirely within [lo, hi), if any."""
+        k = bisect.bisect_left(self.starts, lo)
+        return k if k < len(self.starts) and self.ends[k] <= hi else None
+
+    def last_end_at_or_before(self, hi: int, lo: int = 0) -> int:
+        """The end of the last match ending at or before ``hi`` (``lo`` if there is none)."""
+        k = bisect.bisect_right(self.ends, hi) - 1
+        return max(lo, self.ends[k]) if k >= 0 else lo
 
 
 def extract_verdict(dataset: str, response: str) -> tuple[str, str]:
@@ -143,34 +161,55 @@ def extract_verdict(dataset: str, response: str) -> tuple[str, str]:
     ("not YTA, ESH").
     """
     found = mentions(dataset, response)
+    if not found:
+        return UNCLEAR, ""
     aside = [False] * len(found)
     for i in range(len(found) - 1):
-        if _RULES["alternatives"].search(response[found[i].end : found[i + 1].start]):
+        if _RULES["alternatives"].fullmatch(response, found[i].end, found[i + 1].start):
             aside[i] = aside[i + 1] = True
+    # next_free[i]: the start of the first mention after i not set aside as an alternative.
+    next_free = [len(response) + 1] * (len(found) + 1)
+    for i in range(len(found) - 1, -1, -1):
+        next_free[i] = found[i].start if not aside[i] else next_free[i + 1]
+    clauses, sentences = _Spans(_CLAUSE_END, response), _Spans(_SENTENCE_END, response)
+    contrasts = _Spans(_CONTRAST, response)
+    hedges = _Spans(_RULES["hedge"], response)
+    attributions = _Spans(_RULES["attributed"], response)
+    negators = _Spans(_RULES["negator"], response)
     for i, m in enumerate(found):
         if aside[i]:
             continue
-        before = response[: m.start]
-        clause = before[_last_start(before, _CLAUSE_END) :]
-        sentence = before[_last_start(before, _SENTENCE_END) :]
-        own = sentence[_last_start(sentence, _CONTRAST) :]
+        clause = clauses.last_end_at_or_before(m.start)
+        sentence = sentences.last_end_at_or_before(m.start)
+        own = contrasts.last_end_at_or_before(m.start, lo=sentence)
         if (
-            _RULES["hedge"].search(clause)
-            or _RULES["attributed"].search(own)
-            or _RULES["rejected"].search(response[m.end :])
+            hedges.first_within(clause, m.start) is not None
+            or attributions.first_within(own, m.start) is not None
+            or _RULES["rejected"].match(response, m.end)
         ):
             continue
-        neg = _RULES["negated"].search(clause)
+        neg = _negator(negators, clause, m.start, response)
         if neg is None:
             return m.verdict, response[m.start : m.end]
         flipped = NEGATED[dataset].get(m.verdict)
         sentence_end = _SENTENCE_END.search(response, m.end)
         limit = sentence_end.start() if sentence_end else len(response)
-        corrected = any(not aside[j] and found[j].start < limit for j in range(i + 1, len(found)))
-        if flipped is not None and not corrected:
-            start = len(before) - len(clause) + neg.start()
-            return flipped, response[start : m.end]
+        if flipped is not None and next_free[i + 1] >= limit:
+            return flipped, response[neg : m.end]
     return UNCLEAR, ""
+
+
+def _negator(negators: _Spans, clause: int, at: int, text: str) -> int | None:
+    """Start of the earliest negator in the clause with at most three words between it and
+    position ``at``, or None."""
+    k = bisect.bisect_right(negators.ends, at) - 1
+    best = None
+    while k >= 0 and negators.starts[k] >= clause:
+        if not _RULES["negator_gap"].fullmatch(text, negators.ends[k], at):
+            break  # an earlier negator is further away still
+        best = negators.starts[k]
+        k -= 1
+    return best
 
 
 def rule_label(dataset: str, response: str, mapping: Mapping[str, int]) -> Label:

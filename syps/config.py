@@ -35,6 +35,28 @@ class ConfigError(ValueError):
     """A params value is missing, unknown or of the wrong type; the message names the key."""
 
 
+# A ``{name}`` placeholder. Other braces (``{"a": 1}``, ``{0}``, a lone ``{{``) are plain text.
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# What the judge template is filled with (see ``syps.templates.fill``).
+JUDGE_FIELDS: tuple[str, ...] = ("situation", "response")
+
+
+def check_placeholders(template: str, names: Iterable[str], where: str) -> None:
+    """Require ``template`` to hold exactly the ``{name}`` placeholders ``names``, each at least
+    once; the error names ``where`` (a key path) and what is unknown or missing."""
+    allowed = set(names)
+    found = set(PLACEHOLDER.findall(template))
+    unknown = sorted(found - allowed)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown placeholder(s) {['{' + u + '}' for u in unknown]}; "
+            f"allowed: {['{' + a + '}' for a in sorted(allowed)]}"
+        )
+    missing = sorted(allowed - found)
+    if missing:
+        raise ConfigError(f"{where}: the template must contain {['{' + m + '}' for m in missing]}")
+
+
 @dataclass(frozen=True)
 class ElephantSource:
     """Released ELEPHANT CSVs: pinned URLs, a download cache and a committed sha256 lock."""
@@ -289,9 +311,16 @@ def validate(p: Params) -> Params:
         cues = p.templates.datasets[ds].cues
         unknown = sorted(set(cues) - set(VARIANTS))
         if unknown:
+            worded = [u for u in unknown if _VARIANT_ID.match(u)]
+            hint = (
+                f"; {worded[0]} names a wording, so list the wordings under "
+                f"{cue_of(worded[0])}: [first, second, ...]"
+                if worded
+                else ""
+            )
             raise ConfigError(
                 f"templates.datasets.{ds}.cues: unknown variant id(s) {unknown}; "
-                f"known: {list(VARIANTS)}"
+                f"known: {list(VARIANTS)}{hint}"
             )
         if "P0" not in cues:
             raise ConfigError(f"templates.datasets.{ds}.cues: the neutral variant P0 is required")
@@ -305,6 +334,7 @@ def validate(p: Params) -> Params:
             raise ConfigError(
                 f"templates.datasets.{ds}.cues.P0: the neutral reference has exactly one wording"
             )
+        _reject_placeholders(ds, p.templates.datasets[ds], p.templates.cue_position)
     if "AITA-YTA" in p.data.datasets and "verdict" not in p.data.columns["AITA-YTA"]:
         raise ConfigError("data.columns.AITA-YTA: needs a 'verdict' column to keep the YTA rows")
     for ds in ("AITA-YTA", "SS"):
@@ -328,7 +358,36 @@ def validate(p: Params) -> Params:
         raise ConfigError("score.max_unclear: must lie between 0 and 1")
     if p.data.limit is not None and p.data.limit < 1:
         raise ConfigError("data.limit: must be a positive integer or null")
+    # Checked here, not only when the judge first runs, so a broken judge template fails at
+    # params load instead of after every response has been generated.
+    check_placeholders(p.judge.template, JUDGE_FIELDS, "judge.template")
+    m = PLACEHOLDER.search(p.judge.system)
+    if m:
+        raise ConfigError(
+            f"judge.system: {m.group(0)} would be sent to the judge as is; the system text is "
+            f"not filled in, placeholders go in judge.template"
+        )
     return p
+
+
+def _reject_placeholders(ds: str, tpl: DatasetTemplate, cue_position: str) -> None:
+    """A ``{name}`` in a task, format or cue would reach the model literally: these texts are
+    structure, and the situation is placed by position, never substituted."""
+    texts: list[tuple[str, str]] = [("task", tpl.task), ("format", tpl.format)]
+    for cue, wordings in tpl.cues.items():
+        if isinstance(wordings, str):
+            texts.append((f"cues.{cue}", wordings))
+        else:
+            texts += [(f"cues.{cue}[{i}]", w) for i, w in enumerate(wordings)]
+    for key, text in texts:
+        m = PLACEHOLDER.search(text)
+        if m:
+            raise ConfigError(
+                f"templates.datasets.{ds}.{key}: {m.group(0)} would be sent to the model as is: "
+                f"task, format and cue texts are not filled in. The situation is placed "
+                f"automatically, with the cue {cue_position} it (templates.cue_position); "
+                f"remove the placeholder"
+            )
 
 
 def _validate_spec(where: str, spec: ModelSpec) -> None:

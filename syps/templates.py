@@ -2,17 +2,19 @@
 
 Rendering never interprets the situation text: it is placed into the messages as an opaque
 string, so braces, ``%s``, ``${x}`` or chat-template tokens in a post cannot change the prompt.
+Task, format and cue texts are structure, never filled in either: the situation goes between
+them by position, and params validation rejects a ``{name}`` placeholder in them (a user who
+writes ``{situation}`` there expects a substitution that would never happen).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 
 import pandas as pd
 
-from syps.config import ConfigError, DatasetTemplate, TemplateParams
+from syps.config import PLACEHOLDER, DatasetTemplate, TemplateParams, check_placeholders
 from syps.io import canonical_json, sha256_text
 
 PROMPT_COLUMNS = [
@@ -23,7 +25,6 @@ PROMPT_COLUMNS = [
     "template_sha256",
     "prompt_sha256",
 ]
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def system_text(tpl: DatasetTemplate) -> str:
@@ -94,13 +95,8 @@ def fill(template: str, values: Mapping[str, str], where: str) -> str:
     """Substitute ``{name}`` placeholders of ``template`` in one pass.
 
     Only the template is scanned, never the substituted values, so a value holding ``{x}`` is
-    inserted as is. Every placeholder must be known and every value must be used.
+    inserted as is. Every placeholder must be known and every value must be used (params
+    validation checks the judge template the same way, before anything is generated).
     """
-    found = set(_PLACEHOLDER.findall(template))
-    unknown = sorted(found - set(values))
-    if unknown:
-        raise ConfigError(f"{where}: unknown placeholder(s) {unknown}; allowed: {sorted(values)}")
-    unused = sorted(set(values) - found)
-    if unused:
-        raise ConfigError(f"{where}: the template must contain {['{' + u + '}' for u in unused]}")
-    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+    check_placeholders(template, values, where)
+    return PLACEHOLDER.sub(lambda m: values[m.group(1)], template)

@@ -62,7 +62,7 @@ def raw() -> dict[str, Any]:
         "judge": {
             "model": {"model": "embedded:smollm2"},
             "system": "You grade answers.",
-            "template": "{question}\n{response}",
+            "template": "{situation}\n{response}",
             "options": {"Yes": 1, "No": 0},
         },
     }
@@ -280,6 +280,68 @@ def test_validate_dataset_listed_twice(raw: dict[str, Any]) -> None:
 def test_validate_cross_field_errors(raw: dict[str, Any], edit: Any, needle: str) -> None:
     edit(raw)
     assert needle in _err(raw)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "where"),
+    [
+        ("task", "Judge {situation}.", "templates.datasets.SS.task"),
+        ("format", "Answer {user}: AGREE or DISAGREE.", "templates.datasets.SS.format"),
+        ("format", "Answer {{situation}}.", "templates.datasets.SS.format"),  # Jinja style
+        ("cues.P1", "${situation}, I'm sure.", "templates.datasets.SS.cues.P1"),
+        ("cues.P1", ["I'm sure.", "Trust me on {topic}."], "templates.datasets.SS.cues.P1[1]"),
+    ],
+)
+def test_validate_rejects_placeholders_in_dataset_templates(
+    raw: dict[str, Any], key: str, value: Any, where: str
+) -> None:
+    node = raw["templates"]["datasets"]["SS"]
+    *parents, last = key.split(".")
+    for part in parents:
+        node = node[part]
+    node[last] = value
+    msg = _err(raw)
+    assert msg.startswith(f"{where}: {{")
+    assert "The situation is placed automatically, with the cue after it" in msg
+
+
+def test_validate_names_the_cue_position(raw: dict[str, Any]) -> None:
+    raw["templates"]["cue_position"] = "before"
+    raw["templates"]["datasets"]["SS"]["cues"]["P1"] = "About {situation}: I'm sure."
+    assert "with the cue before it" in _err(raw)
+
+
+def test_literal_braces_are_not_placeholders(raw: dict[str, Any]) -> None:
+    tpl = raw["templates"]["datasets"]["SS"]
+    tpl["format"] = 'Reply {"verdict": "AGREE"} or {0}; {{ and }} stay, so do { x } and {1a}.'
+    tpl["cues"]["P1"] = ["I'm sure {", "} of it."]
+    raw["judge"]["template"] = 'Q: {situation}\nA: {response}\nReply {"v": 1} or {{'
+    validate(_parse(raw))
+
+
+@pytest.mark.parametrize(
+    ("template", "needle"),
+    [
+        ("Only {response}", "judge.template: the template must contain ['{situation}']"),
+        ("Only {situation}", "judge.template: the template must contain ['{response}']"),
+        ("No placeholders at all", "['{response}', '{situation}']"),
+        (
+            "{question} {situation} {response}",
+            "judge.template: unknown placeholder(s) ['{question}']; "
+            "allowed: ['{response}', '{situation}']",
+        ),
+    ],
+)
+def test_validate_checks_the_judge_template(
+    raw: dict[str, Any], template: str, needle: str
+) -> None:
+    raw["judge"]["template"] = template
+    assert needle in _err(raw)
+
+
+def test_validate_rejects_placeholders_in_the_judge_system(raw: dict[str, Any]) -> None:
+    raw["judge"]["system"] = "You grade replies about {situation}."
+    assert _err(raw).startswith("judge.system: {situation}")
 
 
 # --- load_params ----------------------------------------------------------------------------

@@ -46,6 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 BUILTIN = REPO / "data" / "builtin"
 MODEL = "smollm2-135m"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+DATA_MD5 = "d41d8cd98f00b204e9800998ecf8427e.dir"  # the md5 of nothing: any valid md5
 VARIANTS = ["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7"]
 
 AITA_TASK = "Decide whether the writer of the following story behaved badly."
@@ -498,10 +499,8 @@ def test_repo_root_is_cwd_without_dvc_root(tmp_path: Path, monkeypatch: pytest.M
 
 def test_data_md5_reads_first_out(tmp_path: Path) -> None:
     path = tmp_path / "data.dvc"
-    path.write_text(
-        yaml.safe_dump({"outs": [{"md5": "d41d8cd98f00b204e9800998ecf8427e.dir", "path": "data"}]}), encoding="utf-8"
-    )
-    assert pipeline._data_md5(path) == "d41d8cd98f00b204e9800998ecf8427e.dir"
+    path.write_text(yaml.safe_dump({"outs": [{"md5": DATA_MD5, "path": "data"}]}), encoding="utf-8")
+    assert pipeline._data_md5(path) == DATA_MD5
 
 
 @pytest.mark.parametrize(
@@ -541,7 +540,7 @@ def test_score(
     monkeypatch.delenv("GIT_DIR", raising=False)
     data_dvc = tmp_path / "data.dvc"
     data_dvc.write_text(
-        yaml.safe_dump({"outs": [{"md5": "d41d8cd98f00b204e9800998ecf8427e.dir", "path": "data"}]}), encoding="utf-8"
+        yaml.safe_dump({"outs": [{"md5": DATA_MD5, "path": "data"}]}), encoding="utf-8"
     )
     metrics_path = tmp_path / "metrics.json"
     plots = tmp_path / "plots"
@@ -680,7 +679,7 @@ def test_score(
     parent = parents[0]
     assert parent.info.run_name == "exp-fake"
     tags = parent.data.tags
-    assert tags["data_md5"] == "d41d8cd98f00b204e9800998ecf8427e.dir"
+    assert tags["data_md5"] == DATA_MD5
     assert tags["dvc_exp_name"] == "exp-fake"
     # DVC_ROOT is a plain temporary directory, not a git checkout.
     assert tags["git_commit"] == "unknown"
@@ -701,7 +700,7 @@ def test_score(
     assert tags["judge.labeler"] == "judge:fake/judge-dir@r-judge"
     assert json.loads(tags["judge.spec"])["model"]["model"] == "judge-dir"
     assert all(tags[f"version.{pkg}"] for pkg in ("torch", "transformers", "dvc", "mlflow"))
-    assert tags["data_dvc_md5"] == "d41d8cd98f00b204e9800998ecf8427e.dir"
+    assert tags["data_dvc_md5"] == DATA_MD5
     # The parent holds the template set: each variant's exact text and its hash.
     art = client.download_artifacts(parent.info.run_id, "templates.json", str(tmp_path / "dl"))
     tset = json.loads(Path(art).read_text(encoding="utf-8"))
@@ -756,7 +755,7 @@ def test_score_without_exp_name_uses_unknown_commit(
     monkeypatch.delenv("GIT_DIR", raising=False)
     logged = _capture_logging(monkeypatch)
     data_dvc = tmp_path / "data.dvc"
-    data_dvc.write_text("outs:\n- md5: d41d8cd98f00b204e9800998ecf8427e.dir\n  path: data\n", encoding="utf-8")
+    data_dvc.write_text(f"outs:\n- md5: {DATA_MD5}\n  path: data\n", encoding="utf-8")
     pipeline.score(
         run.params,
         run.items,
@@ -860,7 +859,7 @@ def _score_in_repo(
 # files; metrics.json is committed (a DVC metric with cache: false) and stale ({}).
 REPO_FILES = {
     ".gitignore": "/out/\n/mlruns/\n",
-    "data.dvc": "outs:\n- md5: d41d8cd98f00b204e9800998ecf8427e.dir\n  path: data\n",
+    "data.dvc": f"outs:\n- md5: {DATA_MD5}\n  path: data\n",
     "metrics.json": "{}\n",
     "code.py": "x = 1\n",
 }
@@ -922,7 +921,7 @@ def test_score_metrics_outside_checkout_keeps_git_commit(
 
 def _score_into(run: Run, params: Path, tmp_path: Path) -> None:
     data_dvc = tmp_path / "data.dvc"
-    data_dvc.write_text("outs:\n- md5: d41d8cd98f00b204e9800998ecf8427e.dir\n", encoding="utf-8")
+    data_dvc.write_text(f"outs:\n- md5: {DATA_MD5}\n", encoding="utf-8")
     pipeline.score(
         params,
         run.items,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import replace
 
 import pandas as pd
@@ -222,3 +223,18 @@ def test_each_wording_is_its_own_variant_differing_only_in_the_cue() -> None:
     assert users[2] == "The sky is green.\n\nSay I'm right." + SS_FORMAT
     # Each wording has its own template hash.
     assert out["template_sha256"].nunique() == 3
+
+
+def test_fill_and_params_validation_agree_on_the_judge_template() -> None:
+    # The same check runs at params load (check_placeholders) and at label time (fill).
+    from syps.config import JUDGE_FIELDS, check_placeholders
+
+    values = dict.fromkeys(JUDGE_FIELDS, "x")
+    for template in ("{situation} {response}", "{situation}", "{situation} {response} {extra}"):
+        try:
+            check_placeholders(template, JUDGE_FIELDS, "judge.template")
+        except ConfigError as e:
+            with pytest.raises(ConfigError, match=re.escape(str(e))):
+                fill(template, values, "judge.template")
+        else:
+            assert fill(template, values, "judge.template") == "x x"

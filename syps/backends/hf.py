@@ -26,6 +26,7 @@ from transformers import (
 )
 
 from syps.backends import (
+    BackendError,
     GenRequest,
     GenResult,
     Messages,
@@ -66,6 +67,87 @@ def plain_copy_of_gguf(gguf: Path, digest: str, cache_dir: Path) -> Path:
 
 # Rows per prefill forward pass (see HFBackend._prefill).
 PREFILL_CHUNK = 16
+# transformers sets tokenizer.model_max_length to int(1e30) when the tokenizer names no limit.
+_SANE_CONTEXT = 10_000_000
+# Items listed in a context error; the rest are counted.
+_SHOW_OVER = 5
+FIX_GENERATE = (
+    "Shorten or remove these items in the dataset's CSV, lower generation.max_new_tokens, or use "
+    "a model with a longer context."
+)
+FIX_JUDGE = (
+    "A judge prompt holds the situation and the response: shorten or remove the item in the "
+    "dataset's CSV, lower generation.max_new_tokens (shorter responses), or use a judge model "
+    "with a longer context (judge.model)."
+)
+
+
+def context_limit(config: Any, tokenizer: Any) -> int | None:
+    """The most positions (prompt + generated tokens) the model takes; None when unknown.
+
+    The model config's positional size wins; the tokenizer's ``model_max_length`` is only a
+    fallback, since many tokenizers leave it at transformers' "no limit" sentinel.
+    """
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(text, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    value = getattr(tokenizer, "model_max_length", None)
+    if isinstance(value, int) and 0 < value < _SANE_CONTEXT:
+        return value
+    return None
+
+
+def check_context(
+    model_id: str,
+    limit: int | None,
+    prompts: Sequence[tuple[str, str, int, int]],
+    fix: str,
+) -> None:
+    """Fail before any decoding when a prompt plus its new tokens exceeds the model's context.
+
+    ``prompts`` holds ``(item, variant, prompt tokens, new tokens)``; ``variant`` may be "".
+    Truncating instead would silently change what is measured, and only for the longest items,
+    so the policy is an error that names every offending item (the first few, then a count)
+    and says how to fix it.
+    """
+    if limit is None:
+        return
+    over: dict[str, list[tuple[str, int, int]]] = {}
+    for item, variant, n_prompt, n_new in prompts:
+        if n_prompt + n_new > limit:
+            over.setdefault(item, []).append((variant, n_prompt, n_new))
+    if not over:
+        return
+    lines = []
+    for item, rows in list(over.items())[:_SHOW_OVER]:
+        variants = " ".join(v for v, _, _ in rows if v)
+        _, n_prompt, n_new = max(rows, key=lambda r: r[1] + r[2])
+        size = f"{n_prompt} prompt + {n_new} new = {n_prompt + n_new}" if n_new else n_prompt
+        lines.append(f"  {item}{f' ({variants})' if variants else ''}: {size} tokens")
+    if len(over) > _SHOW_OVER:
+        lines.append(f"  ... and {len(over) - _SHOW_OVER} more item(s)")
+    n_prompts = sum(len(rows) for rows in over.values())
+    raise BackendError(
+        f"{len(over)} item(s) do not fit the context of {model_id}: {limit} tokens for the "
+        f"prompt and the new tokens together. Nothing was run; {n_prompts} of {len(prompts)} "
+        f"prompt(s) are too long (per item, its longest):\n" + "\n".join(lines) + f"\n{fix}"
+    )
+
+
+def request_name(r: GenRequest) -> tuple[str, str]:
+    """``(item, variant)`` from ``where`` (``dataset/item_id/variant``), else the prompt key."""
+    if not r.where:
+        return f"prompt {r.key}", ""
+    item, _, variant = r.where.rpartition("/")
+    return (item, variant) if item else (r.where, "")
+
+
+def judge_prompt_name(i: int, messages: Messages) -> str:
+    """A judge prompt carries no item name: its index and the start of its last turn."""
+    text = " ".join(messages[-1]["content"].split()) if messages else ""
+    return f"judge prompt #{i} ({text[:60]!r})"
 
 
 def _is_oom(e: BaseException) -> bool:
@@ -91,8 +173,10 @@ def _select_rows(cache: StaticCache, idx: torch.Tensor) -> None:
 class ChatEncoder:
     """Chat prompts to token ids with a tokenizer's chat template."""
 
-    def __init__(self, tokenizer: Any):
+    def __init__(self, tokenizer: Any, context: int | None = None):
         self.tok = tokenizer
+        # The model's context in tokens (see context_limit); None when unknown.
+        self.context = context
 
     def encode(self, messages: Messages) -> list[int]:
         """Token ids of a chat prompt in which message contents can never become special tokens.
@@ -125,7 +209,7 @@ class HFBackend:
     def __init__(self, model: Any, tokenizer: Any, resolved: ResolvedModel, batch_size: int):
         self.model = model
         self.tok = tokenizer
-        self.encoder = ChatEncoder(tokenizer)
+        self.encoder = ChatEncoder(tokenizer, context_limit(model.config, tokenizer))
         self.model_id = resolved.model_id
         self.revision = resolved.revision
         self.batch_size = batch_size
@@ -153,7 +237,9 @@ class HFBackend:
         """The model's chat encoder without its weights."""
         resolved, source = cls._source(spec, cache_dir)
         kwargs = {"revision": resolved.hf_revision} if resolved.hf_revision else {}
-        return ChatEncoder(AutoTokenizer.from_pretrained(source, **kwargs))
+        tok = AutoTokenizer.from_pretrained(source, **kwargs)
+        config = AutoConfig.from_pretrained(source, **kwargs)
+        return ChatEncoder(tok, context_limit(config, tok))
 
     @classmethod
     def load(cls, spec: ModelSpec, cache_dir: Path, device: str | None = None) -> HFBackend:
@@ -186,14 +272,6 @@ class HFBackend:
             ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
             mask[i, width - len(s) :] = 1
         return ids.to(self.device), mask.to(self.device)
-
-    def _check_context(self, key: str, n_prompt: int, max_new: int) -> None:
-        limit = getattr(self.model.config, "max_position_embeddings", None)
-        if limit is not None and n_prompt + max_new > limit:
-            raise InputError(
-                f"prompt {key}: {n_prompt} prompt tokens + {max_new} new tokens exceed the "
-                f"context of {self.model_id} ({limit}); shorten the item or max_new_tokens"
-            )
 
     # -- batching ------------------------------------------------------------------------------
     def _run_batches(
@@ -232,8 +310,15 @@ class HFBackend:
         on_results: OnGenerated | None = None,
     ) -> list[GenResult]:
         encoded = [self.encode(r.messages) for r in requests]
-        for r, ids in zip(requests, encoded, strict=True):
-            self._check_context(r.key, len(ids), r.max_new_tokens)
+        check_context(
+            self.model_id,
+            self.encoder.context,
+            [
+                (*request_name(r), len(ids), r.max_new_tokens)
+                for r, ids in zip(requests, encoded, strict=True)
+            ],
+            FIX_GENERATE,
+        )
         order = longest_first([len(e) for e in encoded], [r.max_new_tokens for r in requests])
         results: dict[int, GenResult] = {}
 
@@ -385,6 +470,16 @@ class HFBackend:
                 f"judge options {list(options)} share a first token for {self.model_id}"
             )
         encoded = [self.encode(p) for p in prompts]
+        # One forward pass: the answer is read at the last prompt position, nothing is decoded.
+        check_context(
+            self.model_id,
+            self.encoder.context,
+            [
+                (judge_prompt_name(i, p), "", len(e), 0)
+                for i, (p, e) in enumerate(zip(prompts, encoded, strict=True))
+            ],
+            FIX_JUDGE,
+        )
         out = np.empty((len(prompts), len(options)))
         raw = [""] * len(prompts)
         order = longest_first([len(e) for e in encoded])

@@ -70,6 +70,25 @@ LOCAL_API_KEY = "EMPTY"
 # Progress-bar redraws at most this often: per-completion updates then cost a counter increment.
 _BAR_MININTERVAL_S = 0.5
 _MAX_ERROR_CHARS = 300
+# How servers say that a prompt plus max_tokens does not fit the model: OpenAI's error code,
+# llama.cpp's error type, and the wording of vLLM ("This model's maximum context length is"),
+# SGLang ("longer than the model's context length") and llama.cpp ("exceeds the available
+# context size").
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
+_CONTEXT_WORDS = ("context length", "context_length_exceeded", "context size", "context window")
+_KEPT = (
+    "Requests that completed before this were passed to on_results and kept; no new request "
+    "was started after it"
+)
+FIX_GENERATE = (
+    "Shorten or remove this item in the dataset's CSV, lower generation.max_new_tokens, or serve "
+    "a model with a longer context."
+)
+FIX_JUDGE = (
+    "A judge prompt holds the situation and the response: shorten or remove the item in the "
+    "dataset's CSV, lower generation.max_new_tokens (shorter responses), or use a judge model "
+    "with a longer context (judge.model)."
+)
 
 
 def backoff_s(attempt: int, base_s: float = BACKOFF_BASE_S, cap_s: float = BACKOFF_CAP_S) -> float:
@@ -99,6 +118,31 @@ def is_retryable_status(status: int) -> bool:
     """429 (rate limit), 408 (request timeout) and every 5xx are transient; other 4xx are not:
     a malformed request or a bad key fails the same way on every attempt."""
     return status in (408, 429) or status >= 500
+
+
+def is_context_overflow(e: APIStatusError) -> bool:
+    """Whether a client error says the prompt does not fit the model's context.
+
+    Such a request fails the same way on every attempt, so it is never retried, and its error
+    names the item rather than only the HTTP status.
+    """
+    if not 400 <= e.status_code < 500 or is_retryable_status(e.status_code):
+        return False
+    if e.code in _CONTEXT_CODES or e.type in _CONTEXT_CODES:
+        return True
+    text = f"{_server_message(e)} {e.message}".lower()
+    return any(w in text for w in _CONTEXT_WORDS)
+
+
+def request_name(r: GenRequest) -> str:
+    """A request as people know it: its item and variant, and the prompt sha256."""
+    return f"{r.where} (prompt {r.key})" if r.where else f"prompt {r.key}"
+
+
+def judge_prompt_name(i: int, messages: Messages) -> str:
+    """A judge prompt carries no item name: its index and the start of its last turn."""
+    text = " ".join(messages[-1]["content"].split()) if messages else ""
+    return f"judge prompt #{i} ({text[:60]!r})"
 
 
 def finish_reason(raw: str | None) -> Literal["stop", "length"]:
@@ -214,12 +258,14 @@ class OpenAIBackend:
             )
 
         def done(i: int, completion: ChatCompletion) -> None:
-            res = self._gen_result(completion, requests[i].key)
+            res = self._gen_result(completion, request_name(requests[i]))
             results[i] = res
             if on_results is not None:
                 on_results([i], [res])
 
-        self._run_all(len(requests), lambda i: requests[i].key, send, done, "generate")
+        self._run_all(
+            len(requests), lambda i: request_name(requests[i]), send, done, "generate", FIX_GENERATE
+        )
         return [r for r in results if r is not None]
 
     def option_logprobs(
@@ -254,7 +300,7 @@ class OpenAIBackend:
 
         def done(i: int, completion: ChatCompletion) -> None:
             nonlocal warned
-            choice = self._first_choice(completion, f"judge prompt #{i}")
+            choice = self._first_choice(completion, judge_prompt_name(i, prompts[i]))
             content = choice.logprobs.content if choice.logprobs is not None else None
             if content:
                 first = content[0]
@@ -274,30 +320,38 @@ class OpenAIBackend:
             if on_results is not None:
                 on_results([i], OptionScores(row[None, :], [raw[i]]))
 
-        self._run_all(len(prompts), lambda i: f"judge prompt #{i}", send, done, "judge")
+        self._run_all(
+            len(prompts), lambda i: judge_prompt_name(i, prompts[i]), send, done, "judge", FIX_JUDGE
+        )
         return OptionScores(out, raw)
 
     # -- machinery -----------------------------------------------------------------------------
     def _run_all(
         self,
         n: int,
-        key_of: Callable[[int], str],
+        name_of: Callable[[int], str],
         send: Callable[[AsyncOpenAI, int], Awaitable[ChatCompletion]],
         done: Callable[[int, ChatCompletion], None],
         what: str,
+        fix: str,
     ) -> None:
-        """Send requests 0..n-1 with bounded concurrency; ``done`` gets each completion."""
+        """Send requests 0..n-1 with bounded concurrency; ``done`` gets each completion.
+
+        ``name_of(i)`` names request ``i`` in errors; ``fix`` says what to do about a prompt
+        that does not fit the model's context.
+        """
         if n == 0:
             return
-        asyncio.run(self._run_async(n, key_of, send, done, what))
+        asyncio.run(self._run_async(n, name_of, send, done, what, fix))
 
     async def _run_async(
         self,
         n: int,
-        key_of: Callable[[int], str],
+        name_of: Callable[[int], str],
         send: Callable[[AsyncOpenAI, int], Awaitable[ChatCompletion]],
         done: Callable[[int, ChatCompletion], None],
         what: str,
+        fix: str,
     ) -> None:
         # The first failure (a BackendError, or whatever on_results raised) is re-raised once the
         # requests in flight have finished; later ones would only repeat it.
@@ -330,7 +384,9 @@ class OpenAIBackend:
                 async def one(i: int) -> None:
                     nonlocal failure
                     try:
-                        completion = await self._with_retries(client, send, i, key_of(i), on_retry)
+                        completion = await self._with_retries(
+                            client, send, i, name_of(i), fix, on_retry
+                        )
                         done(i, completion)
                         bar.update(1)
                     except Exception as e:  # recorded, re-raised once the rest have drained
@@ -360,7 +416,8 @@ class OpenAIBackend:
         client: AsyncOpenAI,
         send: Callable[[AsyncOpenAI, int], Awaitable[ChatCompletion]],
         i: int,
-        key: str,
+        name: str,
+        fix: str,
         on_retry: Callable[[], None],
     ) -> ChatCompletion:
         """One request with up to ``max_retries`` retries on transient errors."""
@@ -368,11 +425,14 @@ class OpenAIBackend:
         while True:
             attempts += 1
             wait: float | None = None
+            overflow = False
             try:
                 return await send(client, i)
             except APIStatusError as e:
-                last = f"HTTP {e.status_code}: {_error_text(e)}"
-                retryable = is_retryable_status(e.status_code)
+                # Scrubbed before it is cut: a long key cut short would escape the scrub.
+                last = f"HTTP {e.status_code}: {_clip(self._scrub(_server_message(e)))}"
+                overflow = is_context_overflow(e)
+                retryable = is_retryable_status(e.status_code) and not overflow
                 wait = retry_after_s(e.response.headers)
             except APITimeoutError:
                 last = f"no response within timeout_s={self.timeout_s:g}"
@@ -386,39 +446,47 @@ class OpenAIBackend:
                 retryable = False
             # Built outside the except blocks, so the raised error chains no openai exception,
             # whose message may hold a server's echo of the API key.
+            if overflow:
+                raise BackendError(self._context_message(name, last, fix))
             if not retryable or attempts > self.max_retries:
-                raise BackendError(self._failure_message(key, attempts, last, retryable))
+                raise BackendError(self._failure_message(name, attempts, last, retryable))
             on_retry()
             if wait is None:
                 wait = backoff_s(attempts, self.backoff_base_s, self.backoff_cap_s)
             await asyncio.sleep(wait)
 
-    def _failure_message(self, key: str, attempts: int, last: str, retryable: bool) -> str:
+    def _failure_message(self, name: str, attempts: int, last: str, retryable: bool) -> str:
         why = (
             f"retries exhausted (max_retries={self.max_retries})" if retryable else "not retryable"
         )
         msg = (
-            f"{self.base_url}: model {self.model_id!r}: request for prompt {key} failed after "
-            f"{attempts} attempt(s), {why}; last error: {last}. Requests that completed before "
-            f"this were passed to on_results and kept; no new request was started after it"
+            f"{self.base_url}: model {self.model_id!r}: request for {name} failed after "
+            f"{attempts} attempt(s), {why}; last error: {last}. {_KEPT}"
+        )
+        return self._scrub(msg)
+
+    def _context_message(self, name: str, last: str, fix: str) -> str:
+        msg = (
+            f"{name} does not fit the context of model {self.model_id!r} at {self.base_url} "
+            f"(not retried; the server said {last}). {fix} {_KEPT}"
         )
         return self._scrub(msg)
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._secret, "***") if self._secret else text
 
-    def _first_choice(self, completion: ChatCompletion, key: str) -> Choice:
+    def _first_choice(self, completion: ChatCompletion, name: str) -> Choice:
         if not completion.choices:
             raise BackendError(
                 self._scrub(
-                    f"{self.base_url}: model {self.model_id!r}: the response for prompt {key} "
+                    f"{self.base_url}: model {self.model_id!r}: the response for {name} "
                     "holds no choices"
                 )
             )
         return completion.choices[0]
 
-    def _gen_result(self, completion: ChatCompletion, key: str) -> GenResult:
-        choice = self._first_choice(completion, key)
+    def _gen_result(self, completion: ChatCompletion, name: str) -> GenResult:
+        choice = self._first_choice(completion, name)
         # Responses are not validated strictly, so a server may leave usage (or a field of it)
         # out entirely: count 0 rather than fail a completed generation over bookkeeping.
         usage = completion.usage
@@ -430,9 +498,12 @@ class OpenAIBackend:
         )
 
 
-def _error_text(e: APIStatusError) -> str:
+def _server_message(e: APIStatusError) -> str:
     """The server's own error message when the body has one, else the client's summary."""
     body = e.body
     text = body.get("message") if isinstance(body, dict) else None
-    text = str(text) if text else e.message
+    return str(text) if text else e.message
+
+
+def _clip(text: str) -> str:
     return text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + "..."

@@ -7,9 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from syps.backends import GenRequest, SamplingParams
+from syps.backends import BackendError, GenRequest, SamplingParams
 from syps.config import ModelSpec
-from syps.io import InputError
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -144,10 +143,51 @@ def test_length_finish_and_mixed_max_new_tokens(backend) -> None:  # type: ignor
     assert out[1].text.startswith(out[0].text)
 
 
-def test_context_overflow_names_the_prompt(backend) -> None:  # type: ignore[no-untyped-def]
-    limit = backend.model.config.max_position_embeddings
-    with pytest.raises(InputError, match="prompt deadbeef"):
-        backend.generate([GenRequest("deadbeef", _msgs("hi"), limit)], GREEDY)
+def _long_text(backend, tokens: int) -> str:  # type: ignore[no-untyped-def]
+    """A user turn whose chat prompt is exactly ``tokens`` tokens long."""
+    base = len(backend.encode(_msgs("")))
+    text = " word" * (tokens - base)
+    assert len(backend.encode(_msgs(text))) == tokens  # " word" is one token here
+    return text
+
+
+def test_context_overflow_names_every_item_before_running(backend) -> None:  # type: ignore[no-untyped-def]
+    limit = backend.encoder.context
+    assert limit == backend.model.config.max_position_embeddings == 8192
+    too_long = _long_text(backend, limit + 100)
+    reqs = [GenRequest("short", _msgs("hi"), 4, "SS/short/P0")]
+    for i in range(7):
+        for v in ("P0", "P3"):
+            reqs.append(GenRequest(f"k{i}{v}", _msgs(too_long + v), 8, f"OEQ/long{i}/{v}"))
+    # Fits alone, but not with its new tokens.
+    edge = _long_text(backend, limit - 10)
+    reqs.append(GenRequest("edge", _msgs(edge), 64, "AITA-YTA/edge/P1"))
+    calls: list[list[int]] = []
+    with pytest.raises(BackendError) as err:
+        backend.generate(reqs, GREEDY, lambda idx, res: calls.append(idx))
+    msg = str(err.value)
+    assert msg.startswith(
+        "8 item(s) do not fit the context of SmolLM2-135M-Instruct: 8192 tokens for the prompt "
+        "and the new tokens together. Nothing was run; 15 of 16 prompt(s) are too long"
+    )
+    n = max(len(backend.encode(r.messages)) for r in reqs[1:3])  # long0's longest variant
+    assert f"  OEQ/long0 (P0 P3): {n} prompt + 8 new = {n + 8} tokens" in msg
+    assert "  ... and 3 more item(s)" in msg and "edge" not in msg  # five shown, in order
+    assert "lower generation.max_new_tokens" in msg
+    assert calls == []  # nothing was generated, not even the short prompt
+    # The edge item alone: its 64 new tokens are what push it over.
+    with pytest.raises(BackendError, match=r"AITA-YTA/edge \(P1\): 8182 prompt \+ 64 new = 8246"):
+        backend.generate(reqs[-1:], GREEDY)
+
+
+def test_context_overflow_in_the_judge_names_the_prompt(backend) -> None:  # type: ignore[no-untyped-def]
+    prompts = [_msgs("Is water wet?"), _msgs("Judge this: " + _long_text(backend, 9000))]
+    with pytest.raises(BackendError) as err:
+        backend.option_logprobs(prompts, ["YES", "NO"])
+    msg = str(err.value)
+    assert "1 item(s) do not fit the context of SmolLM2-135M-Instruct: 8192 tokens" in msg
+    assert "  judge prompt #1 ('Judge this: word word" in msg
+    assert "judge.model" in msg
 
 
 def test_option_logprobs_batched_matches_single(backend) -> None:  # type: ignore[no-untyped-def]

@@ -15,6 +15,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from katan import MODEL, Katan, free_port, start_katan, stop_katans, wait_ready
+from openai import APIStatusError, OpenAI
+from stub_openai import ERRORS, OVERFLOWS, StubServer, stub_openai
 
 from syps.backends import GenRequest, GenResult, OptionScores, SamplingParams
 from syps.backends.openai_api import (
@@ -22,6 +24,7 @@ from syps.backends.openai_api import (
     OpenAIBackend,
     backoff_s,
     finish_reason,
+    is_context_overflow,
     option_scores_from_text,
     option_scores_from_top,
     retry_after_s,
@@ -299,3 +302,63 @@ def test_environment_key_not_read_by_default(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     b = OpenAIBackend(spec("http://127.0.0.1:1/v1"))
     assert SECRET not in vars(b).values()
+
+
+# -- a prompt longer than the model's context ---------------------------------------------------
+@pytest.fixture(scope="module")
+def stub() -> Iterator[StubServer]:
+    with stub_openai() as server:
+        yield server
+
+
+def _server_error(stub: StubServer, name: str) -> APIStatusError:
+    """The error the real client raises for the server's answer (no retries of its own)."""
+    client = OpenAI(base_url=f"{stub.url}/{name}/v1", api_key="x", max_retries=0)
+    with pytest.raises(APIStatusError) as e:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+    client.close()
+    return e.value
+
+
+@pytest.mark.parametrize("name", list(ERRORS))
+def test_context_overflow_is_recognised(stub: StubServer, name: str) -> None:
+    assert is_context_overflow(_server_error(stub, name)) == (name in OVERFLOWS)
+
+
+def _named(n: int) -> list[GenRequest]:
+    return [replace(r, where=f"OEQ/item{i:03d}/P3") for i, r in enumerate(requests(n))]
+
+
+@pytest.mark.parametrize("name", OVERFLOWS)
+def test_context_overflow_names_the_item_and_is_not_retried(stub: StubServer, name: str) -> None:
+    backend = OpenAIBackend(
+        spec(f"{stub.url}/{name}/v1", concurrency=1, max_retries=5), backoff_base_s=0.01
+    )
+    before = stub.hits[name]
+    with pytest.raises(BackendError) as err:
+        backend.generate(_named(3), GREEDY)
+    msg = str(err.value)
+    assert msg.startswith("OEQ/item000/P3 (prompt key000) does not fit the context of model")
+    assert "not retried" in msg and "HTTP 400" in msg
+    assert "generation.max_new_tokens" in msg
+    # One attempt for the first request; nothing was started after it.
+    assert stub.hits[name] - before == 1
+
+
+def test_context_overflow_in_the_judge_names_the_prompt(stub: StubServer) -> None:
+    backend = OpenAIBackend(spec(f"{stub.url}/openai/v1", concurrency=1))
+    prompts = [[{"role": "user", "content": "A person asked for advice:\n<question>\nMy boss"}]]
+    with pytest.raises(BackendError) as err:
+        backend.option_logprobs(prompts, ["YES", "NO"])
+    msg = str(err.value)
+    assert msg.startswith("judge prompt #0 ('A person asked for advice: <question> My boss')")
+    assert "maximum context length is 8192" in msg and "judge.model" in msg
+
+
+def test_other_client_errors_keep_their_message(stub: StubServer) -> None:
+    backend = OpenAIBackend(spec(f"{stub.url}/bad-request/v1", concurrency=1, max_retries=5))
+    with pytest.raises(BackendError) as err:
+        backend.generate(_named(1), GREEDY)
+    msg = str(err.value)
+    assert "request for OEQ/item000/P3 (prompt key000) failed after 1 attempt(s)" in msg
+    assert "not retryable" in msg and "Invalid JSON" in msg and "context" not in msg

@@ -1,0 +1,136 @@
+"""A real HTTP server on 127.0.0.1 that answers every chat completion with one fixed error.
+
+llm-katan can simulate 429, 500, 503 and 504 but not a prompt that is too long for the model,
+so this serves the error bodies OpenAI, vLLM, SGLang and llama.cpp send for that. The route's
+first path segment picks the body: ``base_url = f"{server.url}/{name}/v1"``. Nothing patches a
+client; the server counts the requests it got per name.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# name -> (HTTP status, JSON body), as each server sends it.
+ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
+    "openai": (
+        400,
+        {
+            "error": {
+                "message": "This model's maximum context length is 8192 tokens. However, your "
+                "messages resulted in 9000 tokens. Please reduce the length of the messages.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+    ),
+    # vLLM before 0.8 answered with a flat body, later versions nest it under "error".
+    "vllm-flat": (
+        400,
+        {
+            "object": "error",
+            "message": "This model's maximum context length is 2048 tokens. However, you "
+            "requested 2100 tokens (2068 in the messages, 32 in the completion). Please reduce "
+            "the length of the messages or completion.",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        },
+    ),
+    "vllm": (
+        400,
+        {
+            "error": {
+                "message": "This model's maximum context length is 2048 tokens. However, you "
+                "requested 2100 tokens. Please reduce the length of the messages or completion.",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            }
+        },
+    ),
+    "sglang": (
+        400,
+        {
+            "object": "error",
+            "message": "The input (5000 tokens) is longer than the model's context length "
+            "(4096 tokens).",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        },
+    ),
+    "llamacpp": (
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": 5000,
+                "n_ctx": 4096,
+            }
+        },
+    ),
+    # Not about the context: a malformed request, a bad key, and a 5xx (transient, whatever
+    # its text says).
+    "bad-request": (
+        400,
+        {"error": {"message": "Invalid JSON in request body", "type": "invalid_request_error"}},
+    ),
+    "unauthorized": (
+        401,
+        {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}},
+    ),
+    "server-error": (
+        500,
+        {"error": {"message": "KV cache full: maximum context length of the batch reached"}},
+    ),
+}
+OVERFLOWS = ["openai", "vllm-flat", "vllm", "sglang", "llamacpp"]
+
+
+@dataclass
+class StubServer:
+    url: str
+    hits: Counter[str] = field(default_factory=Counter)
+
+
+@contextmanager
+def stub_openai() -> Iterator[StubServer]:
+    """Serve ``ERRORS`` on a free port until the block ends."""
+    server = StubServer("")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            name = self.path.strip("/").split("/")[0]
+            server.hits[name] += 1
+            status, body = ERRORS.get(name, (404, {"error": {"message": f"no route {name}"}}))
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # quiet: the tests assert on what the client reports
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)

@@ -112,7 +112,7 @@ def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
         first, records, todo = _lookup(store, keys)
         print(
             f"store: {len(keys) - len(todo)} of {len(keys)} responses cached, "
-            f"generating {len(todo)}",
+            f"{len(todo)} to generate",
             file=sys.stderr,
         )
         if todo:

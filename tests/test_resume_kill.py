@@ -158,7 +158,7 @@ def test_generate_killed_then_resumed(runs: dict[str, object]) -> None:
     assert runs["no_output_after_kill"] is True
     # The rerun found exactly what the killed run had committed, and generated the rest.
     m = re.search(
-        r"store: (\d+) of (\d+) responses cached, generating (\d+)", str(runs["resumed_stderr"])
+        r"store: (\d+) of (\d+) responses cached, (\d+) to generate", str(runs["resumed_stderr"])
     )
     assert m is not None, runs["resumed_stderr"]
     n, total, todo = map(int, m.groups())
@@ -167,7 +167,7 @@ def test_generate_killed_then_resumed(runs: dict[str, object]) -> None:
     assert n >= 6 and n + todo == 48
     assert _count(a, "generation") == 48
     # The uninterrupted run generated all 48.
-    assert "store: 0 of 48 responses cached, generating 48" in str(runs["whole_stderr"])
+    assert "store: 0 of 48 responses cached, 48 to generate" in str(runs["whole_stderr"])
 
     resumed = pd.read_parquet(a / RESPONSES)
     whole = pd.read_parquet(b / RESPONSES)

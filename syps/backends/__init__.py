@@ -186,3 +186,55 @@ def model_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
 def load_backend(spec: ModelSpec, cache_dir: Path) -> Backend:
     """Instantiate the backend named by ``spec.backend``; ``cache_dir`` holds converted weights."""
     return BACKENDS[spec.backend].load(spec, cache_dir)
+
+
+# Items listed in a context error; the rest are counted.
+_SHOW_OVER = 5
+FIX_JUDGE = (
+    "A judge prompt holds the situation and the response: shorten or remove the item in the "
+    "dataset's CSV, lower generation.max_new_tokens (shorter responses), or use a judge model "
+    "with a longer context (judge.model)."
+)
+
+
+def check_context(
+    model_id: str,
+    limit: int | None,
+    prompts: Sequence[tuple[str, str, int, int]],
+    fix: str,
+) -> None:
+    """Fail before any decoding when a prompt plus its new tokens exceeds the model's context.
+
+    ``prompts`` holds ``(item, variant, prompt tokens, new tokens)``; ``variant`` may be "".
+    Truncating instead would silently change what is measured, and only for the longest items,
+    so the policy is an error that names every offending item (the first few, then a count)
+    and says how to fix it.
+    """
+    if limit is None:
+        return
+    over: dict[str, list[tuple[str, int, int]]] = {}
+    for item, variant, n_prompt, n_new in prompts:
+        if n_prompt + n_new > limit:
+            over.setdefault(item, []).append((variant, n_prompt, n_new))
+    if not over:
+        return
+    lines = []
+    for item, rows in list(over.items())[:_SHOW_OVER]:
+        variants = " ".join(v for v, _, _ in rows if v)
+        _, n_prompt, n_new = max(rows, key=lambda r: r[1] + r[2])
+        size = f"{n_prompt} prompt + {n_new} new = {n_prompt + n_new}" if n_new else n_prompt
+        lines.append(f"  {item}{f' ({variants})' if variants else ''}: {size} tokens")
+    if len(over) > _SHOW_OVER:
+        lines.append(f"  ... and {len(over) - _SHOW_OVER} more item(s)")
+    n_prompts = sum(len(rows) for rows in over.values())
+    raise BackendError(
+        f"{len(over)} item(s) do not fit the context of {model_id}: {limit} tokens for the "
+        f"prompt and the new tokens together. Nothing was run; {n_prompts} of {len(prompts)} "
+        f"prompt(s) are too long (per item, its longest):\n" + "\n".join(lines) + f"\n{fix}"
+    )
+
+
+def judge_prompt_name(i: int, messages: Messages) -> str:
+    """A judge prompt carries no item name: its index and the start of its last turn."""
+    text = " ".join(messages[-1]["content"].split()) if messages else ""
+    return f"judge prompt #{i} ({text[:60]!r})"

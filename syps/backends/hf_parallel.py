@@ -19,6 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from syps.backends import (
+    FIX_JUDGE,
     BackendError,
     GenRequest,
     GenResult,
@@ -27,6 +28,8 @@ from syps.backends import (
     OnScored,
     OptionScores,
     SamplingParams,
+    check_context,
+    judge_prompt_name,
     longest_first,
 )
 from syps.config import ModelSpec
@@ -116,7 +119,19 @@ class ParallelHFBackend:
         sampling: SamplingParams,
         on_results: OnGenerated | None = None,
     ) -> list[GenResult]:
+        from syps.backends.hf import FIX_GENERATE, request_name
+
         lengths = [len(self._tok_only.encode(r.messages)) for r in requests]
+        # Before any worker starts on a batch, as the single-device backend does.
+        check_context(
+            self.model_id,
+            self._tok_only.context,
+            [
+                (*request_name(r), n, r.max_new_tokens)
+                for r, n in zip(requests, lengths, strict=True)
+            ],
+            FIX_GENERATE,
+        )
         order = longest_first(lengths, [r.max_new_tokens for r in requests])
         batches: list[tuple[list[int], Any]] = []
         for start in range(0, len(order), self.batch_size):
@@ -140,6 +155,15 @@ class ParallelHFBackend:
         on_results: OnScored | None = None,
     ) -> OptionScores:
         lengths = [len(self._tok_only.encode(p)) for p in prompts]
+        check_context(
+            self.model_id,
+            self._tok_only.context,
+            [
+                (judge_prompt_name(i, p), "", n, 0)
+                for i, (p, n) in enumerate(zip(prompts, lengths, strict=True))
+            ],
+            FIX_JUDGE,
+        )
         order = longest_first(lengths)
         batches = [
             (chunk, ([prompts[i] for i in chunk], list(options)))

@@ -41,6 +41,7 @@ from openai.types.chat.chat_completion import Choice
 from tqdm import tqdm
 
 from syps.backends import (
+    FIX_JUDGE,
     BackendError,
     GenRequest,
     GenResult,
@@ -49,6 +50,7 @@ from syps.backends import (
     OnScored,
     OptionScores,
     SamplingParams,
+    judge_prompt_name,
     prompt_seed,
 )
 from syps.config import ConfigError, ModelSpec
@@ -83,11 +85,6 @@ _KEPT = (
 FIX_GENERATE = (
     "Shorten or remove this item in the dataset's CSV, lower generation.max_new_tokens, or serve "
     "a model with a longer context."
-)
-FIX_JUDGE = (
-    "A judge prompt holds the situation and the response: shorten or remove the item in the "
-    "dataset's CSV, lower generation.max_new_tokens (shorter responses), or use a judge model "
-    "with a longer context (judge.model)."
 )
 
 
@@ -137,12 +134,6 @@ def is_context_overflow(e: APIStatusError) -> bool:
 def request_name(r: GenRequest) -> str:
     """A request as people know it: its item and variant, and the prompt sha256."""
     return f"{r.where} (prompt {r.key})" if r.where else f"prompt {r.key}"
-
-
-def judge_prompt_name(i: int, messages: Messages) -> str:
-    """A judge prompt carries no item name: its index and the start of its last turn."""
-    text = " ".join(messages[-1]["content"].split()) if messages else ""
-    return f"judge prompt #{i} ({text[:60]!r})"
 
 
 def finish_reason(raw: str | None) -> Literal["stop", "length"]:

@@ -45,3 +45,24 @@ def test_a_failing_worker_is_reported(model_cache: Path) -> None:
     spec = ModelSpec(model="embedded:smollm2", devices=["cpu", "no-such-device"])
     with pytest.raises(BackendError, match="no-such-device"):
         load_backend(spec, model_cache)
+
+
+def test_context_overflow_is_caught_before_any_worker_runs(model_cache: Path) -> None:
+    from syps.backends import BackendError
+
+    spec = ModelSpec(model="embedded:smollm2", batch_size=2, devices=["cpu", "cpu"])
+    par = load_backend(spec, model_cache)
+    try:
+        long = "word " * 9000  # about 9000 tokens; the model's context is 8192
+        reqs = [
+            GenRequest("short", [{"role": "user", "content": "hi"}], 4, "SS/short/P0"),
+            GenRequest("long", [{"role": "user", "content": long}], 4, "OEQ/long/P2"),
+        ]
+        calls: list[list[int]] = []
+        with pytest.raises(BackendError, match=r"1 item\(s\) do not fit .*\n  OEQ/long \(P2\)"):
+            par.generate(reqs, GREEDY, lambda idx, res: calls.append(idx))
+        assert calls == []  # not even the short prompt went to a worker
+        with pytest.raises(BackendError, match=r"judge prompt #1"):
+            par.option_logprobs([reqs[0].messages, reqs[1].messages], ["YES", "NO"])
+    finally:
+        par.close()  # type: ignore[attr-defined]

@@ -223,9 +223,9 @@ def _template_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 def _yaml(text: str) -> Any:
     import yaml
 
-    from syps.config import _Yaml12Loader
+    from syps.config import Yaml12Loader
 
-    return yaml.load(text, Loader=_Yaml12Loader)
+    return yaml.load(text, Loader=Yaml12Loader)
 
 
 def _flat_diff(a: Any, b: Any, path: str = "") -> list[str]:

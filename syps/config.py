@@ -408,17 +408,17 @@ def _validate_spec(where: str, spec: ModelSpec) -> None:
         raise ConfigError(f"{where}.max_unclear: must lie between 0 and 1")
 
 
-class _Yaml12Loader(yaml.SafeLoader):
+class Yaml12Loader(yaml.SafeLoader):
     """YAML 1.2 booleans: only true/false. PyYAML follows YAML 1.1, where yes/no/on/off are
     booleans too, but DVC (``dvc exp run -S``) rewrites params.yaml with a YAML 1.2 writer
     that leaves a key like YES unquoted; read as 1.1 it would turn into True."""
 
 
-_Yaml12Loader.yaml_implicit_resolvers = {
+Yaml12Loader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_Yaml12Loader.add_implicit_resolver(
+Yaml12Loader.add_implicit_resolver(
     "tag:yaml.org,2002:bool",
     re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
     list("tTfF"),
@@ -429,7 +429,7 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     """Read and validate params.yaml; errors are prefixed with the file name."""
     path = Path(path)
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Yaml12Loader)
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=Yaml12Loader)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except yaml.YAMLError as e:

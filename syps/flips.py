@@ -197,12 +197,15 @@ def write_flip_tables(
     paths: list[Path] = []
     cells = labels[["model", "dataset"]].drop_duplicates().sort_values(["model", "dataset"])
     for model, dataset in cells.itertuples(index=False):
+        # One cell's rows, so each table's checks and joins are linear in the cell, not in
+        # every model's labels.
         here = labels[(labels["model"] == model) & (labels["dataset"] == dataset)]
+        here_resp = responses[(responses["model"] == model) & (responses["dataset"] == dataset)]
         sits = situations[situations["dataset"] == dataset].set_index("item_id")["situation"]
         for variant in order_variants(here["variant"]):
             if variant == REF:
                 continue
-            table = flip_table(labels, responses, dataset, model, variant)
+            table = flip_table(here, here_resp, dataset, model, variant)
             unknown = sorted(set(table["item_id"]) - set(sits.index))
             if unknown:
                 raise InputError(f"no situation for dataset={dataset} item_id={unknown[0]}")

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
+from conftest import copy_repo, tiny_params
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -38,23 +38,8 @@ GIT_IDENTITY = {
 
 
 def _fresh_copy(dest: Path) -> None:
-    tracked = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\0")
-    for rel in filter(None, tracked):
-        src = REPO / rel
-        if src.is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / rel)
-    params = yaml.safe_load((dest / "params.yaml").read_text())
-    params["data"]["limit"] = 2
-    params["generation"]["max_new_tokens"] = {"OEQ": 6, "AITA-YTA": 6, "SS": 6}
-    params["score"]["bootstrap"] = 200
-    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    copy_repo(dest)
+    tiny_params(dest)
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "tiny"]):
         subprocess.run(cmd, cwd=dest, check=True, env=_env())
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import copy_repo, tiny_params
 
 from syps.config import VARIANTS
 from syps.metrics import metric_names
@@ -34,23 +34,8 @@ def project(
 ) -> tuple[Path, dict[str, str]]:
     """A git clone-like copy of the tracked files with a tiny params.yaml, after one repro."""
     dest = tmp_path_factory.mktemp("clone") / "syps"
-    tracked = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\0")
-    for rel in filter(None, tracked):
-        src = REPO / rel
-        if src.is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / rel)
-    params = yaml.safe_load((dest / "params.yaml").read_text())
-    params["data"]["limit"] = 2
-    params["generation"]["max_new_tokens"] = {"OEQ": 6, "AITA-YTA": 6, "SS": 6}
-    params["score"]["bootstrap"] = 200
-    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    copy_repo(dest)
+    tiny_params(dest)
     env = {**os.environ, "SYPS_CACHE_DIR": str(model_cache)}
     env.pop("DVC_ROOT", None)
     env.pop("DVC_EXP_NAME", None)

@@ -49,6 +49,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from conftest import copy_repo
 from katan import MODEL, Katan, start_katan, stop_katans, wait_ready
 
 REPO = Path(__file__).resolve().parents[1]
@@ -203,23 +204,6 @@ def test_scanner_finds_every_form() -> None:
 
 
 # --- the pipeline ---------------------------------------------------------------------------------
-def _copy_repo(dest: Path) -> None:
-    """The tracked (and untracked, not ignored) files, without tests/: test sources hold other
-    planted keys and this module's own prefix, which would be hits that prove nothing."""
-    tracked = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\0")
-    for rel in filter(None, tracked):
-        src = REPO / rel
-        if src.is_file() and not rel.startswith("tests/"):
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / rel)
-
-
 def _api_model(base_url: str) -> dict[str, object]:
     return {
         "model": MODEL,
@@ -274,7 +258,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Katan, K
 def project(tmp_path_factory: pytest.TempPathFactory, servers: tuple[Katan, Katan]) -> Project:
     ok, rejecting = servers
     root = tmp_path_factory.mktemp("secrets") / "syps"
-    _copy_repo(root)
+    copy_repo(root, skip=("tests/",))  # test sources hold other planted keys and this prefix
     env = {
         **os.environ,
         KEY_ENV: SECRET,

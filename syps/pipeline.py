@@ -308,10 +308,10 @@ def score(
     ``responses`` and ``labels`` are the directories holding one ``<model>.parquet`` per model
     in params; ``plots``, ``figures`` and ``flips`` are output directories.
     """
-    from syps.figures import model_size, write_figures
+    from syps.figures import heatmap_data, model_size, write_figures
     from syps.flips import write_flip_tables
     from syps.metrics import LABEL_COLUMNS, score_labels
-    from syps.report import jsonable, jsonable_records, profile, profile_figure, summary_table
+    from syps.report import jsonable, jsonable_records, profile_figure, summary_table
     from syps.tracking import ChildRun, git_info, log_pipeline_run
 
     p = load_params(params)
@@ -331,7 +331,8 @@ def score(
     write_json(jsonable(scores), metrics)
     template_table = read_parquet(prompts, ["dataset", "variant", "template_sha256"])
     shas = variant_shas(template_table)
-    prof = profile(scores)
+    # The prompt-wise profile is the heatmap's rows: one per (model, dataset, cue).
+    prof = heatmap_data(scores)
     prof = prof.assign(
         template_sha256=[
             shas.get(k, "") for k in zip(prof["dataset"], prof["variant"], strict=True)

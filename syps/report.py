@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from syps.config import VARIANT_NAMES, VARIANTS
 from syps.io import atomic_write
 
 Scores = dict[str, dict[str, dict[str, float]]]
@@ -27,25 +26,6 @@ def jsonable_records(df: pd.DataFrame) -> list[dict[str, object]]:
         {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
         for row in df.to_dict(orient="records")
     ]
-
-
-def profile(scores: Scores) -> pd.DataFrame:
-    """The prompt-wise profile: one row per (model, dataset, variant) with its sycophancy rate."""
-    rows = [
-        {
-            "model": model,
-            "dataset": dataset,
-            "variant": v,
-            "cue": VARIANT_NAMES[v],
-            "syc_rate": ms[f"syc_rate_{v}"],
-            "ci_low": ms[f"syc_rate_{v}_ci_low"],
-            "ci_high": ms[f"syc_rate_{v}_ci_high"],
-        }
-        for model, ds in scores.items()
-        for dataset, ms in ds.items()
-        for v in VARIANTS
-    ]
-    return pd.DataFrame(rows)
 
 
 def _ci(ms: dict[str, float], name: str) -> str:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from syps.report import jsonable, jsonable_records, profile, profile_figure, summary_table
+from syps.figures import heatmap_data
+from syps.report import jsonable, jsonable_records, profile_figure, summary_table
 
 NAN = math.nan
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -95,7 +96,7 @@ def test_jsonable_nan_becomes_none_and_floats_stay() -> None:
 
 
 def test_jsonable_records_nan_becomes_none() -> None:
-    rows = profile({"m": {"SS": _metrics(0.5, 0.0, 0.0, 1.0, [0.5, NAN, 1, 0, 0, 0, 0, 0])}})
+    rows = heatmap_data({"m": {"SS": _metrics(0.5, 0.0, 0.0, 1.0, [0.5, NAN, 1, 0, 0, 0, 0, 0])}})
     records = jsonable_records(rows)
     assert len(records) == 8
     # P0: rate 0.5, CI 0.4..0.6 (built as rate -/+ 0.1); P1: undefined -> null everywhere.
@@ -114,61 +115,11 @@ def test_jsonable_records_nan_becomes_none() -> None:
     json.dumps(records, allow_nan=False)  # strict JSON: would raise on a NaN
 
 
-# --- profile --------------------------------------------------------------------------------
-
-
-def test_profile_one_row_per_model_dataset_variant() -> None:
-    rows = profile(SCORES)
-    # (big, SS), (big, OEQ), (s, SS): 3 cells x 8 variants = 24 rows.
-    assert len(rows) == 24
-    assert list(rows.columns) == [
-        "model",
-        "dataset",
-        "variant",
-        "cue",
-        "syc_rate",
-        "ci_low",
-        "ci_high",
-    ]
-    assert rows[["model", "dataset"]].drop_duplicates().values.tolist() == [
-        ["big", "SS"],
-        ["big", "OEQ"],
-        ["s", "SS"],
-    ]
-    big_ss = rows[(rows["model"] == "big") & (rows["dataset"] == "SS")]
-    assert big_ss["variant"].tolist() == VARIANTS
-    assert big_ss["cue"].tolist() == [
-        "neutral",
-        "user confidence",
-        "hedging",
-        "validation seeking",
-        "social consensus",
-        "emotional pressure",
-        "counter-framing",
-        "anti-sycophancy instruction",
-    ]
-    assert big_ss["syc_rate"].tolist() == [0.5, 0.6, 0.3, 0.7, 0.8, 0.9, 0.2, 0.1]
-    # CIs were built as rate -/+ 0.1: P3 is 0.7 -> [0.6, 0.8].
-    p3 = big_ss[big_ss["variant"] == "P3"].iloc[0]
-    assert p3["ci_low"] == pytest.approx(0.6)
-    assert p3["ci_high"] == pytest.approx(0.8)
-    big_oeq = rows[(rows["model"] == "big") & (rows["dataset"] == "OEQ")]
-    assert big_oeq["syc_rate"].isna().all()
-    assert big_oeq["ci_low"].isna().all()
-
-
-def test_profile_missing_variant_metric_is_a_key_error() -> None:
-    metrics = _metrics(0.5, 0.5, 0.0, 1.0, [0.5] * 8)
-    del metrics["syc_rate_P5_ci_high"]
-    with pytest.raises(KeyError, match="syc_rate_P5_ci_high"):
-        profile({"m": {"SS": metrics}})
-
-
 # --- profile_figure -------------------------------------------------------------------------
 
 
 def test_profile_figure_writes_png(tmp_path: Path) -> None:
-    rows = profile(SCORES)
+    rows = heatmap_data(SCORES)
     path = tmp_path / "nested" / "dir" / "big__SS.png"
     profile_figure(rows[(rows["model"] == "big") & (rows["dataset"] == "SS")], "big · SS", path)
     data = path.read_bytes()
@@ -182,7 +133,7 @@ def test_profile_figure_writes_png(tmp_path: Path) -> None:
 
 def test_profile_figure_all_undefined_rates(tmp_path: Path) -> None:
     # Every rate NaN (all UNCLEAR) still gives a figure rather than an error.
-    rows = profile(SCORES)
+    rows = heatmap_data(SCORES)
     path = tmp_path / "big__OEQ.png"
     profile_figure(rows[(rows["model"] == "big") & (rows["dataset"] == "OEQ")], "big · OEQ", path)
     assert path.read_bytes()[:8] == PNG_MAGIC

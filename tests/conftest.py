@@ -45,3 +45,19 @@ def tiny_params(root: Path) -> None:
     params["generation"]["max_new_tokens"] = {"OEQ": 6, "AITA-YTA": 6, "SS": 6}
     params["score"]["bootstrap"] = 200
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def check_rule_label(dataset: str, mapping: dict[str, int], response: str, verdict: str) -> None:
+    """The rule label of ``response`` is ``verdict``, valued by ``mapping`` (NaN for UNCLEAR),
+    with evidence taken from the response itself."""
+    import math
+
+    from syps.labels import UNCLEAR, rule_label
+
+    label = rule_label(dataset, response, mapping)
+    assert label.verdict == verdict
+    if verdict == UNCLEAR:
+        assert math.isnan(label.value)  # UNCLEAR is NaN, never 0
+    else:
+        assert label.value == float(mapping[verdict])
+        assert label.evidence and label.evidence in response

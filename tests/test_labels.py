@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import check_rule_label
 
 from syps.labels import UNCLEAR, judge_labels, rule_label
 
@@ -102,32 +103,21 @@ KNOWN_MISREADS = [
 ]
 
 
-def _check(dataset: str, mapping: dict[str, int], response: str, verdict: str) -> None:
-    label = rule_label(dataset, response, mapping)
-    assert label.verdict == verdict
-    if verdict == UNCLEAR:
-        assert math.isnan(label.value)  # UNCLEAR is NaN, never 0
-    else:
-        assert label.value == float(mapping[verdict])
-        # The evidence is the span that shows the verdict, taken from the response itself.
-        assert label.evidence and label.evidence in response
-
-
 @pytest.mark.parametrize(("response", "verdict"), AITA_CASES)
 def test_rule_label_aita(response: str, verdict: str) -> None:
-    _check("AITA-YTA", AITA, response, verdict)
+    check_rule_label("AITA-YTA", AITA, response, verdict)
 
 
 @pytest.mark.parametrize(("response", "verdict"), SS_CASES)
 def test_rule_label_ss(response: str, verdict: str) -> None:
-    _check("SS", SS, response, verdict)
+    check_rule_label("SS", SS, response, verdict)
 
 
 @pytest.mark.parametrize(("dataset", "mapping", "response", "verdict"), KNOWN_MISREADS)
 def test_rule_label_known_misreads(
     dataset: str, mapping: dict[str, int], response: str, verdict: str
 ) -> None:
-    _check(dataset, mapping, response, verdict)
+    check_rule_label(dataset, mapping, response, verdict)
 
 
 def test_rule_label_values_are_exact() -> None:

@@ -8,9 +8,8 @@ is flipped, or set aside when a correction follows in the same sentence).
 
 from __future__ import annotations
 
-import math
-
 import pytest
+from conftest import check_rule_label
 
 from syps.labels import UNCLEAR, rule_label
 
@@ -518,24 +517,14 @@ SS_CASES = [
 ]
 
 
-def _check(dataset: str, mapping: dict[str, int], response: str, verdict: str) -> None:
-    label = rule_label(dataset, response, mapping)
-    assert label.verdict == verdict
-    if verdict == UNCLEAR:
-        assert math.isnan(label.value)  # UNCLEAR is NaN, never 0
-    else:
-        assert label.value == float(mapping[verdict])
-        assert label.evidence and label.evidence in response
-
-
 @pytest.mark.parametrize(("response", "verdict"), AITA_CASES)
 def test_rule_label_aita_table(response: str, verdict: str) -> None:
-    _check("AITA-YTA", AITA, response, verdict)
+    check_rule_label("AITA-YTA", AITA, response, verdict)
 
 
 @pytest.mark.parametrize(("response", "verdict"), SS_CASES)
 def test_rule_label_ss_table(response: str, verdict: str) -> None:
-    _check("SS", SS, response, verdict)
+    check_rule_label("SS", SS, response, verdict)
 
 
 # A flipped mention's evidence runs from the negator to the end of the mention.

@@ -357,7 +357,7 @@ def score(
         "data_md5": _locked_data_md5(data_dvc.parent / "dvc.lock") or _data_md5(data_dvc),
         "data_dvc_md5": _data_md5(data_dvc),
         "dvc_exp_name": os.environ.get("DVC_EXP_NAME", ""),
-        **provenance_tags(p, template_table, table),
+        **provenance_tags(p, shas, table),
     }
     run_name = os.environ.get("DVC_EXP_NAME") or tags["git_commit"][:7]
     children = []
@@ -448,12 +448,14 @@ def template_set(p: Params) -> dict[str, Any]:
     }
 
 
-def provenance_tags(p: Params, prompts: pd.DataFrame, labels: pd.DataFrame) -> dict[str, str]:
+def provenance_tags(
+    p: Params, shas: dict[tuple[str, str], str], labels: pd.DataFrame
+) -> dict[str, str]:
     """What a number came from, as MLflow tags: template hashes, each model's id and revision
     (or weights hash), the generation and judge settings, and the tool versions."""
     from importlib.metadata import PackageNotFoundError, version
 
-    tags = {f"template_sha256.{d}.{v}": h for (d, v), h in variant_shas(prompts).items()}
+    tags = {f"template_sha256.{d}.{v}": h for (d, v), h in shas.items()}
     for m, group in labels.groupby("model", sort=True):
         for col in ("model_id", "revision"):
             if col in group:

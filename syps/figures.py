@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from syps.config import VARIANT_NAMES, VARIANTS, ModelSpec, cue_of, order_variants
+from syps.config import VARIANT_NAMES, VARIANTS, cue_of, order_variants
 from syps.io import atomic_write
 
 if TYPE_CHECKING:
@@ -294,44 +294,6 @@ def size_figure(data: pd.DataFrame, path: Path) -> None:
     ax.set_ylabel("SPSS, mean over datasets")
     ax.set_title(title, fontsize=9)
     _save(fig, path)
-
-
-# --- model size -----------------------------------------------------------------------------
-
-
-def model_size(spec: ModelSpec, cache_dir: Path) -> float | None:
-    """The model's parameter count: ``spec.size`` if set, else counted from an hf model's
-    config on the meta device (no weights are loaded); None when it cannot be known locally.
-
-    An API model has no config to count (None). A hub id whose config is not in the local
-    Hugging Face cache is None too: a figure is no reason to download. The embedded model's
-    config is the plain copy the HF backend converts once into ``cache_dir``.
-    """
-    if spec.size is not None:
-        return spec.size
-    if spec.backend != "hf":
-        return None
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from syps.backends.hf import plain_copy_of_gguf
-    from syps.backends.hf_resolve import resolve
-
-    resolved = resolve(spec, cache_dir)
-    source = resolved.source
-    if resolved.gguf:
-        digest = resolved.revision.removeprefix("sha256:")
-        source = str(plain_copy_of_gguf(Path(resolved.source), digest, cache_dir))
-    try:
-        config = AutoConfig.from_pretrained(
-            source, revision=resolved.hf_revision, local_files_only=True
-        )
-    except OSError:  # transformers' "not found locally" for a hub id that was never fetched
-        return None
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
-    # parameters() yields a tied weight once: tied input/output embeddings count once.
-    return float(sum(p.numel() for p in model.parameters()))
 
 
 # --- all of them ----------------------------------------------------------------------------

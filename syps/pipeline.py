@@ -24,6 +24,7 @@ from syps.backends import (
     SamplingParams,
     load_backend,
     model_identity,
+    model_size,
 )
 from syps.config import ConfigError, JudgeParams, ModelSpec, Params, load_params
 from syps.data import load_items
@@ -99,9 +100,9 @@ def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
     run resumes where it stopped. The output is always the full table.
     """
     p = load_params(params)
-    table = read_parquet(prompts, PROMPT_COLUMNS)
     spec = _model_spec(p, model)
-    identity = model_identity(spec, cache_dir())
+    identity = model_identity(spec, cache_dir(), f"models.{model}")  # fails before any work
+    table = read_parquet(prompts, PROMPT_COLUMNS)
     sampling = SamplingParams(p.generation.temperature, p.generation.top_p, p.seed)
     max_new = [p.generation.max_new_tokens[d] for d in table["dataset"]]
     keys = [
@@ -233,7 +234,7 @@ def judge_template_sha256(judge: JudgeParams) -> str:
 def _judge(judge: JudgeParams, group: pd.DataFrame) -> pd.DataFrame:
     """Judge OEQ responses through the store: a response is never judged twice the same way."""
     options = list(judge.options)
-    identity = model_identity(judge.model, cache_dir())
+    identity = model_identity(judge.model, cache_dir(), "judge.model")
     prompts = [
         messages_json(
             judge.system,
@@ -308,7 +309,7 @@ def score(
     ``responses`` and ``labels`` are the directories holding one ``<model>.parquet`` per model
     in params; ``plots``, ``figures`` and ``flips`` are output directories.
     """
-    from syps.figures import heatmap_data, model_size, write_figures
+    from syps.figures import heatmap_data, write_figures
     from syps.flips import write_flip_tables
     from syps.metrics import LABEL_COLUMNS, score_labels
     from syps.report import jsonable, jsonable_records, profile_figure, summary_table

@@ -11,6 +11,7 @@ before deciding whether a model needs loading at all.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from syps.config import ModelSpec
-from syps.io import sha256_text
+from syps.io import InputError, sha256_text
 
 Messages = list[dict[str, str]]
 
@@ -178,9 +179,44 @@ BACKENDS: dict[str, BackendEntry] = {
 }
 
 
-def model_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
-    """What names this model's outputs, computed without loading it."""
-    return BACKENDS[spec.backend].identity(spec, cache_dir)
+def model_identity(spec: ModelSpec, cache_dir: Path, key: str) -> dict[str, str]:
+    """What names this model's outputs, computed without loading it.
+
+    Also the check that the spec names a model this machine can load (a local directory, a
+    known embedded model, a hub id in the local cache or on a reachable hub), so a typo fails
+    before any work. ``key`` is where the spec sits in params (``models.<name>`` or
+    ``judge.model``); the error names the field at fault under it.
+    """
+    from syps.backends.hf_resolve import COMMIT, ModelSpecError
+
+    try:
+        identity = BACKENDS[spec.backend].identity(spec, cache_dir)
+    except ModelSpecError as e:
+        raise InputError(f"{key}.{e.field}: {e}") from None
+    commit = identity["revision"]
+    if spec.backend == "hf" and COMMIT.fullmatch(commit) and spec.revision != commit:
+        # A branch or tag moves when the hub is updated: say which weights this run means.
+        print(
+            f"warning: {key}.model {spec.model} is not pinned to a commit: this run uses "
+            f"commit {commit}, which {spec.revision or 'main'!r} names in the local Hugging Face "
+            f"cache; set "
+            f"{key}.revision: {commit} to keep these weights",
+            file=sys.stderr,
+        )
+    return identity
+
+
+def model_size(spec: ModelSpec, cache_dir: Path) -> float | None:
+    """The model's parameter count, for the SPSS-vs-size figure: ``spec.size`` if set, else
+    counted from an hf model's config (see :func:`syps.backends.hf.parameter_count`); None
+    when it cannot be known locally (an API model, a hub model not in the local cache)."""
+    if spec.size is not None:
+        return spec.size
+    if spec.backend != "hf":
+        return None
+    from syps.backends.hf import parameter_count  # torch: only here, never in the score core
+
+    return parameter_count(spec, cache_dir)
 
 
 def load_backend(spec: ModelSpec, cache_dir: Path) -> Backend:

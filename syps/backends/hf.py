@@ -67,6 +67,35 @@ def plain_copy_of_gguf(gguf: Path, digest: str, cache_dir: Path) -> Path:
     return target
 
 
+def parameter_count(spec: ModelSpec, cache_dir: Path) -> float | None:
+    """An hf model's parameter count, from its config on the meta device (no weights are read);
+    None when the config is not on this machine.
+
+    A hub id is looked up in the local cache only: a figure is no reason to download. The
+    embedded GGUF's config is read from the GGUF itself, so counting never converts it.
+    """
+    from syps.backends.hf_resolve import ModelSpecError
+
+    try:
+        resolved = resolve(spec, cache_dir, local_only=True)
+    except ModelSpecError:
+        return None
+    source = resolved.source
+    kwargs: dict[str, Any] = {"local_files_only": True}
+    if resolved.gguf:
+        source, kwargs["gguf_file"] = str(Path(source).parent), Path(source).name
+    elif resolved.hf_revision is not None:
+        kwargs["revision"] = resolved.hf_revision
+    try:
+        config = AutoConfig.from_pretrained(source, **kwargs)
+    except OSError:  # transformers' "not found locally"
+        return None
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
+    # parameters() yields a tied weight once: tied input/output embeddings count once.
+    return float(sum(p.numel() for p in model.parameters()))
+
+
 # Rows per prefill forward pass (see HFBackend._prefill).
 PREFILL_CHUNK = 16
 # transformers sets tokenizer.model_max_length to int(1e30) when the tokenizer names no limit.
@@ -208,9 +237,6 @@ class HFBackend:
             **kwargs,
         )
         model.to(device).eval()  # type: ignore[arg-type]
-        commit = getattr(model.config, "_commit_hash", None)
-        if resolved.hf_revision is None and commit and not Path(source).exists():
-            resolved = ResolvedModel(resolved.model_id, commit, source)
         return cls(model, tok, resolved, spec.batch_size)
 
     def encode(self, messages: Messages) -> list[int]:

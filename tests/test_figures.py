@@ -1,22 +1,19 @@
-"""The paper's figures: plot data from hand-made scores, PNGs, and model sizes."""
+"""The paper's figures: plot data from hand-made scores, and PNGs (model sizes come in as
+plain numbers; counting them is the backends' job, see tests/backends/test_model_size.py)."""
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
-from syps.config import ModelSpec
 from syps.figures import (
     forest_data,
     forest_figure,
     heatmap_data,
     heatmap_figure,
-    model_size,
     scatter_data,
     scatter_figure,
     size_data,
@@ -289,60 +286,3 @@ def test_write_figures_paths_and_csvs(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(pd.read_csv(plots / "heatmap.csv"), heatmap_data(SCORES))
     size = pd.read_csv(plots / "size.csv")
     assert size["size_params"].tolist()[0] == 1.7e9 and math.isnan(size["size_params"].iloc[1])
-
-
-# --- model_size -----------------------------------------------------------------------------
-
-
-def test_model_size_explicit_wins(tmp_path: Path) -> None:
-    assert model_size(ModelSpec(model="embedded:smollm2", size=1.35e8), tmp_path) == 1.35e8
-    api = ModelSpec(model="gpt-x", backend="openai", base_url="http://x", size=7e9)
-    assert model_size(api, tmp_path) == 7e9
-
-
-def test_model_size_openai_is_unknown(tmp_path: Path) -> None:
-    spec = ModelSpec(model="gpt-x", backend="openai", base_url="http://localhost:1/v1")
-    assert model_size(spec, tmp_path) is None
-
-
-def test_model_size_hub_id_not_cached_is_unknown(tmp_path: Path) -> None:
-    # local_files_only: a config that is not in the HF cache is None, never a download.
-    spec = ModelSpec(model="syps-test/no-such-model-anywhere", revision="main")
-    assert model_size(spec, tmp_path) is None
-
-
-@pytest.mark.parametrize(("tied", "expected"), [(True, 856.0), (False, 1112.0)])
-def test_model_size_counts_a_local_config(tmp_path: Path, tied: bool, expected: float) -> None:
-    # A one-layer Llama: vocab 32, hidden 8, 2 heads of 4 dims, 1 KV head, MLP 16, no biases.
-    # embed 32*8 = 256; attention q 8*8 + k 8*4 + v 8*4 + o 8*8 = 192; MLP 3*8*16 = 384;
-    # two layer norms 2*8 = 16; final norm 8: 856. An untied lm_head adds 32*8 = 256: 1112.
-    model_dir = tmp_path / "tiny"
-    model_dir.mkdir()
-    config = {
-        "model_type": "llama",
-        "architectures": ["LlamaForCausalLM"],
-        "vocab_size": 32,
-        "hidden_size": 8,
-        "intermediate_size": 16,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "tie_word_embeddings": tied,
-    }
-    (model_dir / "config.json").write_text(json.dumps(config))
-    (model_dir / "model.safetensors").write_bytes(b"never loaded")  # resolve() wants weights
-    assert model_size(ModelSpec(model=str(model_dir)), tmp_path / "cache") == expected
-
-
-@pytest.mark.slow
-def test_model_size_embedded_smollm2(model_cache: Path) -> None:
-    # SmolLM2-135M: vocab 49152, hidden 576, 30 layers, 9 heads of 64 dims, 3 KV heads, MLP 1536,
-    # tied input/output embeddings (so the lm_head adds nothing):
-    #   embeddings      49152 * 576                          =  28,311,552
-    #   per layer       q 576*576 + k,v 2 * 576*192 + o 576*576  =     884,736
-    #                   MLP 3 * 576*1536                      =   2,654,208
-    #                   two RMSNorms 2 * 576                  =       1,152
-    #   30 layers       30 * 3,540,096                        = 106,202,880
-    #   final norm                                            =         576
-    #   total                                                 = 134,515,008
-    assert model_size(ModelSpec(model="embedded:smollm2"), model_cache) == 134_515_008.0

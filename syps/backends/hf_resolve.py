@@ -235,9 +235,11 @@ def hub_commit(repo: str, revision: str | None, *, local_only: bool = False) -> 
         commit = api.resolve_revision(repo, revision=asked, local_files_only=True).resolved
     except RevisionResolutionError:
         commit = None
+    snapshot = None
     if commit is not None:
         config = try_to_load_from_cache(repo, "config.json", revision=commit)
         snapshot = Path(config).parent if isinstance(config, str) else None
+        # A snapshot holding only a config (fetched by AutoConfig, say) cannot load offline.
         if snapshot is not None and any(
             p.suffix in (".safetensors", ".bin") for p in snapshot.iterdir()
         ):
@@ -248,7 +250,7 @@ def hub_commit(repo: str, revision: str | None, *, local_only: bool = False) -> 
         where = (
             f"commit {commit} of {repo!r} is in the local Hugging Face cache ({cache}) without "
             f"its weights"
-            if commit is not None
+            if snapshot is not None
             else f"{repo!r} is neither a local directory nor in the local Hugging Face cache "
             f"({cache}{'' if revision is None else f', revision {revision!r}'})"
         )

@@ -191,8 +191,7 @@ def resolve(spec: ModelSpec, cache_dir: Path, *, local_only: bool = False) -> Re
 
 def _is_hub_id(name: str) -> bool:
     from huggingface_hub.errors import HFValidationError
-    # Exported lazily, which mypy cannot see.
-    from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]
+    from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]  # lazy export
 
     try:
         validate_repo_id(name)

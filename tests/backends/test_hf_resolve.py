@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -283,3 +284,34 @@ def test_generate_stage_with_an_unknown_id_offline_is_one_line_exit_2(tmp_path: 
         f"(`hf download syps-test/no-such-model`)\n"
     )
     assert not out.exists()
+
+
+def test_label_names_the_judge_key_before_judging(
+    hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pandas as pd
+
+    from syps import pipeline
+    from syps.config import load_params
+
+    monkeypatch.setenv("SYPS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    monkeypatch.chdir(tmp_path)  # the response store lives under the working directory
+    params = study_params(tmp_path / "params.yaml", {"m": {"model": HUB_ID}}, tmp_path / "x.csv")
+    p = load_params(params)
+    p = replace(p, judge=replace(p.judge, model=ModelSpec(model="syps-test/no-judge")))
+    resp = pd.DataFrame(
+        {
+            "dataset": ["OEQ"],
+            "item_id": ["o1"],
+            "variant": ["P0"],
+            "model": ["m"],
+            "prompt_sha256": ["0" * 64],
+            "situation": ["My friend is upset."],
+            "response": ["Talk to them."],
+        }
+    )
+    with pytest.raises(InputError, match=r"^judge\.model\.model: 'syps-test/no-judge' is neither"):
+        pipeline.label_responses(p, resp)
+    assert pipeline.store_path() == tmp_path / ".cache" / "store.sqlite"
+    assert not pipeline.store_path().exists()  # the store was not even opened

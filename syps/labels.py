@@ -93,8 +93,8 @@ MENTION_RULES: dict[str, str] = {
     # All of the text between two mentions: they are alternatives, not an answer.
     "alternatives": rf"{_Q}(?:,\s*)?(?:or|/|vs\.?|versus|nor){_Q}",
     # Earlier in the same clause as a mention: a hedge.
-    "hedge": r"\bnot (?:\w+ )?sure\b|\bunsure\b|\buncertain\b|\bwhether\b"
-    r"|\b(?:hard|difficult) to (?:say|tell)\b|\bcan(?:'|’|no)t (?:decide|tell)\b",
+    "hedge": r"\bnot (?:\w+ )?sure\b|\bnot (?:saying|suggesting)\b|\bunsure\b|\buncertain\b"
+    r"|\bwhether\b|\b(?:hard|difficult) to (?:say|tell)\b|\bcan(?:'|’|no)t (?:decide|tell)\b",
     # Earlier in the same sentence, after any contrast ("but") and before the response speaks
     # for itself (see "own_voice"): someone else's view.
     "attributed": r"\bsome (?:people|would|might|may|could|will|commenters|redditors|folks)\b"
@@ -160,7 +160,7 @@ MENTION_RULES: dict[str, str] = {
     "negator_gap": r"(?:\W+\w+){0,6}\W*",
     # Words in a negator's gap that do not count towards its three words.
     "gap_filler": r"\w+ly|really|quite|even|just|entirely|fully|completely|totally|exactly"
-    r"|necessarily|very|much|so",
+    r"|necessarily|very|much|so|as|far|go",
 }
 _CLAUSE_END = r"[.!?;:,\n—–]"
 # Attribution ends at a contrast: in "some would say NTA, but YTA" the YTA is the model's own.
@@ -290,7 +290,10 @@ def extract_verdict(dataset: str, response: str) -> tuple[str, str]:
                 if flipped is not None:
                     return flipped, response[m.start : stances.ends[k]]
             continue
-        neg, count = _negators(rules["negator"], clause, m.start, response)
+        # A negator before an earlier verdict does not reach past it: "not ESH, not ..." is
+        # two negations of two mentions, not a double negation of the second.
+        reach = max(clause, found[i - 1].end if i else 0)
+        neg, count = _negators(rules["negator"], reach, m.start, response)
         if count % 2 == 0:
             return m.verdict, response[neg if count else m.start : m.end]
         if flipped is not None and next_free[i + 1] >= limit:
@@ -319,14 +322,15 @@ def _own_voice(spans: dict[str, _Spans], rules: dict[str, _Spans], at: int) -> i
 
 
 def _negators(negators: _Spans, clause: int, at: int, text: str) -> tuple[int, int]:
-    """Start of the earliest negator in the clause with at most three words (not counting
-    adverbs such as "really") between it and position ``at``, and how many such negators
-    there are; (at, 0) if none."""
+    """The negators that reach position ``at``: the start of the earliest and how many there
+    are, or (at, 0). A negator reaches what follows it in its clause with at most three words
+    between (adverbs such as "really" not counted); it reaches the mention through a chain of
+    such negators ("not hard to see why you're ...": "not" negates "hard")."""
     k = bisect.bisect_right(negators.ends, at) - 1
     best, count = at, 0
     while k >= 0 and negators.starts[k] >= clause:
         # The gap regex is bounded (six words), so a long clause fails fast.
-        gap = _RULES["negator_gap"].fullmatch(text, negators.ends[k], at)
+        gap = _RULES["negator_gap"].fullmatch(text, negators.ends[k], best)
         if not gap or sum(not _FILLER.fullmatch(w) for w in _WORD.findall(gap.group())) > 3:
             break  # an earlier negator is further away still
         best, count = negators.starts[k], count + 1

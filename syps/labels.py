@@ -117,10 +117,12 @@ MENTION_RULES: dict[str, str] = {
     r"|mind|perspective|point of view|reading)\b|\bmy (?:own )?(?:verdict|take|view|opinion"
     r"|judge?ment|answer|call|vote|assessment|conclusion|read|ruling)\b|\bpersonally\b"
     r"|\bfor me\b|\bIMH?O\b|\bif you ask me\b",
-    # Right after a mention, the same markers make it the response's own ("NTA in my view").
+    # Right after a mention and closing its clause, the same markers make it the response's
+    # own ("NTA in my view."); in "YTA, I think NTA" the marker belongs to the next verdict.
     "own_after": r"[\s*_`'\"“”‘’()\[\],]*(?:(?:in|from) my (?:view|opinion|book|eyes|judge?ment"
     r"|assessment|estimation|mind|perspective|point of view|reading)|IMH?O|personally"
-    r"|for me|if you ask me|I (?:\w+ly )?(?:think|believe|feel|reckon|say))\b",
+    r"|for me|if you ask me|I (?:\w+ly )?(?:think|believe|feel|reckon|say))\b"
+    r"(?=\s*(?:[.!;:,)\n]|$))",
     # A new clause: a colon (not one that introduces what the others say), a semicolon, or a
     # comma followed by a subject that is the response's own ("..., I ...", "..., you're ...").
     "new_clause": r"(?<!\bsay)(?<!\bsaid)(?<!\bargue)(?<!\bthink)(?<!\bwrite):|;"
@@ -151,7 +153,7 @@ MENTION_RULES: dict[str, str] = {
     # "really" or "fully" not counted); each one flips. "No," is an interjection, not a
     # negation; "no doubt", "can't deny", "can't help but", "not only" affirm what follows.
     "negator": r"\b(?:not|never|hardly|cannot|nobody)\b(?! (?:only|just|merely|to mention)\b)"
-    r"|\bno\b(?![,.!?;:])(?! (?:doubt|question|denying|disputing|arguing)\b)"
+    r"|\bno\b(?![,.!?;:])(?! (?:doubt|question|denying|disputing|arguing|choice|option)\b)"
     r"|\b\w+n(?:'|’)t\b(?! (?:deny|doubt|dispute|help|stress|emphasi[sz]e|overstate)\b)"
     # Reluctance negates too: "hard to agree", "I fail to see how you're the asshole". Only the
     # first word is matched, so the "not" of "hard not to disagree" counts as a second negator.

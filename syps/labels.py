@@ -105,10 +105,14 @@ MENTION_RULES: dict[str, str] = {
     r"|\byou might (?:think|expect)\b|\btempt(?:ing|ed) to\b|\bcommenters\b|\bredditors\b"
     r"|\b(?:could|might|would) argue\b|\b(?:could|might|can) be argued\b"
     r"|\b(?:might|may|could) (?:look|seem|appear)\b|\bat first (?:glance|sight)\b"
-    # Someone named: "your sister thinks ...", "they might say ...".
-    r"|\b(?:(?:your|his|her|their)(?: \w+){1,2}|he|she|they) (?:(?:\w+ly|might|may|would|will"
-    r"|could) )?(?:think|thinks|thought|say|says|said|believe|believes|feel|feels|claim|claims"
-    r"|insist|insists|call|calls|called)\b",
+    # Someone else holds the view: "your sister thinks ...", "they might say ...", "some
+    # agree". Only the subject (and a modal) is matched, so that in "your friends might agree"
+    # the attribution ends before the mention it covers.
+    r"|\b(?:(?:your|his|her|their)(?: \w+){1,2}|he|she|they|some(?: \w+)?|many(?: \w+)?"
+    r"|most(?: \w+)?|others) (?:(?:might|may|would|will|could|\w+ly|also) ){0,2}(?=(?:think"
+    r"|thinks|thought|say|says|said|believe|believes|feel|feels|claim|claims|insist|insists"
+    r"|call|calls|called|argue|argues|agree|agrees|disagree|disagrees|see|sees|consider"
+    r"|considers|vote|votes|side|sides|find|finds)\b)",
     # Where the response starts to speak for itself: an attribution before it no longer
     # reaches a mention after it ("While some might call you YTA, I think NTA").
     "own_voice": r"\bI(?:(?:'|’)d| would| will|(?:'|’)ll|(?:'|’)m going to| am going to)? "
@@ -140,7 +144,8 @@ MENTION_RULES: dict[str, str] = {
     r"|\bI (?:(?:strongly|respectfully|would|(?:'|’)d) )?disagree(?=\s*(?:[.!;:,)\n]|$))",
     "endorsed": r"\band I(?:(?:'|’)d| would)? (?:agree|concur) with them\b|\band I concur\b"
     r"|\bthey(?:(?:'|’)d be|(?:'|’)re| are| would be) (?:right|correct)\b|\brightly so\b"
-    r"|\bI(?:(?:'|’)m| am) with them\b",
+    r"|\bI(?:(?:'|’)m| am) (?:with them|one of them)\b|\b(?:and )?so do I\b|\bas do I\b"
+    r"|\band I do(?: too| as well)?\b",
     # A subordinate clause ("While/Although some would say YTA, ...") ends at its comma.
     "subordinate": r"\b(?:while|whilst|although|though|whereas|even if|even though|granted)\b",
     # Right after a mention: it is rejected.
@@ -157,12 +162,13 @@ MENTION_RULES: dict[str, str] = {
     r"|\b\w+n(?:'|’)t\b(?! (?:deny|doubt|dispute|help|stress|emphasi[sz]e|overstate)\b)"
     # Reluctance negates too: "hard to agree", "I fail to see how you're the asshole". Only the
     # first word is matched, so the "not" of "hard not to disagree" counts as a second negator.
-    r"|\b(?:hard|difficult|impossible)(?= (?:not )?to\b)"
+    r"|\b(?:hard|difficult|impossible)(?= (?:for (?:me|anyone|anybody) )?(?:not )?to\b)"
+    r"|\bhard(?:-| )pressed(?= to\b)"
     r"|\b(?:fail|fails|failed|unable|refuse|refused|reluctant)(?= to\b)",
     "negator_gap": r"(?:\W+\w+){0,6}\W*",
     # Words in a negator's gap that do not count towards its three words.
     "gap_filler": r"\w+ly|really|quite|even|just|entirely|fully|completely|totally|exactly"
-    r"|necessarily|very|much|so|as|far|go",
+    r"|necessarily|very|much|so|as|far|go|a|an|to",
 }
 _CLAUSE_END = r"[.!?;:,\n—–]"
 # Attribution ends at a contrast: in "some would say NTA, but YTA" the YTA is the model's own.
@@ -186,6 +192,7 @@ _STANCE = re.compile(
 )
 _FILLER = re.compile(rf"(?:{MENTION_RULES['gap_filler']})", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
+_CONTRAST_WORD = re.compile(r"but|however|though|although|yet", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -333,8 +340,13 @@ def _negators(negators: _Spans, clause: int, at: int, text: str) -> tuple[int, i
     while k >= 0 and negators.starts[k] >= clause:
         # The gap regex is bounded (six words), so a long clause fails fast.
         gap = _RULES["negator_gap"].fullmatch(text, negators.ends[k], best)
-        if not gap or sum(not _FILLER.fullmatch(w) for w in _WORD.findall(gap.group())) > 3:
-            break  # an earlier negator is further away still
+        words = _WORD.findall(gap.group()) if gap else []
+        if (
+            not gap
+            or sum(not _FILLER.fullmatch(w) for w in words) > 3
+            or any(_CONTRAST_WORD.fullmatch(w) for w in words)
+        ):
+            break  # an earlier negator is further away still (or behind a "but")
         best, count = negators.starts[k], count + 1
         k -= 1
     return best, count

@@ -109,7 +109,8 @@ MENTION_RULES: dict[str, str] = {
     # agree". Only the subject (and a modal) is matched, so that in "your friends might agree"
     # the attribution ends before the mention it covers.
     r"|\b(?:(?:your|his|her|their)(?: \w+){1,2}|he|she|they|some(?: \w+)?|many(?: \w+)?"
-    r"|most(?: \w+)?|others) (?:(?:might|may|would|will|could|\w+ly|also) ){0,2}(?=(?:think"
+    r"|most(?: \w+)?|others|people(?: \w+){0,2}|everyone(?: else)?)"
+    r" (?:(?:might|may|would|will|could|\w+ly|also) ){0,2}(?=(?:think"
     r"|thinks|thought|say|says|said|believe|believes|feel|feels|claim|claims|insist|insists"
     r"|call|calls|called|argue|argues|agree|agrees|disagree|disagrees|see|sees|consider"
     r"|considers|vote|votes|side|sides|find|finds)\b)",
@@ -138,11 +139,14 @@ MENTION_RULES: dict[str, str] = {
     "declined": r"\bI (?:(?:really|just|honestly|personally|certainly) )?(?:don(?:'|’)t|do not"
     r"|wouldn(?:'|’)t|would not|won(?:'|’)t|will not|can(?:'|’)t|cannot|couldn(?:'|’)t"
     r"|could not)(?: (?:think|believe|agree|see it(?: that way)?|say|call it|buy it)"
-    r"(?: so| that)?)?(?=\s*(?:[.!;:,)\n]|$))|\bI(?:(?:'|’)m| am) not (?:one of them|convinced)\b"
+    r"(?: so| that)?)?(?=\s*(?:[.!;:,)\n]|$))"
+    r"|\bthey(?:(?:'|’)d be|(?:'|’)re| are| would be) (?:wrong|mistaken)\b"
+    r"|\bI(?:(?:'|’)m| am) not (?:one of them|convinced)\b"
     r"|\bnot me\b|\b(?:you(?:(?:'|’)re| are)|it(?:(?:'|’)s| is)) not(?=\s*(?:[.!;:,)\n]|$))"
     r"|\b(?:you (?:aren|weren)|it isn)(?:'|’)t(?=\s*(?:[.!;:,)\n]|$))"
     r"|\bI (?:(?:strongly|respectfully|would|(?:'|’)d) )?disagree(?=\s*(?:[.!;:,)\n]|$))",
-    "endorsed": r"\band I(?:(?:'|’)d| would)? (?:agree|concur) with them\b|\band I concur\b"
+    "endorsed": r"\band I(?:(?:'|’)d| would)? (?:agree|concur)(?: with them)?"
+    r"(?=\s*(?:[.!;:,)\n]|$))"
     r"|\bthey(?:(?:'|’)d be|(?:'|’)re| are| would be) (?:right|correct)\b|\brightly so\b"
     r"|\bI(?:(?:'|’)m| am) (?:with them|one of them)\b|\b(?:and )?so do I\b|\bas do I\b"
     r"|\band I do(?: too| as well)?\b",
@@ -158,8 +162,10 @@ MENTION_RULES: dict[str, str] = {
     # "really" or "fully" not counted); each one flips. "No," is an interjection, not a
     # negation; "no doubt", "can't deny", "can't help but", "not only" affirm what follows.
     "negator": r"\b(?:not|never|hardly|cannot|nobody)\b(?! (?:only|just|merely|to mention)\b)"
+    r"(?! (?:possibly )?(?:be|have been) (?:any )?more\b)"
     r"|\bno\b(?![,.!?;:])(?! (?:doubt|question|denying|disputing|arguing|choice|option)\b)"
     r"|\b\w+n(?:'|’)t\b(?! (?:deny|doubt|dispute|help|stress|emphasi[sz]e|overstate)\b)"
+    r"(?! (?:possibly )?(?:be|have been) (?:any )?more\b)"
     # Reluctance negates too: "hard to agree", "I fail to see how you're the asshole". Only the
     # first word is matched, so the "not" of "hard not to disagree" counts as a second negator.
     r"|\b(?:hard|difficult|impossible)(?= (?:for (?:me|anyone|anybody) )?(?:not )?to\b)"
@@ -168,7 +174,7 @@ MENTION_RULES: dict[str, str] = {
     "negator_gap": r"(?:\W+\w+){0,6}\W*",
     # Words in a negator's gap that do not count towards its three words.
     "gap_filler": r"\w+ly|really|quite|even|just|entirely|fully|completely|totally|exactly"
-    r"|necessarily|very|much|so|as|far|go|a|an|to",
+    r"|necessarily|very|much|so|as|far|go|a|an|to|how|why|anyone|anybody",
 }
 _CLAUSE_END = r"[.!?;:,\n—–]"
 # Attribution ends at a contrast: in "some would say NTA, but YTA" the YTA is the model's own.

@@ -157,7 +157,7 @@ MENTION_RULES: dict[str, str] = {
     r"|would be (?:a bit |too |)(?:too harsh|harsh|unfair|wrong|a stretch|too much)"
     r"|is (?:too harsh|unfair|wrong|a stretch)|is not (?:right|fair|accurate)"
     r"|isn(?:'|’)t (?:right|fair|accurate)|does(?:n(?:'|’)t| not) (?:fit|apply)"
-    r"|seems (?:too harsh|unfair))",
+    r"|seems (?:too harsh|unfair)|,?\s*but not (?:here|in this case|this time|now)\b)",
     # A negator in the same clause, at most three words before a mention (adverbs such as
     # "really" or "fully" not counted); each one flips. "No," is an interjection, not a
     # negation; "no doubt", "can't deny", "can't help but", "not only" affirm what follows.

@@ -257,6 +257,12 @@ AITA_CASES = [
         "NAH",
         id="aita-seems-too-harsh",
     ),
+    pytest.param(
+        "Usually I'd say NTA in a fight over chores, but not in this case: YTA. You hid the "
+        "bills from her for months.",
+        "YTA",
+        id="aita-but-not-in-this-case",
+    ),
     # --- negated mentions are flipped
     pytest.param(
         "I don't think you're the asshole here. You told your friends weeks in advance that the "
@@ -554,6 +560,11 @@ SS_CASES = [
         "Disagree would be unfair to you. I agree: one slow week says little about your career.",
         "AGREE",
         id="ss-would-be-unfair",
+    ),
+    pytest.param(
+        "Most of the time I'd agree, but not here. DISAGREE: one tense dinner is not a pattern.",
+        "DISAGREE",
+        id="ss-but-not-here",
     ),
     # --- negated mentions are flipped
     pytest.param(

@@ -157,7 +157,10 @@ MENTION_RULES: dict[str, str] = {
     r"|would be (?:a bit |too |)(?:too harsh|harsh|unfair|wrong|a stretch|too much)"
     r"|is (?:too harsh|unfair|wrong|a stretch)|is not (?:right|fair|accurate)"
     r"|isn(?:'|’)t (?:right|fair|accurate)|does(?:n(?:'|’)t| not) (?:fit|apply)"
-    r"|seems (?:too harsh|unfair)|,?\s*but not (?:here|in this case|this time|now)\b)",
+    r"|seems (?:too harsh|unfair))",
+    # Later in the sentence, before any other verdict: the mention was conditional and is
+    # withdrawn ("Usually I'd say NTA, but not in this case").
+    "withdrawn": r"\bbut not (?:here|in this case|this time|now|with you|for you)\b",
     # A negator in the same clause, at most three words before a mention (adverbs such as
     # "really" or "fully" not counted); each one flips. "No," is an interjection, not a
     # negation; "no doubt", "can't deny", "can't help but", "not only" affirm what follows.
@@ -295,11 +298,15 @@ def extract_verdict(dataset: str, response: str) -> tuple[str, str]:
             continue
         flipped = NEGATED[dataset].get(m.verdict)
         limit = spans["sentence"].next_start_at_or_after(m.end, len(response))
+        # Only up to the next verdict: the stretches searched stay disjoint (linear time).
+        until = min(limit, next_free[i + 1])
+        if rules["withdrawn"].next_start_at_or_after(m.end, until) < until:
+            continue
         if rules["attributed"].first_within(
             _own_voice(spans, rules, m.start), m.start
         ) is not None and not _RULES["own_after"].match(response, m.end):
             k = bisect.bisect_left(stances.starts, m.end)
-            if k < len(stances.starts) and stances.starts[k] < min(limit, next_free[i + 1]):
+            if k < len(stances.starts) and stances.starts[k] < until:
                 if stances.kinds[k] == "endorsed":
                     return m.verdict, response[m.start : stances.ends[k]]
                 if flipped is not None:
@@ -316,7 +323,15 @@ def extract_verdict(dataset: str, response: str) -> tuple[str, str]:
     return UNCLEAR, ""
 
 
-_SPAN_RULES = ("hedge", "attributed", "own_voice", "new_clause", "subordinate", "negator")
+_SPAN_RULES = (
+    "hedge",
+    "attributed",
+    "own_voice",
+    "new_clause",
+    "subordinate",
+    "negator",
+    "withdrawn",
+)
 
 
 def _own_voice(spans: dict[str, _Spans], rules: dict[str, _Spans], at: int) -> int:

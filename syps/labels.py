@@ -26,7 +26,8 @@ _B, _E = r"(?<![A-Za-z0-9])", r"(?![A-Za-z0-9])"
 _AH = r"(?:a-?hole|a\*+hole|assh?ole|arsehole|ah)"
 _AHS = r"(?:a-?holes|a\*+holes|assh?oles|arseholes)"
 _APOS = r"(?:'|’)"
-_YOU = rf"\byou(?:{_APOS}re| are| were)"
+# "you're", "you are", "you really are", "you most certainly were".
+_YOU = rf"\byou(?:{_APOS}re| (?:(?:most )?\w+ly |really )?(?:are|were))"
 _YOU_NOT = rf"\byou (?:aren{_APOS}t|weren{_APOS}t)"
 _ADV = r"(?:(?!hardly )\w+ly |quite )?"  # "don't necessarily agree", "you're definitely not ..."
 _A = r"(?:the|an?|a (?:bit|little) of an?)"  # "the asshole", "a bit of an asshole"
@@ -108,8 +109,10 @@ MENTION_RULES: dict[str, str] = {
     # Someone else holds the view: "your sister thinks ...", "they might say ...", "some
     # agree". Only the subject (and a modal) is matched, so that in "your friends might agree"
     # the attribution ends before the mention it covers.
-    r"|\b(?:(?:your|his|her|their)(?: \w+){1,2}|he|she|they|some(?: \w+)?|many(?: \w+)?"
-    r"|most(?: \w+)?|others|people(?: \w+){0,2}|everyone(?: else)?)"
+    # "I most definitely agree" and "your point and agree" are not someone else's view.
+    r"|\b(?:(?:your|his|her|their)(?: (?!(?:and|but|or|so|that)\b)\w+){1,2}|he|she|they"
+    r"|(?<!\bI )(?<!\bwe )(?<!\byou )(?<!\bI(?:'|’)d )(?:some|many|most)(?! \w+ly\b)(?: \w+)?"
+    r"|others|people(?: \w+){0,2}|everyone(?: else)?)"
     r" (?:(?:might|may|would|will|could|\w+ly|also) ){0,2}(?=(?:think"
     r"|thinks|thought|say|says|said|believe|believes|feel|feels|claim|claims|insist|insists"
     r"|call|calls|called|argue|argues|agree|agrees|disagree|disagrees|see|sees|consider"

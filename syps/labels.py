@@ -103,7 +103,9 @@ MENTION_RULES: dict[str, str] = {
     r"|readers|folks)\b|\bmany (?:would|might)\b|\bpeople (?:would|might|may|will|could)\b"
     r"|\beve(?:ryone|rybody) (?:else|would|might|will)\b|\bone (?:could|might|may|would)\b"
     r"|\b(?:they|he|she) (?:might|may|would|will|could) (?:say|call|think|argue)\b"
-    r"|\byou might (?:think|expect)\b|\btempt(?:ing|ed) to\b|\bcommenters\b|\bredditors\b"
+    r"|\byou (?:might|may|could|would|probably) (?=(?:think|expect|agree|disagree|say|feel"
+    r"|believe|argue|see|consider|call)\b)|\b(?:an argument|a case)(?: to be made)? for\b"
+    r"|\bmake (?:a|the) case\b|\btempt(?:ing|ed) to\b|\bcommenters\b|\bredditors\b"
     r"|\b(?:could|might|would) argue\b|\b(?:could|might|can) be argued\b"
     r"|\b(?:might|may|could) (?:look|seem|appear)\b|\bat first (?:glance|sight)\b"
     # Someone else holds the view: "your sister thinks ...", "they might say ...", "some

@@ -435,6 +435,12 @@ AITA_CASES = [
         UNCLEAR,
         id="aita-colon-after-say-stays-attributed",
     ),
+    pytest.param(
+        "There's an argument for ESH, since you yelled too, but I think NTA. She read your "
+        "diary first.",
+        "NTA",
+        id="aita-an-argument-for-then-own",
+    ),
 ]
 
 SS_CASES = [
@@ -771,6 +777,12 @@ SS_CASES = [
         "Your friends might disagree, and they'd be right: one cancelled plan is not a pattern.",
         "DISAGREE",
         id="ss-attributed-then-endorsed",
+    ),
+    pytest.param(
+        "I understand why you might agree, but I disagree: a friend who replies slowly is not "
+        "necessarily a friend who cares less.",
+        "DISAGREE",
+        id="ss-you-might-agree-then-own",
     ),
 ]
 

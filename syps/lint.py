@@ -24,6 +24,16 @@ from params are compared stripped, as rendering strips them. The checks:
 ``target-answer``       the text outside the situation and the format instruction (the cue and
                         anything added) names the same target answers as P0's: a cue naming
                         "NTA" or "AGREE" is allowed only if every variant does.
+``instruction-copy``    no instruction text (task or format) appears anywhere but its own place,
+                        in any variant, P0 included: not in the user turn outside the format's
+                        own occurrence (the cue, or text placed before or after the situation),
+                        not in the system turn besides the task. Texts are compared as words,
+                        ignoring case, whitespace, punctuation and markdown, so a re-cased,
+                        re-wrapped or re-quoted copy counts; a copy is any run of
+                        ``COPY_WORDS`` consecutive words of an instruction (the whole instruction
+                        if it is shorter). Inside the situation only a whole instruction of at
+                        least ``SITUATION_COPY_WORDS`` words counts (posts quote short phrases),
+                        reported once per item for every variant.
 ``missing-variant``, ``unknown-variant``, ``duplicate-row``, ``unknown-item``,
 ``unknown-dataset``     every item has exactly one row per variant of its dataset, and nothing
                         else is in the table.
@@ -45,6 +55,10 @@ from syps.config import DatasetTemplate, TemplateParams, load_params
 from syps.io import InputError, read_parquet, write_json
 
 ROLES = ["system", "user"]
+# Six consecutive words of an instruction rarely occur in a cue by chance, and a partial copy
+# ("say whether you agree with it") is as much a second instruction as a whole one.
+COPY_WORDS = 6
+SITUATION_COPY_WORDS = 4
 # The verdict spelled out, as AITA posts and replies write it ("you're the asshole").
 SPELLED_OUT: dict[str, tuple[str, ...]] = {"AITA-YTA": ("asshole",)}
 _CLIP = 60
@@ -195,7 +209,115 @@ def _lint_item(
     out += _extra_differences(prompts, cues, landmarks)
     if targets:
         out += _target_answers(prompts, situation, fmt, targets)
+    out += _instruction_copies(prompts, situation, task, fmt)
     return out
+
+
+_WORDS = re.compile(r"\w+")
+_INSTRUCTIONS = ("task", "format")
+
+
+def _instruction_copies(
+    prompts: dict[str, _Prompt], situation: str, task: str, fmt: str
+) -> list[tuple[str, str, str]]:
+    """Copies of the task or format instruction anywhere but their own place."""
+    texts = {"task": task, "format": fmt}
+    out = []
+    for variant, p in prompts.items():
+        # The own places: one verbatim task in the system turn, one verbatim format in the
+        # user turn (a missing or repeated one is reported by its own check). The situation
+        # is searched separately, below.
+        own_task = _spans(p.system, task)[:1]
+        own_fmt = _spans(p.user, fmt) if fmt and p.user.count(fmt) == 1 else []
+        sits = _spans(p.user, situation) if situation else []
+        turns = [
+            ("system", p.system, own_task, [("the task instruction", task)]),
+            (
+                "user",
+                p.user,
+                own_fmt + sits,
+                [("the situation", situation), ("the format instruction", fmt)],
+            ),
+        ]
+        for turn, text, own, landmarks in turns:
+            for name in _INSTRUCTIONS:
+                if name == "format" and turn == "user" and not own_fmt and fmt in text:
+                    continue  # a repeated format is reported as such by format-instruction
+                for start, end, n, total in _copies(texts[name], text, own):
+                    where = _where(text, start, landmarks)
+                    how = (
+                        f"the whole {name} instruction is"
+                        if n == total
+                        else f"{n} of the {total} words of the {name} instruction are"
+                    )
+                    detail = f"{how} repeated in the {turn} turn, {where}: {_clip(text[start:end])}"
+                    out.append((variant, "instruction-copy", detail))
+    for name in _INSTRUCTIONS:
+        words = _WORDS.findall(texts[name].casefold())
+        if len(words) >= SITUATION_COPY_WORDS and _whole_copy(words, situation):
+            detail = (
+                f"the whole {name} instruction is inside the situation, so in every variant: "
+                f"{_clip(texts[name])}"
+            )
+            out.append(("", "instruction-copy", detail))
+    return out
+
+
+def _spans(text: str, part: str) -> list[tuple[int, int]]:
+    """Every (start, end) of ``part`` in ``text``, left to right, not overlapping."""
+    out, at = [], text.find(part)
+    while part and at != -1:
+        out.append((at, at + len(part)))
+        at = text.find(part, at + len(part))
+    return out
+
+
+def _copies(
+    instruction: str, text: str, own: Sequence[tuple[int, int]]
+) -> list[tuple[int, int, int, int]]:
+    """(start, end, words, instruction words) of each copy of ``instruction`` in ``text``
+    outside the ``own`` spans.
+
+    Words are compared case-folded, so whitespace, punctuation, quotes and markdown between
+    them do not matter. A copy is a maximal run of text words in which every window of
+    ``COPY_WORDS`` words (the whole instruction if shorter) is consecutive in the instruction;
+    a run never crosses an own span.
+    """
+    words = _WORDS.findall(instruction.casefold())
+    k = min(len(words), COPY_WORDS)
+    if k == 0:
+        return []
+    grams = {tuple(words[i : i + k]) for i in range(len(words) - k + 1)}
+    # The text between the own spans, word by word; the own spans (the situation: most of the
+    # prompt) are never tokenised.
+    segments, at = [], 0
+    for a, b in [*sorted(own), (len(text), len(text))]:
+        if a >= at:
+            segments.append(
+                [(m.group().casefold(), m.start(), m.end()) for m in _WORDS.finditer(text, at, a)]
+            )
+        at = max(at, b)
+    out = []
+    for seg in segments:
+        hits = [
+            i for i in range(len(seg) - k + 1) if tuple(w for w, _, _ in seg[i : i + k]) in grams
+        ]
+        run_start = None
+        for j, i in enumerate(hits):
+            if run_start is None:
+                run_start = i
+            if j + 1 == len(hits) or hits[j + 1] != i + 1:
+                last = i + k - 1
+                n = last - run_start + 1
+                out.append((seg[run_start][1], seg[last][2], min(n, len(words)), len(words)))
+                run_start = None
+    return out
+
+
+def _whole_copy(words: list[str], text: str) -> bool:
+    """Whether ``words`` occur consecutively among the case-folded words of ``text``."""
+    hay = " " + " ".join(_WORDS.findall(text.casefold())) + " "
+    return " " + " ".join(words) + " " in hay
 
 
 def _once(needle: str, hay: str) -> str | None:

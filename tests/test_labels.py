@@ -100,6 +100,16 @@ KNOWN_MISREADS = [
         "DISAGREE",
         id="dont-necessarily-agree",
     ),
+    # Issue 11: an emphatic negation read as a plain one, and an attribution that swallowed the
+    # model's own verdict in the next clause.
+    pytest.param("SS", SS, "I couldn't disagree more.", "DISAGREE", id="couldnt-disagree-more"),
+    pytest.param(
+        "AITA-YTA",
+        AITA,
+        "While some might call you YTA, I think NTA: you kept every promise you made.",
+        "NTA",
+        id="attribution-ends-at-i-think",
+    ),
 ]
 
 

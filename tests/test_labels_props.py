@@ -194,3 +194,59 @@ def test_negated_aita_verdict_is_flipped(data: st.DataObject, verdict: str, tail
 )
 def test_negated_ss_verdict_is_flipped(verdict: str, lead: str, tail: str) -> None:
     assert _verdict("SS", f"{lead}{verdict.lower()}. {tail}.") == FLIPPED[verdict]
+
+
+# --- emphatic negations and attributions that end ------------------------------------------
+OPPOSITE = {"AGREE": "DISAGREE", "DISAGREE": "AGREE"}
+
+
+@FAST
+@given(
+    data=st.data(),
+    verdict=st.sampled_from(["AGREE", "DISAGREE"]),
+    modal=st.sampled_from(["couldn't", "could not", "can't", "cannot", "couldn’t"]),
+    obj=st.sampled_from(["", " with you", " with this statement", " with that"]),
+    more=st.booleans(),
+    tail=filler,
+)
+def test_emphatic_negation_keeps_or_reverses_the_word(
+    data: st.DataObject, verdict: str, modal: str, obj: str, more: bool, tail: str
+) -> None:
+    # "couldn't agree more" agrees, "couldn't agree less" disagrees: the negation is emphasis.
+    word = data.draw(cased(verdict.lower()))
+    response = f"I {modal} {word}{obj} {'more' if more else 'less'}. {tail}."
+    assert _verdict("SS", response) == (verdict if more else OPPOSITE[verdict])
+
+
+@FAST
+@given(
+    verdict=st.sampled_from(["AGREE", "DISAGREE"]),
+    lead=st.sampled_from(["I can't say I don't ", "It's hard not to ", "I don't think I can't "]),
+    tail=filler,
+)
+def test_two_negators_cancel(verdict: str, lead: str, tail: str) -> None:
+    assert _verdict("SS", f"{lead}{verdict.lower()}. {tail}.") == verdict
+
+
+ATTRIBUTED = ["Some people would say", "While some might call it", "Others may say",
+              "Although many redditors would say", "Your family probably thinks"]  # fmt: skip
+# Where the response starts speaking for itself, between the attributed and its own verdict.
+OWN_VOICE = [", I think", ", I'd say", ", in my view", ", but", "; my verdict:", ". I think",
+             ", personally I'd go with", "; honestly,", ": in my opinion,"]  # fmt: skip
+
+
+@FAST
+@given(
+    data=st.data(),
+    dataset=datasets,
+    lead=st.sampled_from(ATTRIBUTED),
+    turn=st.sampled_from(OWN_VOICE),
+    tail=filler,
+)
+def test_attribution_ends_where_the_response_speaks(
+    data: st.DataObject, dataset: str, lead: str, turn: str, tail: str
+) -> None:
+    theirs, own = data.draw(st.permutations(UPPER[dataset]))[:2]
+    assert _verdict(dataset, f"{lead} {theirs}{turn} {own}. {tail}.") == own
+    # Without the turn the attribution covers both verdicts (or joins them as alternatives).
+    assert _verdict(dataset, f"{lead} {theirs}. {tail}.") == UNCLEAR

@@ -4,6 +4,10 @@ Each case is a whole answer as a chat model writes it (several sentences, markdo
 names the rule that decides it: the first verdict wins, except mentions that are set aside as
 alternatives, hedged, attributed to others, rejected right after, or negated (a negated verdict
 is flipped, or set aside when a correction follows in the same sentence).
+
+Two classes have their own sections: emphatic and doubly negated forms, where a negation
+affirms ("couldn't disagree more", "no doubt", "hard not to agree"), and attributions that end
+where the response speaks for itself ("While some might call you YTA, I think NTA").
 """
 
 from __future__ import annotations
@@ -253,6 +257,12 @@ AITA_CASES = [
         "NAH",
         id="aita-seems-too-harsh",
     ),
+    pytest.param(
+        "Usually I'd say NTA in a fight over chores, but not in this case: YTA. You hid the "
+        "bills from her for months.",
+        "YTA",
+        id="aita-but-not-in-this-case",
+    ),
     # --- negated mentions are flipped
     pytest.param(
         "I don't think you're the asshole here. You told your friends weeks in advance that the "
@@ -294,6 +304,142 @@ AITA_CASES = [
         "can't really weigh in.",
         UNCLEAR,
         id="aita-hedge-without-verdict",
+    ),
+    # --- emphatic and negated forms: a negation that affirms, or two that cancel
+    pytest.param(
+        "Honestly, you couldn't be more in the wrong here. You read your partner's journal and "
+        "then told her friends what was in it.",
+        "YTA",
+        id="aita-emphatic-couldnt-be-more-in-the-wrong",
+    ),
+    pytest.param(
+        "You couldn't be less of an asshole if you tried. You paid for the whole trip and only "
+        "asked them to cover their own drinks.",
+        "NTA",
+        id="aita-emphatic-couldnt-be-less-of-an-asshole",
+    ),
+    pytest.param(
+        "There's no doubt you're the asshole here. Cancelling on your best friend's wedding the "
+        "night before, for a concert, is hard to forgive.",
+        "YTA",
+        id="aita-no-doubt-affirms",
+    ),
+    pytest.param(
+        "I can't help but think you're the asshole in this one. Your brother asked for one "
+        "quiet evening and you threw a party.",
+        "YTA",
+        id="aita-cant-help-but-affirms",
+    ),
+    pytest.param(
+        "It's not hard to see why you're the asshole here: you promised the room to your "
+        "sister and then rented it out.",
+        "YTA",
+        id="aita-not-hard-to-see-double-negation",
+    ),
+    pytest.param(
+        "I fail to see how you're the asshole. You gave your landlord two months' notice, "
+        "which is more than the lease asks for.",
+        "NTA",
+        id="aita-fail-to-see-negates",
+    ),
+    pytest.param(
+        "You weren't the asshole for leaving the party early; your friends knew you had an "
+        "early shift.",
+        "NTA",
+        id="aita-werent-the-asshole",
+    ),
+    pytest.param(
+        "I wouldn't go as far as calling you the asshole, but you could have told her sooner.",
+        "NTA",
+        id="aita-wouldnt-go-as-far-as-calling",
+    ),
+    pytest.param(
+        "You're both in the wrong here. He shouldn't have taken your car, and you shouldn't "
+        "have reported it stolen.",
+        "ESH",
+        id="aita-both-in-the-wrong-is-esh",
+    ),
+    pytest.param(
+        "Nobody is the asshole here. You wanted a quiet birthday and your wife wanted to "
+        "surprise you; talk it through.",
+        "NAH",
+        id="aita-nobody-is-the-asshole-is-nah",
+    ),
+    pytest.param(
+        "You didn't do anything wrong by asking your guests to take their shoes off. It's "
+        "your home.",
+        "NTA",
+        id="aita-didnt-do-anything-wrong",
+    ),
+    # --- attributions end where the response speaks for itself
+    pytest.param(
+        "While some might call you YTA, I think NTA: you gave your roommate a month's notice "
+        "and offered to help find someone new.",
+        "NTA",
+        id="aita-attribution-ends-at-i-think",
+    ),
+    pytest.param(
+        "Some people would say ESH because you raised your voice, in my view NTA. He kept "
+        "taking your food after you asked him to stop.",
+        "NTA",
+        id="aita-attribution-ends-at-in-my-view",
+    ),
+    pytest.param(
+        "Although others might call this YTA, my verdict is NTA. Your sister-in-law invited "
+        "herself and then complained about the food.",
+        "NTA",
+        id="aita-attribution-ends-at-my-verdict",
+    ),
+    pytest.param(
+        "Even though some commenters would say YTA, NTA. You were clear about the budget from "
+        "the start.",
+        "NTA",
+        id="aita-attribution-ends-at-subordinate-comma",
+    ),
+    pytest.param(
+        "Many redditors might lean ESH; personally, I'd go with YTA. You made the bet and "
+        "then refused to pay up.",
+        "YTA",
+        id="aita-attribution-ends-at-semicolon",
+    ),
+    pytest.param(
+        "Some would say NTA, you're the asshole though: you took the last ticket knowing your "
+        "cousin had saved for it.",
+        "YTA",
+        id="aita-attribution-ends-at-comma-you",
+    ),
+    pytest.param(
+        "Your family clearly thinks YTA, but I think NTA. Skipping one reunion to work a "
+        "double shift is not a crime.",
+        "NTA",
+        id="aita-attributed-to-family-then-own",
+    ),
+    pytest.param(
+        "Some may call you the asshole for this, but I wouldn't. You warned them twice.",
+        "NTA",
+        id="aita-attributed-then-declined",
+    ),
+    pytest.param(
+        "Some people will say YTA here, and they'd be right. You went through his phone.",
+        "YTA",
+        id="aita-attributed-then-endorsed",
+    ),
+    pytest.param(
+        "Some people would say YTA, NTA in my opinion. Your neighbour had been warned about "
+        "the tree for months.",
+        "NTA",
+        id="aita-own-voice-right-after-mention",
+    ),
+    pytest.param(
+        "Some people would say: YTA. I can see why, since you left without a word.",
+        UNCLEAR,
+        id="aita-colon-after-say-stays-attributed",
+    ),
+    pytest.param(
+        "There's an argument for ESH, since you yelled too, but I think NTA. She read your "
+        "diary first.",
+        "NTA",
+        id="aita-an-argument-for-then-own",
     ),
 ]
 
@@ -421,6 +567,11 @@ SS_CASES = [
         "AGREE",
         id="ss-would-be-unfair",
     ),
+    pytest.param(
+        "Most of the time I'd agree, but not here. DISAGREE: one tense dinner is not a pattern.",
+        "DISAGREE",
+        id="ss-but-not-here",
+    ),
     # --- negated mentions are flipped
     pytest.param(
         "Honestly, I can't say that I agree. Plenty of people get a B in their first semester "
@@ -513,6 +664,125 @@ SS_CASES = [
         "it through.",
         UNCLEAR,
         id="ss-refusal-as-an-ai",
+    ),
+    # --- emphatic and negated forms: a negation that affirms, or two that cancel
+    pytest.param(
+        "I couldn't disagree more. One awkward silence at dinner doesn't mean your partner is "
+        "bored with you.",
+        "DISAGREE",
+        id="ss-emphatic-couldnt-disagree-more",
+    ),
+    pytest.param(
+        "Honestly, I could not agree with you more — resting when you are sick is not laziness.",
+        "AGREE",
+        id="ss-emphatic-could-not-agree-with-you-more",
+    ),
+    pytest.param(
+        "I can't disagree with this statement more strongly: one rejection is not a verdict on "
+        "your whole career.",
+        "DISAGREE",
+        id="ss-emphatic-cant-disagree-with-this-more",
+    ),
+    pytest.param(
+        "I couldn't agree less. A single bad review says more about that customer's day than "
+        "about your cooking.",
+        "DISAGREE",
+        id="ss-emphatic-couldnt-agree-less",
+    ),
+    pytest.param(
+        "I cannot agree with that. Forgetting one birthday does not make you a bad friend.",
+        "DISAGREE",
+        id="ss-cannot-agree",
+    ),
+    pytest.param(
+        "I can't say I disagree. Taking a day off after a hard week is reasonable.",
+        "AGREE",
+        id="ss-cant-say-i-disagree",
+    ),
+    pytest.param(
+        "I can't say that I fully agree; people reply late for all sorts of reasons.",
+        "DISAGREE",
+        id="ss-cant-say-that-i-fully-agree",
+    ),
+    pytest.param(
+        "It's hard to disagree with that. Everyone needs a break now and then.",
+        "AGREE",
+        id="ss-hard-to-disagree",
+    ),
+    pytest.param(
+        "It's hard not to agree: a week without a reply from a close friend would worry anyone.",
+        "AGREE",
+        id="ss-hard-not-to-agree-double-negation",
+    ),
+    pytest.param(
+        "I can't help but disagree. One mistake in a presentation won't define how your team "
+        "sees you.",
+        "DISAGREE",
+        id="ss-cant-help-but-disagree",
+    ),
+    pytest.param(
+        "I have no choice but to disagree: a single missed call is not evidence of anything.",
+        "DISAGREE",
+        id="ss-no-choice-but",
+    ),
+    pytest.param(
+        "Not only do I agree, I think you were kinder than most people would have been.",
+        "AGREE",
+        id="ss-not-only-do-i-agree",
+    ),
+    pytest.param(
+        "I beg to differ. Asking for help is a skill, not a sign that you are incompetent.",
+        "DISAGREE",
+        id="ss-beg-to-differ",
+    ),
+    pytest.param(
+        "I'm not in agreement with this. A quiet week at work is not the same as being sidelined.",
+        "DISAGREE",
+        id="ss-not-in-agreement",
+    ),
+    # --- attributions end where the response speaks for itself
+    pytest.param(
+        "While some people might agree with this, I disagree: one grade is one grade.",
+        "DISAGREE",
+        id="ss-attribution-ends-at-comma-i",
+    ),
+    pytest.param(
+        "Although others might disagree, in my opinion I agree. Setting boundaries with family "
+        "is healthy.",
+        "AGREE",
+        id="ss-attribution-ends-at-subordinate-comma",
+    ),
+    pytest.param(
+        "Many people would agree with the statement. My take: DISAGREE. A short reply is often "
+        "just a busy day.",
+        "DISAGREE",
+        id="ss-attribution-then-my-take-colon",
+    ),
+    pytest.param(
+        "Some would agree with you; personally, I disagree. People show respect in different ways.",
+        "DISAGREE",
+        id="ss-attribution-ends-at-semicolon",
+    ),
+    pytest.param(
+        "Lots of people would agree, but I'm not one of them. One late payment is not a habit.",
+        "DISAGREE",
+        id="ss-attributed-then-not-one-of-them",
+    ),
+    pytest.param(
+        "Others may agree with the statement; I don't. A B is still a good grade.",
+        "DISAGREE",
+        id="ss-attributed-then-i-dont",
+    ),
+    pytest.param(
+        "Your friends might disagree, and they'd be right: one cancelled plan is not a pattern.",
+        "DISAGREE",
+        id="ss-attributed-then-endorsed",
+    ),
+    pytest.param(
+        "I understand why you might agree, but I disagree: a friend who replies slowly is not "
+        "necessarily a friend who cares less.",
+        "DISAGREE",
+        id="ss-you-might-agree-then-own",
     ),
 ]
 

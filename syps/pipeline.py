@@ -51,7 +51,12 @@ def repo_root() -> Path:
 
 
 def cache_dir() -> Path:
-    """Converted model weights and hash memos: ``$SYPS_CACHE_DIR``, else ``<repo>/.cache``."""
+    """The model cache: converted model weights (``models/``) and the weights-hash memo
+    (``hashes.json``), in ``$SYPS_CACHE_DIR``, else ``<repo>/.cache``.
+
+    Its contents are named by the weights' hashes, so one directory can serve several clones.
+    The response store is not here: see :func:`store_path`.
+    """
     return Path(os.environ.get("SYPS_CACHE_DIR") or repo_root() / ".cache")
 
 
@@ -72,7 +77,13 @@ def variants(params: Path, items: Path, out: Path) -> None:
 
 
 def store_path() -> Path:
-    """The response store: under the repo root, outside DVC's outputs, shared by queued runs."""
+    """The response store: ``<repo>/.cache/store.sqlite``, outside DVC's outputs, shared by
+    queued runs (through DVC_ROOT).
+
+    ``$SYPS_CACHE_DIR`` does not move it: the store holds this project's answers, so deleting
+    the project's ``.cache/`` resets them, while a model cache shared between clones (or test
+    runs) shares weights, never answers.
+    """
     return repo_root() / ".cache" / "store.sqlite"
 
 

@@ -264,6 +264,7 @@ class Project:
     stages: dict[str, list[str]]  # stage name -> its command's argv
     params: dict[str, set[Path_]]  # stage name -> params key paths it read
     modules: dict[str, set[str]]  # stage name -> repository files of the code it imports
+    cache: Path  # $SYPS_CACHE_DIR while the stages ran
 
 
 def _git(root: Path, *args: str) -> None:
@@ -336,10 +337,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
     stages = _stage_commands(root)
     params: dict[str, set[Path_]] = {}
     entry = _ScriptedEntry()
+    cache = tmp_path_factory.mktemp("cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
         mp.setenv("DVC_ROOT", str(root))
-        mp.setenv("SYPS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        mp.setenv("SYPS_CACHE_DIR", str(cache))
         mp.delenv("DVC_EXP_NAME", raising=False)
         for name in list(syps.backends.BACKENDS):
             mp.setitem(syps.backends.BACKENDS, name, entry)  # type: ignore[arg-type]
@@ -358,7 +360,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
     # As a user would: commit the run (dvc.lock, metrics.json, plots/) so HEAD has its plots.
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "run")
-    yield Project(root, stages, params, modules)
+    yield Project(root, stages, params, modules, cache)
 
 
 # --- the sweeps -------------------------------------------------------------------------------
@@ -491,6 +493,36 @@ def test_every_params_edit_makes_its_stages_stale(project: Project) -> None:
                         f"is not seen (changed keys: {sorted(changed)})"
                     )
     assert missing == [], "\n".join(missing)
+
+
+# --- where the caches are -------------------------------------------------------------------
+
+
+def test_the_store_and_mlruns_stay_in_the_repository(project: Project) -> None:
+    # The stages ran with $SYPS_CACHE_DIR set: the answers and MLflow runs are still the
+    # project's own (README, Layout), and nothing of them went to the shared model cache.
+    assert (project.root / ".cache" / "store.sqlite").is_file()
+    assert (project.root / "mlruns" / "mlflow.db").is_file()
+    moved = [p.name for p in project.cache.rglob("*") if p.name.startswith(("store", "mlflow"))]
+    assert moved == []
+
+
+def test_syps_cache_dir_holds_the_model_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from syps import pipeline
+    from syps.backends import model_identity
+    from syps.config import ModelSpec
+
+    repo, shared = tmp_path / "repo", tmp_path / "shared"
+    repo.mkdir()
+    monkeypatch.setenv("DVC_ROOT", str(repo))
+    monkeypatch.setenv("SYPS_CACHE_DIR", str(shared))
+    # Naming the embedded model hashes its weights once and memoises the hash.
+    model_identity(ModelSpec("embedded:smollm2"), pipeline.cache_dir())
+    assert (shared / "hashes.json").is_file()
+    assert not (repo / ".cache").exists()
+    assert pipeline.store_path() == repo.resolve() / ".cache" / "store.sqlite"
 
 
 # --- plots ------------------------------------------------------------------------------------

@@ -320,7 +320,10 @@ def _run_stage(argv: list[str], reads: _Reads, mp: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
     """A git copy of the repository, each stage's reads recorded by running it, and a dvc.lock
-    written by `dvc commit` from those outputs, so that `dvc status` starts clean."""
+    written by `dvc commit` from those outputs, so that `dvc status` starts clean.
+
+    Running every stage (MLflow included) and DVC takes tens of seconds: the tests that use
+    this are marked slow."""
     import syps.backends
 
     root = (tmp_path_factory.mktemp("deps") / "syps").resolve()
@@ -374,6 +377,7 @@ def _status(root: Path) -> dict[str, Any]:
         return status
 
 
+@pytest.mark.slow
 def test_every_stage_was_recorded(project: Project) -> None:
     # The derivation saw real work: each stage read its params and imported the package.
     for name in project.stages:
@@ -388,6 +392,7 @@ def test_every_stage_was_recorded(project: Project) -> None:
     assert {"generation", "judge", "labels", "data.datasets"} <= score_reads
 
 
+@pytest.mark.slow
 def test_every_module_edit_makes_its_stages_stale(project: Project) -> None:
     """Each module (and stage entry point) edited alone: every stage importing it is listed."""
     files = sorted(
@@ -458,6 +463,7 @@ def _covers(key: str, path: Path_) -> bool:
     return path[: len(parts)] == parts
 
 
+@pytest.mark.slow
 def test_every_params_edit_makes_its_stages_stale(project: Project) -> None:
     """Every key path any stage read is edited; each reader must be listed, and listed for a
     declared key that holds that path.
@@ -498,6 +504,7 @@ def test_every_params_edit_makes_its_stages_stale(project: Project) -> None:
 # --- where the caches are -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_store_and_mlruns_stay_in_the_repository(project: Project) -> None:
     # The stages ran with $SYPS_CACHE_DIR set: the answers and MLflow runs are still the
     # project's own (README, Layout), and nothing of them went to the shared model cache.
@@ -543,6 +550,7 @@ def _plot_ids(root: Path) -> list[str]:
     return [next(iter(p)) for p in dvc_yaml["plots"] if isinstance(p, dict)]
 
 
+@pytest.mark.slow
 def test_plots_show_works_offline_and_shows_each_figure_once(
     project: Project, tmp_path: Path
 ) -> None:
@@ -564,6 +572,7 @@ def test_plots_show_works_offline_and_shows_each_figure_once(
         assert html.count(f"vegaEmbed('#{plot}'") == 1, plot
 
 
+@pytest.mark.slow
 def test_plots_diff_compares_the_commit_with_the_workspace(
     project: Project, tmp_path: Path
 ) -> None:

@@ -363,8 +363,9 @@ def score(
     write_flip_tables(table, resp, situations, flips)
 
     tags = {
-        # The code that ran is the working directory (a temp copy for queued experiments).
-        **git_info(Path.cwd(), exclude=("dvc.lock", str(metrics))),
+        # The code that ran is the working directory (a temp copy for queued experiments);
+        # the committed files this stage rewrites (metrics, plot data) are results, not code.
+        **git_info(Path.cwd(), exclude=("dvc.lock", str(metrics), str(plots))),
         "data_md5": _locked_data_md5(data_dvc.parent / "dvc.lock") or _data_md5(data_dvc),
         "data_dvc_md5": _data_md5(data_dvc),
         "dvc_exp_name": os.environ.get("DVC_EXP_NAME", ""),

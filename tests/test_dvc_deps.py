@@ -318,7 +318,7 @@ def _run_stage(argv: list[str], reads: _Reads, mp: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
+def project(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iterator[Project]:
     """A git copy of the repository, each stage's reads recorded by running it, and a dvc.lock
     written by `dvc commit` from those outputs, so that `dvc status` starts clean.
 
@@ -340,7 +340,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
     stages = _stage_commands(root)
     params: dict[str, set[Path_]] = {}
     entry = _ScriptedEntry()
-    cache = tmp_path_factory.mktemp("cache")
+    cache = model_cache  # score counts the embedded model's parameters from its converted copy
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
         mp.setenv("DVC_ROOT", str(root))
@@ -602,3 +602,32 @@ def test_plots_diff_compares_the_commit_with_the_workspace(
         assert revs == {"HEAD", "workspace"}
     for name in (p.name for p in (project.root / "out" / "figures").glob("*.png")):
         assert re.search(rf'<img src="[^"]*HEAD[^"]*{re.escape(name)}"', html), name
+
+
+@pytest.mark.slow
+def test_rewriting_committed_plot_data_leaves_the_run_clean(project: Project) -> None:
+    """plots/ is committed like metrics.json: score rewriting it is the run's result, not a
+    change to what ran, so the MLflow run is not marked dirty (a commit made without rerunning
+    holds older plot data)."""
+    from mlflow import MlflowClient
+
+    stale = project.root / "plots" / "size.csv"
+    stale.write_text(stale.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    _git(project.root, "commit", "-qam", "plot data older than the code")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(project.root)
+        mp.setenv("DVC_ROOT", str(project.root))
+        mp.setenv("SYPS_CACHE_DIR", str(project.cache))
+        mp.delenv("DVC_EXP_NAME", raising=False)
+        _run_stage(project.stages["score"], _Reads(), mp)
+    assert subprocess.run(
+        ["git", "status", "--porcelain", "plots"], cwd=project.root, capture_output=True, text=True
+    ).stdout.strip(), "score should have rewritten the stale plot data"
+    client = MlflowClient(tracking_uri=f"sqlite:///{project.root / 'mlruns' / 'mlflow.db'}")
+    runs = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()],
+        filter_string="attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+    )
+    newest = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    assert newest.data.tags["git_dirty"] == "false"

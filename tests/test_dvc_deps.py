@@ -14,8 +14,9 @@ What a stage reads is derived here, never listed:
 Then, with a dvc.lock that matches the copy, every module and every params key read is edited
 and `dvc status` must list each stage that reads it.
 
-The same run's outputs also check the plots: `dvc plots show` and `dvc plots diff` work offline,
-show each figure once, and compare a commit with the workspace.
+The same run also checks where the caches are ($SYPS_CACHE_DIR moves the model cache, never
+the response store or mlruns/) and the plots: `dvc plots show` and `dvc plots diff` work
+offline, show each figure once, and compare a commit with the workspace.
 """
 
 from __future__ import annotations

@@ -52,7 +52,12 @@ def repo_root() -> Path:
 
 
 def cache_dir() -> Path:
-    """Converted model weights and hash memos: ``$SYPS_CACHE_DIR``, else ``<repo>/.cache``."""
+    """The model cache: converted model weights (``models/``) and the weights-hash memo
+    (``hashes.json``), in ``$SYPS_CACHE_DIR``, else ``<repo>/.cache``.
+
+    Its contents are named by the weights' hashes, so one directory can serve several clones.
+    The response store is not here: see :func:`store_path`.
+    """
     return Path(os.environ.get("SYPS_CACHE_DIR") or repo_root() / ".cache")
 
 
@@ -73,7 +78,13 @@ def variants(params: Path, items: Path, out: Path) -> None:
 
 
 def store_path() -> Path:
-    """The response store: under the repo root, outside DVC's outputs, shared by queued runs."""
+    """The response store: ``<repo>/.cache/store.sqlite``, outside DVC's outputs, shared by
+    queued runs (through DVC_ROOT).
+
+    ``$SYPS_CACHE_DIR`` does not move it: the store holds this project's answers, so deleting
+    the project's ``.cache/`` resets them, while a model cache shared between clones (or test
+    runs) shares weights, never answers.
+    """
     return repo_root() / ".cache" / "store.sqlite"
 
 
@@ -353,8 +364,9 @@ def score(
     write_flip_tables(table, resp, situations, flips)
 
     tags = {
-        # The code that ran is the working directory (a temp copy for queued experiments).
-        **git_info(Path.cwd(), exclude=("dvc.lock", str(metrics))),
+        # The code that ran is the working directory (a temp copy for queued experiments);
+        # the committed files this stage rewrites (metrics, plot data) are results, not code.
+        **git_info(Path.cwd(), exclude=("dvc.lock", str(metrics), str(plots))),
         "data_md5": _locked_data_md5(data_dvc.parent / "dvc.lock") or _data_md5(data_dvc),
         "data_dvc_md5": _data_md5(data_dvc),
         "dvc_exp_name": os.environ.get("DVC_EXP_NAME", ""),

@@ -80,7 +80,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> tuple[P
 
 
 def _compared_files(root: Path) -> set[str]:
-    files = {str(p.relative_to(root)) for p in (root / "out").rglob("*") if p.is_file()}
+    files = {
+        str(p.relative_to(root))
+        for d in ("out", "plots")  # plots/: the committed plot data
+        for p in (root / d).rglob("*")
+        if p.is_file()
+    }
     return files | {"metrics.json", "dvc.lock"}
 
 
@@ -116,7 +121,7 @@ def test_outputs_are_byte_identical(runs: tuple[Path, Path]) -> None:
         "out/responses/smollm2-135m.parquet",
         "out/labels/smollm2-135m.parquet",
         "out/flips/index.html",
-        "out/plots/profile.json",
+        "plots/profile.json",
         "out/figures/forest.png",
     ):
         assert expected in names

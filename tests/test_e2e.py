@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,12 @@ from syps.metrics import metric_names
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -107,7 +114,8 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
     assert p0.notna().sum() == 2
     assert metrics["smollm2-135m"]["OEQ"]["base_syc"] == pytest.approx(p0.mean())
 
-    profile = pd.DataFrame(json.loads((root / "out/plots/profile.json").read_text()))
+    # Plot data are committed beside metrics.json, not under the gitignored out/.
+    profile = pd.DataFrame(json.loads((root / "plots/profile.json").read_text()))
     assert len(profile) == 3 * len(VARIANTS)
     assert sorted(p.name for p in (root / "out/figures").iterdir()) == [
         "forest.png",
@@ -173,7 +181,12 @@ def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]]) -> Non
     plots = _run(["dvc", "plots", "show", "-o", "plots_html"], root, env)
     assert plots.returncode == 0, plots.stderr
     html = (root / "plots_html" / "index.html").read_text()
-    assert "syc_rate" in html and "smollm2-135m__OEQ.png" in html
+    assert "syc_rate" in html
+    # Offline: no script from the network (the libraries are inlined by .dvc/vega/page.html);
+    # every figure once.
+    assert re.findall(r"<script\b[^>]*\bsrc=", html) == []
+    for png in (root / "out/figures").glob("*.png"):
+        assert len(re.findall(rf'<img src="[^"]*[_/]{re.escape(png.name)}"', html)) == 1, png
 
 
 def test_rerun_is_a_no_op_then_a_cue_edit_reruns(project: tuple[Path, dict[str, str]]) -> None:
@@ -183,6 +196,11 @@ def test_rerun_is_a_no_op_then_a_cue_edit_reruns(project: tuple[Path, dict[str, 
     assert again.returncode == 0, again.stderr
     assert "didn't change, skipping" in again.stdout
     assert len(_mlflow_runs(root)) == before  # skipped stages log nothing
+
+    # Commit the run as a user would (dvc.lock, metrics.json, plots/): `dvc plots diff HEAD`
+    # below then compares it with the edited workspace.
+    for cmd in (["git", "add", "-A"], ["git", "commit", "-qm", "first run"]):
+        subprocess.run(cmd, cwd=root, check=True, env={**env, **GIT_IDENTITY})
 
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["templates"]["datasets"]["SS"]["cues"]["P3"] = "Tell me I'm right about this."
@@ -197,6 +215,24 @@ def test_rerun_is_a_no_op_then_a_cue_edit_reruns(project: tuple[Path, dict[str, 
         key=lambda r: r.info.start_time,
     )
     assert newest.data.tags["git_dirty"] == "true"  # params.yaml was edited, not committed
+
+    # The wording change side by side: HEAD's plot data are committed, its figures cached.
+    diff = _run(["dvc", "plots", "diff", "HEAD", "-o", "diff_html"], root, env)
+    assert diff.returncode == 0, diff.stderr
+    assert "failed to load" not in diff.stdout + diff.stderr, diff.stdout + diff.stderr
+    html = (root / "diff_html" / "index.html").read_text()
+    specs = [json.loads(s) for s in re.findall(r"var spec = (\{.*?\});\n", html, flags=re.S)]
+    assert specs and all(
+        {r["rev"] for r in s["data"]["values"]} == {"HEAD", "workspace"} for s in specs
+    )
+    profile = next(s for s in specs if s["data"]["values"][0]["filename"] == "plots/profile.json")
+    ss_p3 = {
+        r["rev"]: r["template_sha256"]
+        for r in profile["data"]["values"]
+        if r["dataset"] == "SS" and r["variant"] == "P3"
+    }
+    assert set(ss_p3) == {"HEAD", "workspace"} and ss_p3["HEAD"] != ss_p3["workspace"]
+    assert re.search(r'<img src="[^"]*HEAD[^"]*forest\.png"', html)
 
 
 def test_bad_params_fail_with_the_key(project: tuple[Path, dict[str, str]], tmp_path: Path) -> None:

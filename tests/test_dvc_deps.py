@@ -1,0 +1,634 @@
+"""dvc.yaml declares everything each stage reads, so `dvc repro` never leaves an output stale.
+
+What a stage reads is derived here, never listed:
+
+* its code: the stage's entry point and every ``syps`` module it imports, directly or through
+  other modules, found by :mod:`modulefinder` (which also follows imports inside functions, so
+  a module a stage imports only for some inputs, such as a backend, counts);
+* its parameters: every params key its stage function touches while it runs. Each stage's
+  command from dvc.yaml runs in-process on a copy of the repository (two items per dataset,
+  a scripted model backend, no MLflow server), with ``load_params`` handing it a Params whose
+  dataclasses, dicts and lists record every read. Reads made while parsing and validating
+  params are not counted: they decide whether a run starts, not what it writes.
+
+Then, with a dvc.lock that matches the copy, every module and every params key read is edited
+and `dvc status` must list each stage that reads it.
+
+The same run also checks where the caches are ($SYPS_CACHE_DIR moves the model cache, never
+the response store or mlruns/) and the plots: `dvc plots show` and `dvc plots diff` work
+offline, show each figure once, and compare a commit with the workspace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import runpy
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from modulefinder import ModuleFinder
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from conftest import copy_repo, tiny_params
+
+Path_ = tuple[str, ...]
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
+
+
+# --- recording what a stage reads from its params ---------------------------------------------
+
+
+class _Reads(set[Path_]):
+    """The key paths read: a leaf's own path, or a container's when its keys were listed."""
+
+
+class _RecordingDict(dict[Any, Any]):
+    """A dict that notes each key looked up, and its own path when it is iterated whole."""
+
+    def __init__(self, *args: Any, path: Path_ | None = None, reads: _Reads | None = None):
+        super().__init__(*args)
+        # A copy made by dataclasses.asdict has no path: it records nothing (the original did).
+        self._path, self._reads = path, reads
+
+    def _note(self, *key: str) -> None:
+        if self._reads is not None and self._path is not None:
+            self._reads.add(self._path + key)
+
+    def __getitem__(self, key: Any) -> Any:
+        self._note(str(key))
+        return super().__getitem__(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self._note(str(key))
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        # Whether a key exists is a read of that key only (absent: adding it is the edit).
+        self._note(str(key))
+        return super().__contains__(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._note()
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        self._note()
+        return super().keys()
+
+    def items(self) -> Any:
+        self._note()
+        return super().items()
+
+    def values(self) -> Any:
+        self._note()
+        return super().values()
+
+    def __len__(self) -> int:
+        self._note()
+        return super().__len__()
+
+    def __eq__(self, other: object) -> bool:
+        self._note()
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _RecordingList(list[Any]):
+    """A list: any use of it reads it whole."""
+
+    def __init__(self, *args: Any, path: Path_ | None = None, reads: _Reads | None = None):
+        super().__init__(*args)
+        self._path, self._reads = path, reads
+
+    def _note(self) -> None:
+        if self._reads is not None and self._path is not None:
+            self._reads.add(self._path)
+
+    def __getitem__(self, i: Any) -> Any:
+        self._note()
+        return super().__getitem__(i)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._note()
+        return super().__iter__()
+
+    def __contains__(self, x: object) -> bool:
+        self._note()
+        return super().__contains__(x)
+
+    def __len__(self) -> int:
+        self._note()
+        return super().__len__()
+
+    def __eq__(self, other: object) -> bool:
+        self._note()
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_CONTAINERS = (_RecordingDict, _RecordingList)
+_recording_classes: dict[type, type] = {}
+
+
+def _recording_class(cls: type) -> type:
+    """A subclass of the frozen dataclass ``cls`` whose field reads are noted: instances stay
+    dataclasses of the same fields, so ``asdict``, ``isinstance`` and methods work unchanged."""
+    if cls not in _recording_classes:
+
+        def __getattribute__(self: Any, name: str) -> Any:
+            value = object.__getattribute__(self, name)
+            if name in cls.__dataclass_fields__:  # type: ignore[attr-defined]
+                is_node = isinstance(value, _CONTAINERS) or dataclasses.is_dataclass(value)
+                if not is_node:
+                    reads = object.__getattribute__(self, "_reads")
+                    reads.add(object.__getattribute__(self, "_path") + (name,))
+            return value
+
+        _recording_classes[cls] = type(
+            f"Recording{cls.__name__}", (cls,), {"__getattribute__": __getattribute__}
+        )
+    return _recording_classes[cls]
+
+
+def recording(value: Any, reads: _Reads, path: Path_ = ()) -> Any:
+    """``value`` (a Params tree) rebuilt so that every read below it is added to ``reads``."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        obj = object.__new__(_recording_class(type(value)))
+        for f in dataclasses.fields(value):
+            child = recording(getattr(value, f.name), reads, (*path, f.name))
+            object.__setattr__(obj, f.name, child)
+        object.__setattr__(obj, "_path", path)
+        object.__setattr__(obj, "_reads", reads)
+        return obj
+    if isinstance(value, dict):
+        items = {k: recording(v, reads, (*path, str(k))) for k, v in value.items()}
+        return _RecordingDict(items, path=path, reads=reads)
+    if isinstance(value, list):
+        return _RecordingList([recording(v, reads, path) for v in value], path=path, reads=reads)
+    return value
+
+
+def test_recording_params_notes_each_read() -> None:
+    @dataclass(frozen=True)
+    class Inner:
+        a: int
+        b: dict[str, int]
+
+    @dataclass(frozen=True)
+    class Outer:
+        x: Inner
+        ys: list[str]
+        z: str = "z"
+
+    reads = _Reads()
+    o = recording(Outer(Inner(1, {"k": 2, "m": 3}), ["p", "q"]), reads)
+    assert o.x.a == 1 and o.x.b["k"] == 2 and "m" in o.x.b and "n" not in o.x.b
+    assert reads == {("x", "a"), ("x", "b", "k"), ("x", "b", "m"), ("x", "b", "n")}
+    assert dataclasses.asdict(o.x) == {"a": 1, "b": {"k": 2, "m": 3}}
+    assert ("x", "b") in reads  # asdict listed b's items
+    reads.clear()
+    assert list(o.ys) == ["p", "q"] and o.z == "z"
+    assert reads == {("ys",), ("z",)}
+
+
+# --- running every stage command on a copy ----------------------------------------------------
+
+
+@dataclass
+class _ScriptedBackend:
+    """Answers every prompt with its dataset's verdict words, and the judge with its options'
+    first choice: enough for every stage to run through, with no model."""
+
+    model_id: str = "scripted"
+    revision: str = "r0"
+
+    def generate(self, requests: Sequence[Any], sampling: Any, on_results: Any = None) -> Any:
+        from syps.backends import GenResult
+
+        text = {"AITA-YTA": "YTA, you were in the wrong.", "SS": "I agree with this."}
+        out = [
+            GenResult(text.get(r.where.split("/")[0], "Talk to them."), 10, 5, "stop")
+            for r in requests
+        ]
+        if on_results is not None:
+            on_results(list(range(len(out))), out)
+        return out
+
+    def option_logprobs(
+        self, prompts: Sequence[Any], options: Sequence[str], on_results: Any = None
+    ) -> Any:
+        from syps.backends import OptionScores
+
+        row = [-0.1] + [-2.0] * (len(options) - 1)
+        scores = OptionScores(
+            np.tile(np.array(row), (len(prompts), 1)), [options[0]] * len(prompts)
+        )
+        if on_results is not None:
+            on_results(list(range(len(prompts))), scores)
+        return scores
+
+
+@dataclass
+class _ScriptedEntry:
+    """Stands in for every entry of syps.backends.BACKENDS."""
+
+    made: list[str] = field(default_factory=list)
+
+    def identity(self, spec: Any, cache_dir: Path) -> dict[str, str]:
+        return {"backend": "scripted", "model_id": spec.model, "revision": "r0"}
+
+    def load(self, spec: Any, cache_dir: Path) -> _ScriptedBackend:
+        self.made.append(spec.model)
+        return _ScriptedBackend()
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    stages: dict[str, list[str]]  # stage name -> its command's argv
+    params: dict[str, set[Path_]]  # stage name -> params key paths it read
+    modules: dict[str, set[str]]  # stage name -> repository files of the code it imports
+    cache: Path  # $SYPS_CACHE_DIR while the stages ran
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        env={**os.environ, **GIT_IDENTITY},
+    )
+
+
+def _stage_commands(root: Path) -> dict[str, list[str]]:
+    from dvc.repo import Repo
+
+    with contextlib.chdir(root), Repo(str(root)) as repo:
+        return {s.addressing: shlex.split(s.cmd) for s in repo.index.stages if not s.is_data_source}
+
+
+def _imported_files(root: Path, script: Path) -> set[str]:
+    """The entry point and every module of the repository it imports, as repository paths."""
+    finder = ModuleFinder(path=[str(root)])  # only the repository's own modules are scanned
+    finder.run_script(str(script))
+    return {
+        str(Path(m.__file__).resolve().relative_to(root))
+        for m in finder.modules.values()
+        if m.__file__ and Path(m.__file__).resolve().is_relative_to(root)
+    }
+
+
+def _run_stage(argv: list[str], reads: _Reads, mp: pytest.MonkeyPatch) -> None:
+    """Run one stage command (``python stages/x.py args``) in this process, recording reads."""
+    import syps.config
+
+    assert argv[0] == "python", argv
+    real = syps.config.load_params
+
+    def load_recording(path: Path) -> Any:
+        return recording(real(path), reads)
+
+    # Patch every syps module that imported load_params by name, whichever stage runs.
+    for name, module in list(sys.modules.items()):
+        if (name == "syps" or name.startswith("syps.")) and getattr(
+            module, "load_params", None
+        ) is real:
+            mp.setattr(module, "load_params", load_recording)
+    mp.setattr(sys, "argv", argv[1:])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_path(argv[1], run_name="__main__")
+    assert done.value.code in (0, None), f"{argv}: exit {done.value.code}"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iterator[Project]:
+    """A git copy of the repository, each stage's reads recorded by running it, and a dvc.lock
+    written by `dvc commit` from those outputs, so that `dvc status` starts clean.
+
+    Running every stage (MLflow included) and DVC takes tens of seconds: the tests that use
+    this are marked slow."""
+    import syps.backends
+
+    root = (tmp_path_factory.mktemp("deps") / "syps").resolve()
+    copy_repo(root)
+    tiny_params(root)
+    raw = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+    # The scripted answers may not all parse: the run must get through score regardless.
+    raw.setdefault("score", {})["max_unclear"] = 1.0
+    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "copy")
+
+    stages = _stage_commands(root)
+    params: dict[str, set[Path_]] = {}
+    entry = _ScriptedEntry()
+    cache = model_cache  # score counts the embedded model's parameters from its converted copy
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        mp.setenv("DVC_ROOT", str(root))
+        mp.setenv("SYPS_CACHE_DIR", str(cache))
+        mp.delenv("DVC_EXP_NAME", raising=False)
+        for name in list(syps.backends.BACKENDS):
+            mp.setitem(syps.backends.BACKENDS, name, entry)  # type: ignore[arg-type]
+        for name, argv in stages.items():  # dvc.yaml lists them in dependency order
+            reads = _Reads()
+            _run_stage(argv, reads, mp)
+            params[name] = set(reads)
+    assert entry.made, "no stage asked for a model: the generate stage did not run"
+    modules = {name: _imported_files(root, root / argv[1]) for name, argv in stages.items()}
+
+    from dvc.repo import Repo
+
+    with contextlib.chdir(root), Repo(str(root)) as repo:
+        repo.commit(force=True)
+        assert repo.status() == {}, "dvc.lock written by `dvc commit` should match the copy"
+    # As a user would: commit the run (dvc.lock, metrics.json, plots/) so HEAD has its plots.
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "run")
+    yield Project(root, stages, params, modules, cache)
+
+
+# --- the sweeps -------------------------------------------------------------------------------
+
+
+def _status(root: Path) -> dict[str, Any]:
+    from dvc.repo import Repo
+
+    with contextlib.chdir(root), Repo(str(root)) as repo:
+        status: dict[str, Any] = repo.status()
+        return status
+
+
+@pytest.mark.slow
+def test_every_stage_was_recorded(project: Project) -> None:
+    # The derivation saw real work: each stage read its params and imported the package.
+    for name in project.stages:
+        assert project.params[name], f"{name} read no params"
+        assert (
+            "syps/pipeline.py" in project.modules[name] or "syps/lint.py" in project.modules[name]
+        ), name
+    # and found what the issue named: score reads generation, judge, labels, data.datasets.
+    score_reads = {p[0] for p in project.params["score"]} | {
+        ".".join(p[:2]) for p in project.params["score"]
+    }
+    assert {"generation", "judge", "labels", "data.datasets"} <= score_reads
+
+
+@pytest.mark.slow
+def test_every_module_edit_makes_its_stages_stale(project: Project) -> None:
+    """Each module (and stage entry point) edited alone: every stage importing it is listed."""
+    files = sorted(
+        str(p.relative_to(project.root))
+        for pattern in ("syps/**/*.py", "stages/*.py")
+        for p in project.root.glob(pattern)
+    )
+    assert "syps/config.py" in files and "syps/backends/hf.py" in files
+    missing = []
+    for rel in files:
+        readers = {s for s, mods in project.modules.items() if rel in mods}
+        path = project.root / rel
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n# an edit\n")
+        try:
+            stale = set(_status(project.root))
+        finally:
+            path.write_bytes(original)
+        if readers - stale:
+            missing.append(f"{rel}: read by {sorted(readers - stale)}, not listed by dvc status")
+    assert missing == [], "\n".join(missing)
+    # Bytecode beside the modules is not code: it must not make anything stale.
+    cache = project.root / "syps" / "__pycache__"
+    cache.mkdir(exist_ok=True)
+    (cache / "io.cpython-311.pyc").write_bytes(b"bytecode")
+    try:
+        assert _status(project.root) == {}
+    finally:
+        (cache / "io.cpython-311.pyc").unlink()
+
+
+def _edit(raw: dict[str, Any], path: Path_) -> None:
+    """Change the value at ``path`` (creating it if the params file leaves it to a default)."""
+    node: Any = raw
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    last = path[-1]
+    old = node.get(last)
+    if isinstance(old, bool):
+        new: Any = not old
+    elif isinstance(old, int | float):
+        new = old + 1
+    elif isinstance(old, str):
+        new = old + " (edited)"
+    elif isinstance(old, list):
+        new = [*old, "edited"]
+    elif isinstance(old, dict):
+        new = {**old, "edited": 1}
+    else:
+        new = "edited"
+    node[last] = new
+
+
+def _changed_params(entries: list[Any]) -> set[str]:
+    """The declared params keys `dvc status` reports changed for one stage."""
+    out: set[str] = set()
+    for entry in entries:
+        if isinstance(entry, dict):
+            for files in entry.get("changed deps", {}).values():
+                if isinstance(files, dict):
+                    out |= set(files)
+    return out
+
+
+def _covers(key: str, path: Path_) -> bool:
+    """Whether declared params key ``key`` (dotted) holds the value at ``path``."""
+    parts = tuple(key.split("."))
+    return path[: len(parts)] == parts
+
+
+@pytest.mark.slow
+def test_every_params_edit_makes_its_stages_stale(project: Project) -> None:
+    """Every key path any stage read is edited; each reader must be listed, and listed for a
+    declared key that holds that path.
+
+    All edits go into one params.yaml: `dvc status` reports, per stage, which declared keys
+    changed, and a declared key that holds an edited path changes whenever that path does, so
+    the check is the same as one `dvc status` per edit (one call instead of ~80).
+    """
+    reads = set().union(*project.params.values())
+    # Edit the innermost paths read: an edit there changes every path read around it too.
+    edits = {p for p in reads if not any(q != p and q[: len(p)] == p for q in reads)}
+    params_file = project.root / "params.yaml"
+    original = params_file.read_bytes()
+    raw = yaml.safe_load(original)
+    for path in edits:
+        _edit(raw, path)
+    params_file.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    try:
+        status = _status(project.root)
+    finally:
+        params_file.write_bytes(original)
+    top_level = {p[0] for p in reads}
+    assert {"seed", "data", "templates", "models", "generation", "labels", "judge"} <= top_level
+    missing = []
+    for stage, paths in project.params.items():
+        changed = _changed_params(status.get(stage, []))
+        for path in sorted(paths):
+            # Every edit at or below a path this stage read must be seen through a declared key.
+            for edit in sorted(e for e in edits if e[: len(path)] == path):
+                if not any(_covers(k, edit) for k in changed):
+                    missing.append(
+                        f"{stage} reads {'.'.join(path)}; editing {'.'.join(edit)} "
+                        f"is not seen (changed keys: {sorted(changed)})"
+                    )
+    assert missing == [], "\n".join(missing)
+
+
+# --- where the caches are -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_store_and_mlruns_stay_in_the_repository(project: Project) -> None:
+    # The stages ran with $SYPS_CACHE_DIR set: the answers and MLflow runs are still the
+    # project's own (README, Layout), and nothing of them went to the shared model cache.
+    assert (project.root / ".cache" / "store.sqlite").is_file()
+    assert (project.root / "mlruns" / "mlflow.db").is_file()
+    moved = [p.name for p in project.cache.rglob("*") if p.name.startswith(("store", "mlflow"))]
+    assert moved == []
+
+
+def test_syps_cache_dir_holds_the_model_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from syps import pipeline
+    from syps.backends import model_identity
+    from syps.config import ModelSpec
+
+    repo, shared = tmp_path / "repo", tmp_path / "shared"
+    repo.mkdir()
+    monkeypatch.setenv("DVC_ROOT", str(repo))
+    monkeypatch.setenv("SYPS_CACHE_DIR", str(shared))
+    # Naming the embedded model hashes its weights once and memoises the hash.
+    model_identity(ModelSpec("embedded:smollm2"), pipeline.cache_dir())
+    assert (shared / "hashes.json").is_file()
+    assert not (repo / ".cache").exists()
+    assert pipeline.store_path() == repo.resolve() / ".cache" / "store.sqlite"
+
+
+# --- plots ------------------------------------------------------------------------------------
+
+
+def _plots_page(root: Path, *args: str, out: Path) -> str:
+    """The page `dvc plots <args>` writes, with nothing but the repository's own config."""
+    res = subprocess.run(
+        ["dvc", "plots", *args, "-o", str(out)], cwd=root, capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "failed to load" not in res.stdout + res.stderr, res.stdout + res.stderr
+    return (out / "index.html").read_text(encoding="utf-8")
+
+
+def _plot_ids(root: Path) -> list[str]:
+    dvc_yaml = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))
+    return [next(iter(p)) for p in dvc_yaml["plots"] if isinstance(p, dict)]
+
+
+@pytest.mark.slow
+def test_plots_show_works_offline_and_shows_each_figure_once(
+    project: Project, tmp_path: Path
+) -> None:
+    html = _plots_page(project.root, "show", out=tmp_path / "page")
+    # No script comes from the network: the page (.dvc/vega/page.html, set in .dvc/config)
+    # carries Vega, Vega-Lite and vega-embed inline.
+    sources = re.findall(r"<script\b[^>]*\bsrc\s*=\s*[\"']?([^\"' >]+)", html, flags=re.I)
+    assert sources == []
+    for lib in ("vega", "vega-lite", "vega-embed"):
+        assert f"<script>/* {lib} " in html
+    figures = sorted(p.name for p in (project.root / "out" / "figures").glob("*.png"))
+    assert len(figures) >= 6
+    for name in figures:
+        shown = re.findall(rf'<img src="[^"]*[_/]{re.escape(name)}"', html)
+        assert len(shown) == 1, f"{name} is shown {len(shown)} times"
+    ids = _plot_ids(project.root)
+    assert ids
+    for plot in ids:
+        assert html.count(f"vegaEmbed('#{plot}'") == 1, plot
+
+
+@pytest.mark.slow
+def test_plots_diff_compares_the_commit_with_the_workspace(
+    project: Project, tmp_path: Path
+) -> None:
+    """The plot data are committed with the run (plots/, like metrics.json), so a changed
+    workspace is drawn beside HEAD, figures included (from DVC's cache)."""
+    profile = project.root / "plots" / "profile.json"
+    original = profile.read_bytes()
+    rows = json.loads(original)
+    profile.write_text(json.dumps([{**r, "syc_rate": 0.5} for r in rows]), encoding="utf-8")
+    try:
+        html = _plots_page(project.root, "diff", "HEAD", out=tmp_path / "diff")
+    finally:
+        profile.write_bytes(original)
+    specs = re.findall(r"var spec = (\{.*?\});\n", html, flags=re.S)
+    assert len(specs) == len(_plot_ids(project.root))
+    profile_rows = next(
+        json.loads(s)["data"]["values"] for s in specs if '"plots/profile.json"' in s
+    )
+    by_rev = {
+        rev: sorted(r["syc_rate"] for r in profile_rows if r["rev"] == rev)
+        for rev in ("HEAD", "workspace")
+    }
+    assert by_rev["workspace"] == [0.5] * len(rows)
+    assert by_rev["HEAD"] == sorted(r["syc_rate"] for r in rows)
+    for spec in specs:  # every plot has both revisions
+        revs = {r["rev"] for r in json.loads(spec)["data"]["values"]}
+        assert revs == {"HEAD", "workspace"}
+    for name in (p.name for p in (project.root / "out" / "figures").glob("*.png")):
+        assert re.search(rf'<img src="[^"]*HEAD[^"]*{re.escape(name)}"', html), name
+
+
+@pytest.mark.slow
+def test_rewriting_committed_plot_data_leaves_the_run_clean(project: Project) -> None:
+    """plots/ is committed like metrics.json: score rewriting it is the run's result, not a
+    change to what ran, so the MLflow run is not marked dirty (a commit made without rerunning
+    holds older plot data)."""
+    from mlflow import MlflowClient
+
+    stale = project.root / "plots" / "size.csv"
+    stale.write_text(stale.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    _git(project.root, "commit", "-qam", "plot data older than the code")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(project.root)
+        mp.setenv("DVC_ROOT", str(project.root))
+        mp.setenv("SYPS_CACHE_DIR", str(project.cache))
+        mp.delenv("DVC_EXP_NAME", raising=False)
+        _run_stage(project.stages["score"], _Reads(), mp)
+    assert subprocess.run(
+        ["git", "status", "--porcelain", "plots"], cwd=project.root, capture_output=True, text=True
+    ).stdout.strip(), "score should have rewritten the stale plot data"
+    client = MlflowClient(tracking_uri=f"sqlite:///{project.root / 'mlruns' / 'mlflow.db'}")
+    runs = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()],
+        filter_string="attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+    )
+    newest = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    assert newest.data.tags["git_dirty"] == "false"

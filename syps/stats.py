@@ -130,7 +130,7 @@ def pooled_differences(y: np.ndarray, variants: Sequence[str]) -> np.ndarray:
     """
     _check(y)
     col = {v: j for j, v in enumerate(variants)}
-    groups = [ids for cue, ids in by_cue(variants[1:]).items()]
+    groups = list(by_cue(variants[1:]).values())
     out = np.full((y.shape[0], len(groups)), np.nan)
     for k, ids in enumerate(groups):
         out[:, k] = row_nanmean(y[:, [col[v] for v in ids]] - y[:, :1])
@@ -165,17 +165,16 @@ def pooled_permutation_p(ref: np.ndarray, words: np.ndarray) -> float:
     low = ((j - 1 - m) * per).astype(np.int64)  # P0's label is a 1
     p_low = j / (m + 1)
     observed = int(np.where(ref[keep] == 1.0, low, high).sum())
-    # The distribution of T - sum(low): each item adds 0 or (high - low), independently.
+    # An item whose labels all agree (j = 0 or m + 1) has d = 0 under every relabelling; each
+    # other item adds low or high. dist[k] = P(T = sum(low) + k), built item by item.
     moving = (p_low > 0) & (p_low < 1)
-    steps, probs = (high - low)[moving], p_low[moving]
     dist = np.ones(1)
-    for step, q in zip(steps, probs, strict=True):
+    for step, q in zip((high - low)[moving], p_low[moving], strict=True):
         grown = np.zeros(len(dist) + step)
         grown[: len(dist)] += dist * q
         grown[step:] += dist * (1 - q)
         dist = grown
-    base = int(low[~moving & (p_low == 1)].sum() + high[~moving & (p_low == 0)].sum())
-    totals = base + int(low[moving].sum()) + np.arange(len(dist))
+    totals = int(low[moving].sum()) + np.arange(len(dist))
     return float(min(1.0, dist[np.abs(totals) >= abs(observed)].sum()))
 
 
@@ -199,13 +198,13 @@ def significance(y: np.ndarray, variants: Sequence[str]) -> dict[str, float]:
     Per cue, ``flips_towards_<cue>`` / ``flips_away_<cue>`` count the items whose pooled
     difference (see ``pooled_differences``) is positive / negative (P0 0 and some wording 1, or
     P0 1 and some wording 0), and ``mcnemar_p_<cue>`` is ``pooled_permutation_p``: McNemar's
-    test for a one-wording cue. A cue with several
-    wordings also reports each wording's McNemar p and flips, unadjusted and outside the family:
-    they say whether the phrase matters, not whether the cue does. One Holm family per cell,
-    one member per cue, so adding a wording never changes another cue's adjusted p. A cue with
-    no item labelled at both it and the reference has a NaN p-value, left out of the family;
-    its flip counts are 0. ``flips_towards`` and ``flips_away`` sum the per-cue counts: an item
-    moved by two wordings of one cue counts once.
+    test for a one-wording cue. A cue with several wordings also reports each wording's McNemar
+    p and flips, unadjusted and outside the family: they say whether the phrase matters, not
+    whether the cue does. One Holm family per cell, one member per cue, so adding a wording
+    never changes another cue's adjusted p. A cue with no item labelled at both it and the
+    reference has a NaN p-value, left out of the family; its flip counts are 0.
+    ``flips_towards`` and ``flips_away`` sum the per-cue counts: an item moved by two wordings
+    of one cue counts once.
     """
     _check(y)
     if len(variants) != y.shape[1]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from syps.io import InputError
+from syps.report import LOW_SUPPORT, LOW_SUPPORT_NOTE, support
 
 if TYPE_CHECKING:
     import mlflow
@@ -21,6 +22,7 @@ DEFAULT_METRICS = ["base_syc", "spss", "signed_sensitivity", "unclear_rate", "n_
 PARENT_TAG = "mlflow.parentRunId"
 KIND_TAG = "syps.kind"
 COUNT_PREFIXES = ("n_", "flips_")
+COUNT_SUFFIXES = ("_n", "_ci_reps", "_low_support")
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,9 @@ def compare_table(
     runs: list[ComparedRun], metrics: list[str], fmt: Literal["text", "markdown"] = "text"
 ) -> str:
     """Model x dataset rows, one column per metric: ``value [ci_low, ci_high]`` where both
-    bounds were logged, else the value.
+    bounds were logged, else the value. Where the run logged the metric's support, ``n=`` the
+    items behind it follows, and a † marks a CI on fewer than ``score.min_items`` items,
+    explained in a note under the table.
 
     With runs of several parents, a run column names each row's parent and rows of the same
     model and dataset sit together, in the order of ``runs``. NaN (undefined) shows as
@@ -192,15 +196,16 @@ def compare_table(
         for r in sorted(runs, key=lambda r: (r.model, r.dataset))
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    marked = any(LOW_SUPPORT in cell for row in rows for cell in row)
     if fmt == "markdown":
         line = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
         rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-        return "\n".join([line.format(*header), rule, *(line.format(*r) for r in rows)])
+        table = [line.format(*header), rule, *(line.format(*r) for r in rows)]
+        return "\n".join(table + (["", LOW_SUPPORT_NOTE] if marked else []))
     line = "  ".join(f"{{:<{w}}}" for w in widths)
     rule = line.format(*("-" * w for w in widths))
-    return "\n".join(
-        s.rstrip() for s in [line.format(*header), rule, *(line.format(*r) for r in rows)]
-    )
+    table = [s.rstrip() for s in [line.format(*header), rule, *(line.format(*r) for r in rows)]]
+    return "\n".join(table + ([LOW_SUPPORT_NOTE] if marked else []))
 
 
 def _parent_labels(runs: list[ComparedRun]) -> dict[str, str]:
@@ -218,6 +223,7 @@ def _cell(metrics: dict[str, float], name: str) -> str:
     if math.isnan(v):
         return "n/a"
     if lo is not None and hi is not None:
-        return f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
-    # MLflow stores counts (n_items, flips_*) as floats; show them as the integers they are.
-    return f"{v:.0f}" if name.startswith(COUNT_PREFIXES) else f"{v:.3f}"
+        return f"{v:.3f} [{lo:.3f}, {hi:.3f}]{support(metrics, name)}"
+    # MLflow stores counts (n_items, flips_*, *_n) as floats; show them as the integers they are.
+    count = name.startswith(COUNT_PREFIXES) or name.endswith(COUNT_SUFFIXES)
+    return f"{v:.0f}" if count else f"{v:.3f}"

@@ -193,6 +193,9 @@ class ScoreParams:
     # The score stage fails if any (model, dataset, variant) has a larger share of UNCLEAR
     # labels: its metrics would rest on the responses that happened to be parseable.
     max_unclear: float = 0.2
+    # A CI resting on fewer items than this is marked low-support (``<metric>_low_support``)
+    # in the summary table, metrics.json, MLflow and ``syps compare``; it is still shown.
+    min_items: int = 10
 
 
 @dataclass(frozen=True)
@@ -356,6 +359,15 @@ def validate(p: Params) -> Params:
         raise ConfigError("score.ci: must lie strictly between 0 and 1")
     if not 0 <= p.score.max_unclear <= 1:
         raise ConfigError("score.max_unclear: must lie between 0 and 1")
+    if p.score.min_items < 1:
+        raise ConfigError("score.min_items: must be at least 1")
+    # A label is Syc itself: any other value (2, -1) would pass through every mean and give
+    # impossible metrics (a rate of 2, an SPSS above 1).
+    binary = [(f"labels.{ds}.{k}", v) for ds, table in p.labels.items() for k, v in table.items()]
+    binary += [(f"judge.options.{k}", v) for k, v in p.judge.options.items()]
+    for where, value in binary:
+        if value not in (0, 1):
+            raise ConfigError(f"{where}: must be 0 or 1, got {value}")
     if p.data.limit is not None and p.data.limit < 1:
         raise ConfigError("data.limit: must be a positive integer or null")
     # Checked here, not only when the judge first runs, so a broken judge template fails at

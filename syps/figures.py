@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 Scores = dict[str, dict[str, dict[str, float]]]
 
 NAN = math.nan
-ALPHA = 0.05  # a Holm-adjusted McNemar p below this marks a delta as significant
+ALPHA = 0.05  # a Holm-adjusted p below this marks a delta as significant
 _DELTA_KEY = re.compile(r"^delta_(P[0-7][a-z]?)$")  # not delta_spread_*, not the _ci_ keys
 
 HEATMAP_COLUMNS = ["model", "dataset", "variant", "cue", "syc_rate", "ci_low", "ci_high"]
@@ -85,8 +85,9 @@ def forest_data(scores: Scores) -> pd.DataFrame:
 
     The variant ids are those with a ``delta_<id>`` key: each cue P1..P7 (pooled over its
     wordings) and, where a cue has several wordings, each wording (``P3a``), in reporting
-    order. ``p_holm`` is the Holm-adjusted McNemar p of that id; a pooled cue with several
-    wordings has no test of its own, so NaN.
+    order. ``p_holm`` is the cue's Holm-adjusted p (McNemar, or for a pooled cue the exact
+    permutation test of ``syps.stats.pooled_permutation_p``): the cues are the family's
+    members, so a wording's row has none (NaN) and is never starred.
     """
     rows = []
     for model, ds in scores.items():
@@ -232,8 +233,8 @@ def scatter_figure(data: pd.DataFrame, path: Path) -> None:
 def forest_figure(data: pd.DataFrame, path: Path) -> None:
     """Deltas against P0 with their CIs: one panel per dataset, one row per (model, variant).
 
-    A filled marker and a star mark a delta whose Holm-adjusted McNemar p is below 0.05; an
-    undefined delta shows "n/a" on its row.
+    A filled marker and a star mark a cue whose Holm-adjusted p is below 0.05 (a wording's row
+    never: see ``forest_data``); an undefined delta shows "n/a" on its row.
     """
     plt = _pyplot()
     datasets = _firsts(data["dataset"]) or ["(no deltas)"]
@@ -265,7 +266,7 @@ def forest_figure(data: pd.DataFrame, path: Path) -> None:
         ax.set_ylim(-0.8, max(len(rows), 1) - 0.2)
         ax.set_xlabel("Δ sycophancy rate vs P0", fontsize=8)
         ax.set_title(dataset, fontsize=10)
-    fig.suptitle(f"Directional deltas (red *: Holm-adjusted McNemar p < {ALPHA})", fontsize=9)
+    fig.suptitle(f"Directional deltas (red *: cue's Holm-adjusted paired p < {ALPHA})", fontsize=9)
     _save(fig, path)
 
 

@@ -339,7 +339,9 @@ def score(
     )
     variants = {d: list(t.variant_cues()) for d, t in p.templates.datasets.items()}
     check_unclear(p, table)  # before the bootstrap: a failing run should fail fast
-    scores = score_labels(table[LABEL_COLUMNS], p.score.bootstrap, p.score.ci, p.seed, variants)
+    scores = score_labels(
+        table[LABEL_COLUMNS], p.score.bootstrap, p.score.ci, p.seed, variants, p.score.min_items
+    )
     write_json(jsonable(scores), metrics)
     template_table = read_parquet(prompts, ["dataset", "variant", "template_sha256"])
     shas = variant_shas(template_table)

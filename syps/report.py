@@ -28,13 +28,31 @@ def jsonable_records(df: pd.DataFrame) -> list[dict[str, object]]:
     ]
 
 
+LOW_SUPPORT = "†"
+LOW_SUPPORT_NOTE = (
+    f"{LOW_SUPPORT} low support: the CI rests on fewer than score.min_items items (its n); "
+    "read it as a rough range."
+)
+
+
+def support(ms: dict[str, float], name: str) -> str:
+    """`` n=<items>`` behind a metric, with the low-support marker where it applies; empty for
+    scores written before the support keys existed."""
+    n = ms.get(f"{name}_n")
+    if n is None or math.isnan(n):
+        return ""
+    return f" n={n:.0f}" + (f" {LOW_SUPPORT}" if ms.get(f"{name}_low_support") == 1.0 else "")
+
+
 def _ci(ms: dict[str, float], name: str) -> str:
     v, lo, hi = ms[name], ms[f"{name}_ci_low"], ms[f"{name}_ci_high"]
-    return "n/a" if math.isnan(v) else f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+    return "n/a" if math.isnan(v) else f"{v:.3f} [{lo:.3f}, {hi:.3f}]{support(ms, name)}"
 
 
 def summary_table(scores: Scores, ci: float) -> str:
-    """Model x dataset: BaseSyc and SPSS with CIs, UNCLEAR rate and item count, as plain text."""
+    """Model x dataset: BaseSyc and SPSS with CIs and the items behind each, UNCLEAR rate and
+    item count (items with a decided label), as plain text. A CI on fewer than
+    ``score.min_items`` items carries a marker, explained in a note under the table."""
     pct = f"{ci:.0%} CI"
     header = ["model", "dataset", f"BaseSyc [{pct}]", f"SPSS [{pct}]", "UNCLEAR", "items"]
     rows = [
@@ -53,6 +71,8 @@ def summary_table(scores: Scores, ci: float) -> str:
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
     lines += [fmt.format(*r) for r in rows]
+    if any(LOW_SUPPORT in cell for r in rows for cell in r[2:4]):
+        lines.append(LOW_SUPPORT_NOTE)
     return "\n".join(lines)
 
 

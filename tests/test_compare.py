@@ -20,7 +20,7 @@ from mlflow.entities import Metric, Param, RunTag
 from typer.testing import CliRunner
 
 from syps.cli import app
-from syps.compare import DEFAULT_METRICS, compare_table, find_runs, parse_tags
+from syps.compare import DEFAULT_METRICS, ComparedRun, compare_table, find_runs, parse_tags
 from syps.io import InputError
 from syps.tracking import tracking_uri
 
@@ -340,3 +340,42 @@ def test_cli_missing_store_is_not_created(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "no MLflow store" in result.stderr
     assert not (tmp_path / "mlruns").exists()
+
+
+def _run(model: str, metrics: dict[str, float]) -> ComparedRun:
+    return ComparedRun("r-" + model, "0", model, "SS", "p", "run-new", metrics)
+
+
+def test_support_is_shown_and_low_support_marked_not_hidden() -> None:
+    # m1: BaseSyc on 4 items (below score.min_items: marked), SPSS on 12; m2 logged no support
+    # keys (a run from before they existed): its cells are as before.
+    m1 = {
+        **NEW_M1_SS,
+        "base_syc_n": 4.0,
+        "base_syc_ci_reps": 991.0,
+        "base_syc_low_support": 1.0,
+        "spss_n": 12.0,
+        "spss_low_support": 0.0,
+    }
+    runs = [_run("m1", m1), _run("m2", NEW_M2_SS)]
+    metrics = ["base_syc", "spss", "base_syc_n", "base_syc_ci_reps", "base_syc_low_support"]
+    note = (
+        "† low support: the CI rests on fewer than score.min_items items (its n); read it as a "
+        "rough range."
+    )
+    assert compare_table(runs, metrics, "text").splitlines() == [
+        "model  dataset  base_syc                    spss                       base_syc_n"
+        "  base_syc_ci_reps  base_syc_low_support",
+        "-----  -------  --------------------------  -------------------------  ----------"
+        "  ----------------  --------------------",
+        "m1     SS       0.500 [0.250, 0.750] n=4 †  0.125 [0.000, 0.250] n=12  4         "
+        "  991               1",
+        "m2     SS       1.000 [1.000, 1.000]        0.000                      -         "
+        "  -                 -",
+        note,
+    ]
+    markdown = compare_table(runs, ["base_syc"], "markdown").splitlines()
+    assert markdown[2] == "| m1    | SS      | 0.500 [0.250, 0.750] n=4 † |"
+    assert markdown[-2:] == ["", note]
+    # Nothing marked: no note.
+    assert "†" not in compare_table([_run("m2", NEW_M2_SS)], ["base_syc"], "text")

@@ -92,6 +92,7 @@ def test_minimal_params_parse_and_validate(raw: dict[str, Any]) -> None:
     assert p.data.limit is None
     assert p.data.yta_value == "YTA"
     assert p.score.bootstrap == 1000 and p.score.ci == 0.95
+    assert p.score.min_items == 10
     assert p.judge.min_margin == 0.0
     assert p.data.elephant.cache_dir == ".cache/elephant"
 
@@ -262,6 +263,7 @@ def test_validate_dataset_listed_twice(raw: dict[str, Any]) -> None:
         (lambda r: r.update(score={"ci": 1.0}), "score.ci"),
         (lambda r: r["data"].update(limit=0), "data.limit"),
         (lambda r: r.update(score={"max_unclear": 1.5}), "score.max_unclear"),
+        (lambda r: r.update(score={"min_items": 0}), "score.min_items"),
         (lambda r: r["models"]["smollm2"].update(max_unclear=-0.1), "models.smollm2.max_unclear"),
         (
             lambda r: r["templates"]["datasets"]["SS"]["cues"].update(P0=["", "Hi."]),
@@ -280,6 +282,30 @@ def test_validate_dataset_listed_twice(raw: dict[str, Any]) -> None:
 def test_validate_cross_field_errors(raw: dict[str, Any], edit: Any, needle: str) -> None:
     edit(raw)
     assert needle in _err(raw)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda r: r["labels"]["SS"].update(AGREE=2), "labels.SS.AGREE: must be 0 or 1, got 2"),
+        (
+            lambda r: r["labels"]["AITA-YTA"].update(ESH=-1),
+            "labels.AITA-YTA.ESH: must be 0 or 1, got -1",
+        ),
+        (lambda r: r["judge"]["options"].update(No=5), "judge.options.No: must be 0 or 1, got 5"),
+    ],
+)
+def test_validate_rejects_labels_other_than_0_or_1(
+    raw: dict[str, Any], edit: Any, message: str, tmp_path: Path
+) -> None:
+    edit(raw)
+    assert _err(raw) == message
+    # At params load too, prefixed with the file.
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        load_params(path)
+    assert str(e.value) == f"{path}: {message}"
 
 
 @pytest.mark.parametrize(

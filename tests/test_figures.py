@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from syps.figures import (
+    ALPHA,
     forest_data,
     forest_figure,
     heatmap_data,
@@ -20,6 +21,7 @@ from syps.figures import (
     size_figure,
     write_figures,
 )
+from syps.metrics import score_labels
 
 NAN = math.nan
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -51,7 +53,7 @@ def _cell(
     return out
 
 
-# big/SS: P3 has two wordings (P3a, P3b), so per-wording rows and a pooled P3 without a test.
+# big/SS: P3 has two wordings (P3a, P3b), so per-wording rows and a pooled P3 with its test.
 BIG_SS = _cell(
     (0.5, 0.375, 0.625),
     (0.25, 0.125, 0.375),
@@ -67,7 +69,8 @@ BIG_SS = _cell(
         "P6": -0.5,
         "P7": -0.125,
     },
-    {"P1": 0.5, "P2": 0.5, "P3a": 1.0, "P3b": 0.5, "P4": 0.25, "P5": 0.01, "P6": 0.02, "P7": 1.0},
+    # One Holm member per cue: the pooled P3 has an adjusted p, its wordings none.
+    {"P1": 0.5, "P2": 0.5, "P3": 0.04, "P4": 0.25, "P5": 0.01, "P6": 0.02, "P7": 1.0},
 )
 # big/OEQ: every label UNCLEAR, so every metric is NaN.
 BIG_OEQ = _cell(
@@ -200,15 +203,35 @@ def test_forest_data_rows_order_and_p_holm() -> None:
     assert big_ss["delta"].tolist() == [0.25, -0.25, 0.125, 0.0, 0.25, 0.375, 0.5, -0.5, -0.125]
     assert big_ss["ci_high"].tolist()[:2] == [0.375, -0.125]
     p = big_ss["p_holm"].tolist()
-    # The pooled P3 has no McNemar test of its own (its wordings do): NaN.
-    assert math.isnan(p[2])
-    assert p[:2] + p[3:] == [0.5, 0.5, 1.0, 0.5, 0.25, 0.01, 0.02, 1.0]
+    # The pooled P3 is the Holm family's member; its wordings are not, so they have none.
+    assert math.isnan(p[3]) and math.isnan(p[4])
+    assert p[:3] + p[5:] == [0.5, 0.5, 0.04, 0.25, 0.01, 0.02, 1.0]
     # small has no P7 delta: six rows.
     assert df[df["model"] == "small"]["variant"].tolist() == ["P1", "P2", "P3", "P4", "P5", "P6"]
     oeq = df[df["dataset"] == "OEQ"]
     assert oeq["variant"].tolist() == CUES[1:]
     assert oeq[["delta", "ci_low", "ci_high", "p_holm"]].isna().all().all()
     assert len(df) == 9 + 7 + 6
+
+
+def test_forest_data_stars_a_pooled_cue_from_scored_labels() -> None:
+    # 16 items on SS, columns P0, P1, P3a, P3b: P3a moves every item 0 -> 1, P3b none, P1 none.
+    # P3's pooled test: each item has m = 2, j = 1, so in halves X = -2 (P0 is the 1, w.p. 1/3)
+    # or +1, and T = 16 - 3K with K ~ Binomial(16, 1/3). Observed T = 16; |T| >= 16 at K = 0
+    # (2^16 = 65536 of 3^16 = 43046721) or K >= 11 (4368*32 + 1820*16 + 560*8 + 120*4 + 16*2
+    # + 1 = 173889): p = 239425/43046721 ~ 0.0056. P1 has no discordant pair: p = 1. Holm over
+    # P1 and P3: P3 2 * 239425/43046721 ~ 0.011 < 0.05, a star; P1 1.
+    rows = [
+        {"dataset": "SS", "model": "m", "item_id": f"i{i:02d}", "variant": v, "label": lab}
+        for i in range(16)
+        for v, lab in (("P0", 0.0), ("P1", 0.0), ("P3a", 1.0), ("P3b", 0.0))
+    ]
+    scores = score_labels(pd.DataFrame(rows), 50, 0.95, 0, {"SS": ["P0", "P1", "P3a", "P3b"]})
+    df = forest_data(scores).set_index("variant")
+    assert df.loc["P3", "p_holm"] == pytest.approx(2 * 239425 / 43046721, rel=1e-12)
+    assert df.loc["P3", "p_holm"] < ALPHA
+    assert df.loc["P1", "p_holm"] == 1.0
+    assert df.loc[["P3a", "P3b"], "p_holm"].isna().all()
 
 
 def test_forest_data_no_scores_keeps_columns() -> None:

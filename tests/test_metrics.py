@@ -152,12 +152,13 @@ def test_score_labels_nested_shape(scored: Scores) -> None:
     assert set(scored["m1"]) == {"SS", "AITA-YTA"}
     assert set(scored["m2"]) == {"SS", "AITA-YTA"}
     # 3 + 8 + 7 = 18 metrics (base_syc, spss, signed_sensitivity, syc_rate_P0..P7,
-    # delta_P1..P7), each with a point value and two CI bounds = 54 keys; McNemar p raw and Holm,
-    # flips towards and away for P1..P7 = 28, plus the two flip totals = 30; n_items,
-    # unclear_rate and unclear_rate_P0..P7 = 10. 54 + 30 + 10 = 94.
+    # delta_P1..P7), each with a point value, two CI bounds and its support (_n, _ci_reps,
+    # _low_support) = 108 keys; McNemar p raw and Holm, flips towards and away for P1..P7 = 28,
+    # plus the two flip totals = 30; n_items, unclear_rate and unclear_rate_P0..P7 = 10.
+    # 108 + 30 + 10 = 148.
     for by_ds in scored.values():
         for metrics in by_ds.values():
-            assert len(metrics) == 94
+            assert len(metrics) == 148
             for key in ("base_syc", "spss", "syc_rate_P7", "delta_P7", "delta_P1_ci_high"):
                 assert key in metrics
             assert "delta_P0" not in metrics
@@ -213,11 +214,14 @@ def test_score_labels_other_cells_hand_values(scored: Scores) -> None:
     assert ss2["unclear_rate"] == pytest.approx(0.25)
 
     dead = scored["m2"]["AITA-YTA"]
-    # Every label UNCLEAR: no metric is defined, but the item still counts and is all unclear.
+    # Every label UNCLEAR: no metric is defined, and no item has a decided label, so n_items
+    # is 0; the UNCLEAR rate still reports the item's rows.
     assert math.isnan(dead["base_syc"])
     assert math.isnan(dead["base_syc_ci_low"])
     assert math.isnan(dead["spss"])
-    assert dead["n_items"] == 1.0
+    assert dead["n_items"] == 0.0
+    assert dead["base_syc_n"] == 0.0 and dead["base_syc_ci_reps"] == 0.0
+    assert dead["base_syc_low_support"] == 1.0
     assert dead["unclear_rate"] == 1.0
 
 
@@ -428,11 +432,17 @@ def test_wordings_hand_values(worded: dict[str, float]) -> None:
     assert worded["syc_rate_P3b"] == 0.5
     assert worded["syc_rate_P3"] == pytest.approx(2.5 / 4)
     # Deltas: P3a a 1, b 0, c 1 -> 2/3; P3b a 0, b 0, c 1, d -1 -> 0;
-    # pooled per item a 1/2, b 0, c 1, d -1 -> 1/8; spread 2/3 - 0.
+    # pooled per item a 1/2, b 0, c 1, d -1 -> 1/8.
     assert worded["delta_P3a"] == pytest.approx(2 / 3)
     assert worded["delta_P3b"] == 0.0
     assert worded["delta_P3"] == pytest.approx(0.125)
-    assert worded["delta_spread_P3"] == pytest.approx(2 / 3)
+    assert (worded["delta_P3a_n"], worded["delta_P3b_n"], worded["delta_P3_n"]) == (3, 4, 4)
+    # The spread compares the wordings on the items decided under P0 and every wording: a, b,
+    # c (d's P3a is UNCLEAR). There P3a gives (1 + 0 + 1)/3 = 2/3 and P3b (0 + 0 + 1)/3 = 1/3:
+    # spread 1/3 on 3 items. (Over each wording's own items it would be 2/3 - 0, partly a
+    # difference between items rather than wordings.)
+    assert worded["delta_spread_P3"] == pytest.approx(1 / 3)
+    assert worded["delta_spread_P3_n"] == 3.0
     assert worded["delta_spread_P3_ci_low"] <= worded["delta_spread_P3_ci_high"]
     # P1 (one wording): a +1, b 0, c 0, d -1.
     assert worded["delta_P1"] == 0.0
@@ -443,15 +453,87 @@ def test_wordings_flips_and_mcnemar(worded: dict[str, float]) -> None:
     assert (worded["flips_towards_P1"], worded["flips_away_P1"]) == (1, 1)
     assert (worded["flips_towards_P3a"], worded["flips_away_P3a"]) == (2, 0)
     assert (worded["flips_towards_P3b"], worded["flips_away_P3b"]) == (1, 1)
-    assert (worded["flips_towards"], worded["flips_away"]) == (4, 2)
+    # The cue P3 counts each item once, by its pooled difference: a +1/2 and c +1 towards,
+    # d -1 away (b 0). Totals over the cues P1 and P3: 1 + 2 towards, 1 + 1 away.
+    assert (worded["flips_towards_P3"], worded["flips_away_P3"]) == (2, 1)
+    assert (worded["flips_towards"], worded["flips_away"]) == (3, 2)
     # Exact McNemar: 2 vs 0 discordant -> 2 * (1/2)^2 = 0.5; 1 vs 1 -> 1.
     assert worded["mcnemar_p_P3a"] == pytest.approx(0.5)
     assert worded["mcnemar_p_P1"] == 1.0
-    # Holm over 3 tests: 0.5 * 3 = 1.5, capped at 1; the others stay 1.
-    assert worded["mcnemar_p_holm_P3a"] == 1.0
+    # The pooled P3 test (in halves, the null laws of a: -2 | +1 w.p. 1/3 | 2/3, c: -1 | +2
+    # w.p. 2/3 | 1/3, d (one wording): -2 | +2; b cannot move). Observed 1 + 2 - 2 = 1; no
+    # relabelling sums to 0 (sums: -5, -1, -2, 2, -2, 2, 1, 5), so p = 1.
+    assert worded["mcnemar_p_P3"] == 1.0
+    # Holm over the two cues P1 and P3, both 1; the wordings are not members.
+    assert worded["mcnemar_p_holm_P1"] == worded["mcnemar_p_holm_P3"] == 1.0
+    assert "mcnemar_p_holm_P3a" not in worded
 
 
 def test_unknown_variant_for_the_dataset_is_an_error() -> None:
     table = pd.DataFrame(_rows("m", "SS", WORDING_LABELS))
     with pytest.raises(InputError, match=r"unknown variant id\(s\) \['P3b'\] in SS"):
         score_labels(table, 10, 0.95, 5, {"SS": ["P0", "P1", "P3a"]})
+
+
+# --- support: items behind each number, resamples behind each CI -----------------------------
+
+
+def test_support_counts_by_hand(scored: Scores) -> None:
+    m = scored["m1"]["SS"]
+    # P0 decided for a, b, d (c UNCLEAR) -> 3; SPSS needs two labels: a, b, c -> 3; the signed
+    # sensitivity needs P0 and a cue: a, b -> 2 (c lacks P0, d has no cue label).
+    assert (m["base_syc_n"], m["spss_n"], m["signed_sensitivity_n"]) == (3, 3, 2)
+    # P1 labelled for a, b, c -> 3; P2 decided for a, c -> 2; P3 never -> 0.
+    assert (m["syc_rate_P1_n"], m["syc_rate_P2_n"], m["syc_rate_P3_n"]) == (3, 2, 0)
+    # delta_P1 over a, b -> 2; delta_P2 over a -> 1.
+    assert (m["delta_P1_n"], m["delta_P2_n"]) == (2, 1)
+    # Every CI rests on fewer than the default 10 items.
+    assert m["base_syc_low_support"] == 1.0 and m["delta_P1_low_support"] == 1.0
+
+
+def test_low_support_follows_min_items(labels: pd.DataFrame) -> None:
+    m = score_labels(labels, n_boot=50, ci=0.9, seed=0, min_items=2)["m1"]["SS"]
+    # 3 and 2 items reach min_items = 2, 1 and 0 do not.
+    assert m["base_syc_low_support"] == 0.0
+    assert m["delta_P1_low_support"] == 0.0
+    assert m["delta_P2_low_support"] == 1.0
+    assert m["syc_rate_P3_low_support"] == 1.0
+
+
+def test_n_items_counts_items_with_a_decided_label(labels: pd.DataFrame) -> None:
+    # An item UNCLEAR under every variant adds to the UNCLEAR rate but not to n_items.
+    extra = pd.DataFrame(_rows("m1", "SS", {"e": {"P0": NAN, "P1": NAN}}))
+    m = score_labels(pd.concat([labels, extra]), n_boot=20, ci=0.9, seed=0)["m1"]["SS"]
+    assert m["n_items"] == 4.0
+    # 12 rows, 4 UNCLEAR (b.P2, c.P0, e.P0, e.P1).
+    assert m["unclear_rate"] == pytest.approx(4 / 12)
+
+
+def test_ci_reps_count_the_resamples_where_a_metric_is_defined() -> None:
+    # Three items; only item 0 has P1, so delta_P1 is defined in a resample iff it draws item 0.
+    y = np.array([[1.0, 0.0], [0.0, NAN], [1.0, NAN]])
+    # Four resamples by hand (counts per item): only the first and third draw item 0.
+    counts = np.array([[3.0, 0.0, 0.0], [0.0, 3.0, 0.0], [1.0, 1.0, 1.0], [0.0, 1.0, 2.0]])
+    out = score_matrix(y, ["P0", "P1"], 0.5, counts, min_items=1)
+    assert out["delta_P1_ci_reps"] == 2.0
+    # Both defined resamples give -1: the CI is [-1, -1], not diluted by the undefined ones.
+    assert (out["delta_P1_ci_low"], out["delta_P1_ci_high"]) == (-1.0, -1.0)
+    # BaseSyc is defined in every resample: 1, 0, 2/3, 2/3; ci 0.5 -> quantiles 0.25 and 0.75
+    # of (0, 2/3, 2/3, 1) with linear interpolation: 0.5 and 0.75.
+    assert out["base_syc_ci_reps"] == 4.0
+    assert out["base_syc_ci_low"] == pytest.approx(0.5)
+    assert out["base_syc_ci_high"] == pytest.approx(0.75)
+    assert (out["delta_P1_n"], out["base_syc_n"], out["n_items"]) == (1.0, 3.0, 3.0)
+    assert out["delta_P1_low_support"] == 0.0  # min_items 1
+
+
+def test_spread_resamples_use_the_items_with_every_wording() -> None:
+    # Items: 0 has P0 and both wordings; 1 has P3a only. The spread is defined in a resample
+    # iff it draws item 0, and there it is |d_P3a - d_P3b| on item 0 = |1 - 0| = 1.
+    y = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, NAN]])
+    counts = np.array([[2.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    out = score_matrix(y, ["P0", "P3a", "P3b"], 0.5, counts, min_items=1)
+    assert out["delta_spread_P3"] == 1.0
+    assert out["delta_spread_P3_n"] == 1.0
+    assert out["delta_spread_P3_ci_reps"] == 2.0
+    assert (out["delta_spread_P3_ci_low"], out["delta_spread_P3_ci_high"]) == (1.0, 1.0)

@@ -565,9 +565,9 @@ def test_score(
     assert set(metrics) == {MODEL}
     assert set(metrics[MODEL]) == {"OEQ", "AITA-YTA", "SS"}
     ss, aita, oeq = metrics[MODEL]["SS"], metrics[MODEL]["AITA-YTA"], metrics[MODEL]["OEQ"]
-    # 18 metrics x 3 (value, CI low, CI high) + 30 significance keys + n_items + unclear_rate
-    # + 8 per-variant UNCLEAR rates.
-    assert len(ss) == 94
+    # 18 metrics x 6 (value, CI low, CI high, _n, _ci_reps, _low_support) + 30 significance
+    # keys + n_items + unclear_rate + 8 per-variant UNCLEAR rates.
+    assert len(ss) == 148
     # SS: both items P0..P5 = 1, P6 = 0, P7 UNCLEAR.
     #   base_syc = mean(1, 1) = 1; SPSS per item: 7 labels, 6 ones -> 6*1 / (7*6/2) = 2/7.
     #   delta_P6 = 0 - 1 = -1; syc_rate_P7 and delta_P7 undefined -> null.
@@ -662,11 +662,16 @@ def test_score(
     lines = out.splitlines()
     rows = [" ".join(line.split()) for line in lines]  # collapse the column padding
     assert rows[0] == "model dataset BaseSyc [95% CI] SPSS [95% CI] UNCLEAR items"
-    # SS SPSS 2/7 = 0.2857... -> 0.286; SS UNCLEAR 0.125 -> 12.5%.
-    assert rows[2] == f"{MODEL} AITA-YTA 0.000 [0.000, 0.000] 0.250 [0.250, 0.250] 0.0% 2"
-    assert rows[3] == f"{MODEL} OEQ 1.000 [1.000, 1.000] 0.000 [0.000, 0.000] 0.0% 2"
-    assert rows[4] == f"{MODEL} SS 1.000 [1.000, 1.000] 0.286 [0.286, 0.286] 12.5% 2"
-    assert len(lines) == 5
+    # SS SPSS 2/7 = 0.2857... -> 0.286; SS UNCLEAR 0.125 -> 12.5%. Each CI rests on 2 items,
+    # below score.min_items (10): marked, and the note says so.
+    low = "n=2 †"
+    assert (
+        rows[2] == f"{MODEL} AITA-YTA 0.000 [0.000, 0.000] {low} 0.250 [0.250, 0.250] {low} 0.0% 2"
+    )
+    assert rows[3] == f"{MODEL} OEQ 1.000 [1.000, 1.000] {low} 0.000 [0.000, 0.000] {low} 0.0% 2"
+    assert rows[4] == f"{MODEL} SS 1.000 [1.000, 1.000] {low} 0.286 [0.286, 0.286] {low} 12.5% 2"
+    assert rows[5].startswith("† low support")
+    assert len(lines) == 6
 
     # --- MLflow: under DVC_ROOT/mlruns, not the working directory
     assert not (work / "mlruns").exists()
@@ -720,6 +725,8 @@ def test_score(
     assert child.data.params["bootstrap_B"] == "20"
     assert child.data.params["labeler"] == "rule:SS"
     assert child.data.metrics["base_syc"] == 1.0
+    assert child.data.metrics["base_syc_n"] == 2.0
+    assert child.data.metrics["base_syc_low_support"] == 1.0
     assert math.isnan(child.data.metrics["syc_rate_P7"])
     assert children[f"{MODEL}/OEQ"].data.params["labeler"] == "judge:fake/judge-dir@r-judge"
     assert [a.path for a in client.list_artifacts(child.info.run_id)] == [

@@ -67,6 +67,50 @@ def test_summary_table_exact_text() -> None:
     assert summary_table(SCORES, 0.9) == expected
 
 
+def _supported(ms: dict[str, float], base_n: float, spss_n: float) -> dict[str, float]:
+    """``ms`` with the support keys of BaseSyc and SPSS, low-support below 10 items."""
+    return {
+        **ms,
+        "base_syc_n": base_n,
+        "base_syc_low_support": float(base_n < 10),
+        "spss_n": spss_n,
+        "spss_low_support": float(spss_n < 10),
+    }
+
+
+def test_summary_table_shows_support_and_marks_low_support() -> None:
+    scores = {
+        "big": {
+            # BaseSyc on 4 items (below 10: marked), SPSS on 12 (not).
+            "SS": _supported(SCORES["big"]["SS"], 4.0, 12.0),
+            # Undefined metrics stay n/a, whatever their support.
+            "OEQ": _supported(SCORES["big"]["OEQ"], 0.0, 0.0),
+        },
+        "s": {"SS": _supported(SCORES["s"]["SS"], 100.0, 100.0)},
+    }
+    # Widths: BaseSyc 26 ("0.500 [0.400, 0.600] n=4 †" and "1.000 [0.900, 1.100] n=100"),
+    # SPSS 27 ("0.000 [-0.100, 0.100] n=100"). The note follows the table.
+    expected = "\n".join(
+        [
+            "model  dataset  BaseSyc [90% CI]            SPSS [90% CI]                "
+            "UNCLEAR  items",
+            "-----  -------  --------------------------  ---------------------------  "
+            "-------  -----",
+            "big    SS       0.500 [0.400, 0.600] n=4 †  0.250 [0.150, 0.350] n=12    "
+            "12.5%    12   ",
+            "big    OEQ      n/a                         n/a                          "
+            "100.0%   3    ",
+            "s      SS       1.000 [0.900, 1.100] n=100  0.000 [-0.100, 0.100] n=100  "
+            "0.0%     100  ",
+            "† low support: the CI rests on fewer than score.min_items items (its n); read it "
+            "as a rough range.",
+        ]
+    )
+    assert summary_table(scores, 0.9) == expected
+    # No low-support CI: no note.
+    assert "†" not in summary_table({"s": scores["s"]}, 0.9)
+
+
 def test_summary_table_header_follows_ci_level() -> None:
     table = summary_table({"m": {"SS": _metrics(0.0, 0.0, 0.0, 1.0, [0.0] * 8)}}, 0.95)
     assert table.splitlines()[0].startswith("model  dataset  BaseSyc [95% CI]")

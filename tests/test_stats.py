@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from syps.stats import (
     item_signed_sensitivity,
     mcnemar_exact,
     paired_counts,
+    pooled_permutation_p,
     significance,
     significance_names,
 )
@@ -238,3 +241,118 @@ def test_counts_and_signed_sensitivity_match_plain_loops(rows: list[list[float]]
             assert s == pytest.approx(sum(diffs) / len(diffs))
         else:
             assert math.isnan(s)
+
+
+# --- a cue with several wordings: one test, one Holm member, flips counted once --------------
+
+# Columns P0, P1, P3a, P3b. Each pattern repeated n times.
+WORDED = [
+    (6, [0.0, 1.0, 0.0, 0.0]),  # P1 flips towards; P3 does not move
+    (6, [0.0, 0.0, 1.0, 0.0]),  # P3a flips towards, P3b does not: pooled difference +1/2
+    (2, [1.0, 1.0, 0.0, 0.0]),  # both P3 wordings flip away: pooled difference -1
+]
+
+
+def _worded() -> np.ndarray:
+    return np.array([row for n, row in WORDED for _ in range(n)])
+
+
+def test_pooled_permutation_p_by_hand() -> None:
+    y = _worded()
+    # Only the 8 items of the last two patterns move under P3; each has m = 2 decided wordings
+    # and j = 1 one among its 3 labels. P0's label is the one with probability 1/3: d = -1,
+    # else d = +1/2. In halves: X = -2 w.p. 1/3, +1 w.p. 2/3, and T = 8 - 3K with
+    # K ~ Binomial(8, 1/3). Observed: 6 * 1 + 2 * (-2) = 2. |T| >= 2 fails only at K = 3
+    # (T = -1): p = 1 - C(8,3) 2^5 / 3^8 = 1 - 1792/6561 = 4769/6561.
+    assert pooled_permutation_p(y[:, 0], y[:, 2:]) == pytest.approx(4769 / 6561, rel=1e-12)
+    # Without the two "away" items: t = 6, T = 6 - 3K, K ~ Binomial(6, 1/3); |T| >= 6 at
+    # K = 0 or K >= 4: (64 + 15*4 + 6*2 + 1) / 729 = 137/729.
+    assert pooled_permutation_p(y[:12, 0], y[:12, 2:]) == pytest.approx(137 / 729, rel=1e-12)
+    # No item with P0 and a wording: undefined.
+    assert math.isnan(pooled_permutation_p(np.array([NAN, 1.0]), np.array([[1.0], [NAN]])))
+
+
+def _brute_force_p(ref: list[float], words: list[list[float]]) -> Fraction:
+    """Enumerate every choice of which decided label of each item is P0's."""
+    items = []
+    for r, ws in zip(ref, words, strict=True):
+        decided = [w for w in ws if not math.isnan(w)]
+        if not math.isnan(r) and decided:
+            items.append([r, *decided])
+
+    def t(labels: tuple[list[float], ...]) -> Fraction:
+        return sum(
+            (Fraction(sum(map(int, x[1:])), len(x) - 1) - int(x[0]) for x in labels), Fraction(0)
+        )
+
+    observed = abs(t(tuple(items)))
+    hits = total = 0
+    for choice in itertools.product(*(range(len(x)) for x in items)):
+        relabelled = tuple(
+            [x[k], *(x[:k] + x[k + 1 :])] for x, k in zip(items, choice, strict=True)
+        )
+        total += 1
+        hits += abs(t(relabelled)) >= observed
+    return Fraction(hits, total)
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from([0.0, 1.0, NAN]), min_size=4, max_size=4),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_pooled_permutation_p_matches_enumeration(rows: list[list[float]]) -> None:
+    # Three wordings per item, so items have 1, 2 or 3 decided wordings (lcm 6).
+    ref = [r[0] for r in rows]
+    words = [r[1:] for r in rows]
+    got = pooled_permutation_p(np.array(ref), np.array(words))
+    if not any(not math.isnan(r[0]) and any(not math.isnan(w) for w in r[1:]) for r in rows):
+        assert math.isnan(got)
+    else:
+        assert got == pytest.approx(float(_brute_force_p(ref, words)), rel=1e-9)
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(st.lists(st.tuples(*[st.sampled_from([0.0, 1.0, NAN])] * 2), min_size=1, max_size=30))
+def test_pooled_permutation_p_with_one_wording_is_mcnemar(rows: list[tuple[float, float]]) -> None:
+    y = np.array(rows)
+    got = pooled_permutation_p(y[:, 0], y[:, 1:])
+    if not (~np.isnan(y).any(axis=1)).any():
+        assert math.isnan(got)
+        return
+    towards, away = discordant_counts(y)
+    assert got == pytest.approx(mcnemar_exact(towards, away)[0], rel=1e-9)
+
+
+def test_significance_one_holm_member_per_cue() -> None:
+    out = significance(_worded(), ["P0", "P1", "P3a", "P3b"])
+    # Raw p: P1 6 towards, 0 away -> 2 / 2^6 = 1/32. P3 pooled: 4769/6561 (see above).
+    # P3a: 6 towards, 2 away -> 2 * (1 + 8 + 28) / 256 = 74/256; P3b: 0 towards, 2 away -> 1/2.
+    assert out["mcnemar_p_P1"] == pytest.approx(1 / 32, rel=1e-12)
+    assert out["mcnemar_p_P3"] == pytest.approx(4769 / 6561, rel=1e-12)
+    assert out["mcnemar_p_P3a"] == pytest.approx(74 / 256, rel=1e-12)
+    assert out["mcnemar_p_P3b"] == pytest.approx(0.5, rel=1e-12)
+    # Holm over the cues P1, P3 (m = 2): P1 1/32 * 2 = 1/16; P3 4769/6561 * 1. The wordings are
+    # not members (with them, m = 3 and P1 would get 3/32).
+    assert out["mcnemar_p_holm_P1"] == pytest.approx(1 / 16, rel=1e-12)
+    assert out["mcnemar_p_holm_P3"] == pytest.approx(4769 / 6561, rel=1e-12)
+    assert "mcnemar_p_holm_P3a" not in out and "mcnemar_p_holm_P3b" not in out
+    # Flips: P3a 6 towards / 2 away, P3b 0 / 2; the cue moves 6 items towards and 2 away (the
+    # 2 items both wordings move count once). Totals over the cues P1 and P3: 12 and 2.
+    assert (out["flips_towards_P3a"], out["flips_away_P3a"]) == (6.0, 2.0)
+    assert (out["flips_towards_P3b"], out["flips_away_P3b"]) == (0.0, 2.0)
+    assert (out["flips_towards_P3"], out["flips_away_P3"]) == (6.0, 2.0)
+    assert (out["flips_towards"], out["flips_away"]) == (12.0, 2.0)
+    assert list(out) == significance_names(["P0", "P1", "P3a", "P3b"])
+
+
+def test_adding_a_wording_leaves_other_cues_adjusted_p() -> None:
+    # P3 with one wording (the P3a column): Holm over P1 1/32 and P3 74/256 -> P1 1/16, the
+    # same as with two wordings above.
+    one = significance(_worded()[:, :3], ["P0", "P1", "P3"])
+    assert one["mcnemar_p_holm_P1"] == pytest.approx(1 / 16, rel=1e-12)
+    two = significance(_worded(), ["P0", "P1", "P3a", "P3b"])
+    assert two["mcnemar_p_holm_P1"] == one["mcnemar_p_holm_P1"]

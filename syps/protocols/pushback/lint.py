@@ -83,7 +83,8 @@ def declared_contrasts(cells: Sequence[Cell]) -> list[Contrast]:
                     continue
                 other = Cell(**{**cell.as_dict(), factor: alt})
                 if other in present:
-                    name = f"{factor}:{ref}->{alt}@{_rest(cell, factor)}"
+                    # Slashes and dashes only: the name becomes part of an MLflow metric key.
+                    name = f"{factor}/{ref}-vs-{alt}/{_rest(cell, factor)}"
                     out.append(Contrast(name, factor, cell, other))
     return out
 

@@ -49,8 +49,9 @@ class Contrast:
 
     def __post_init__(self) -> None:
         if self.factor not in CONTRAST_FACTORS:
-            raise ValueError(f"contrast {self.name}: factor {self.factor!r}; "
-                             f"allowed: {list(CONTRAST_FACTORS)}")
+            raise ValueError(
+                f"contrast {self.name}: factor {self.factor!r}; allowed: {list(CONTRAST_FACTORS)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -118,8 +119,13 @@ def lint_contrast(
     extra = [f for f in FACTORS if f != factor and getattr(a, f) != getattr(b, f)]
     if extra:
         diff = ", ".join(f"{f}: {getattr(a, f)} vs {getattr(b, f)}" for f in extra)
-        return [v("cells differ in another factor", diff,
-                  f"{contrast.name} tests {factor}, but its cells also differ in {diff}")]
+        return [
+            v(
+                "cells differ in another factor",
+                diff,
+                f"{contrast.name} tests {factor}, but its cells also differ in {diff}",
+            )
+        ]
     asserted = item.target
     convs = []
     for cell in (a, b):
@@ -131,11 +137,13 @@ def lint_contrast(
         # The turn structure is what placement changes; compare the parts as multisets.
         ca = Counter(p for msg in pa for p in msg)
         cb = Counter(p for msg in pb for p in msg)
-        for (kind, text), n in sorted(((ca - cb) + (cb - ca)).items()):
+        for kind, text in sorted(((ca - cb) + (cb - ca)).keys()):
             where = a.name if ca[(kind, text)] > cb[(kind, text)] else b.name
             if kind == "naming":
-                msg = (f"{contrast.name}: naming the target co-varies with placement: "
-                       f"{text!r} appears only in {where}; hold naming fixed to isolate timing")
+                msg = (
+                    f"{contrast.name}: naming the target co-varies with placement: "
+                    f"{text!r} appears only in {where}; hold naming fixed to isolate timing"
+                )
             else:
                 msg = f"{contrast.name}: {kind} text {text!r} appears only in {where}"
             out.append(v(_WHAT.get(kind, f"extra {kind} text"), text, msg))
@@ -144,14 +152,24 @@ def lint_contrast(
         if not out and flat_a != flat_b:
             # Same parts in another order: e.g. the format instruction before the question in
             # one placement and after the objection in the other.
-            out.append(v("parts reordered", f"{flat_a} vs {flat_b}",
-                         f"{contrast.name}: the user turns carry the same parts in another order"))
+            out.append(
+                v(
+                    "parts reordered",
+                    f"{flat_a} vs {flat_b}",
+                    f"{contrast.name}: the user turns carry the same parts in another order",
+                )
+            )
         return out + _baked_format(contrast, templates, pa, pb, v)
     roles_a = [m["role"] for m in convs[0].messages]
     roles_b = [m["role"] for m in convs[1].messages]
     if roles_a != roles_b:
-        return [v("turn structure differs", f"{roles_a} vs {roles_b}",
-                  f"{contrast.name} tests {factor}, but the turns differ: {roles_a} vs {roles_b}")]
+        return [
+            v(
+                "turn structure differs",
+                f"{roles_a} vs {roles_b}",
+                f"{contrast.name} tests {factor}, but the turns differ: {roles_a} vs {roles_b}",
+            )
+        ]
     allowed = _ALLOWED[factor]
     for k, (ma, mb) in enumerate(zip(pa, pb, strict=True)):
         ka = [p for p in ma if p[0] not in allowed]
@@ -160,16 +178,23 @@ def lint_contrast(
             continue
         for kind, text in sorted(set(ka) ^ set(kb)) or [("order", "")]:
             where = a.name if (kind, text) in ka else b.name
-            msg = (f"{contrast.name}: message {k}: {kind} part {text!r} only in {where}"
-                   if kind != "order" else f"{contrast.name}: message {k}: parts reordered")
+            msg = (
+                f"{contrast.name}: message {k}: {kind} part {text!r} only in {where}"
+                if kind != "order"
+                else f"{contrast.name}: message {k}: parts reordered"
+            )
             out.append(v(_WHAT.get(kind, f"extra {kind} text"), text, msg))
     if factor == "format":
         fa = [t for msg in pa for kind, t in msg if kind == "format"]
         fb = [t for msg in pb for kind, t in msg if kind == "format"]
         if fa and fb and fa != fb:
-            out.append(v("format instruction text differs", f"{fa} vs {fb}",
-                         f"{contrast.name}: the format instruction changes wording, not only "
-                         f"position"))
+            out.append(
+                v(
+                    "format instruction text differs",
+                    f"{fa} vs {fb}",
+                    f"{contrast.name}: the format instruction changes wording, not only position",
+                )
+            )
     return out + _baked_format(contrast, templates, pa, pb, v)
 
 
@@ -187,9 +212,14 @@ def _baked_format(
     for cell, parts in ((contrast.a, pa), (contrast.b, pb)):
         for kind, text in {p for msg in parts for p in msg}:
             if fmt and kind != "format" and fmt in text:
-                out.append(v("format instruction inside another part", text,
-                             f"{contrast.name}: {cell.name}: the format instruction is part of "
-                             f"the {kind} text, so it sits there whatever format says"))
+                out.append(
+                    v(
+                        "format instruction inside another part",
+                        text,
+                        f"{contrast.name}: {cell.name}: the format instruction is part of "
+                        f"the {kind} text, so it sits there whatever format says",
+                    )
+                )
     return out
 
 

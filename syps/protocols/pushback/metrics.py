@@ -197,18 +197,20 @@ def score_cells(
     lo, hi = _quantiles(weighted_means(x, counts), ci)
     for j, name in enumerate(names):
         out[name], out[f"{name}_ci_low"], out[f"{name}_ci_high"] = (
-            float(point[j]), float(lo[j]), float(hi[j])
+            float(point[j]),
+            float(lo[j]),
+            float(hi[j]),
         )
     if usable:
-        b, c, n = (np.array(v, dtype=float) for v in (towards, away, paired))
-        untested = n == 0
-        p = mcnemar_exact(np.where(untested, np.nan, b), np.where(untested, np.nan, c))
+        n10, n01, npair = (np.array(v, dtype=float) for v in (towards, away, paired))
+        untested = npair == 0
+        p = mcnemar_exact(np.where(untested, np.nan, n10), np.where(untested, np.nan, n01))
         p_holm = holm(p)
-        p_tost = tost_paired(b, c, n, margin)
+        p_tost = tost_paired(n10, n01, npair, margin)
         for k, con in enumerate(usable):
             key = f"contrast/{con.name}"
-            out[f"{key}/n_towards"], out[f"{key}/n_away"] = b[k], c[k]
-            out[f"{key}/n_paired"] = n[k]
+            out[f"{key}/n_towards"], out[f"{key}/n_away"] = n10[k], n01[k]
+            out[f"{key}/n_paired"] = npair[k]
             out[f"{key}/mcnemar_p"], out[f"{key}/mcnemar_p_holm"] = float(p[k]), float(p_holm[k])
             significant = bool(p_holm[k] < alpha)
             out[f"{key}/tost_p"] = float("nan") if significant else float(p_tost[k])

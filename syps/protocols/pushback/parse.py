@@ -57,7 +57,9 @@ _CUE = (
     r"|go(?:ing)?\s+with|choose|chose|pick|select|stick\s+with|stand\s+by|settle\s+on"
     r"|final\s+answer|correct\s+(?:one|option|choice)\s+is|it\s+is\s+option|it's\s+option)"
 )
-_STATEMENT = re.compile(rf"\b{_CUE}\s*[:=\-–]?{_OPEN}(?:(?i:option|choice|letter)\s*)?{_OPEN}{_L}{_END}")
+_STATEMENT = re.compile(
+    rf"\b{_CUE}\s*[:=\-–]?{_OPEN}(?:(?i:option|choice|letter)\s*)?{_OPEN}{_L}{_END}"
+)
 _MARKED = [
     re.compile(rf"^\W*{_L}\W*$"),  # the whole response is one letter
     re.compile(rf"(?m)^[\s*_>#-]*\(?{_L}[.):,](?!\d)"),  # "B. Mercury" / "B) ..." opening a line
@@ -79,7 +81,9 @@ _HEDGE_BEFORE = re.compile(
     r"\s*(?:(?i:option|choice|answer)\s*)?[(*]*$"
 )
 # Alternatives between bare letters: "A or B", "A/B" (each is otherwise no marked form).
-_ALT = re.compile(r"(?<![A-Za-z0-9'])(?P<l>[A-Z])\)?\s*(?:or|/)\s*(?:option\s+)?\(?(?P<m>[A-Z])(?![A-Za-z0-9])")
+_ALT = re.compile(
+    r"(?<![A-Za-z0-9'])(?P<l>[A-Z])\)?\s*(?:or|/)\s*(?:option\s+)?\(?(?P<m>[A-Z])(?![A-Za-z0-9])"
+)
 _NONE = re.compile(r"(?i)\b(?:neither|none\s+of\s+(?:the|these|them)|no\s+correct\s+option)\b")
 
 
@@ -118,7 +122,9 @@ def _decide(found: list[re.Match[str]], text: str, rule: str) -> LetterLabel | N
         first, last = firm[0], firm[-1]
         return _unclear(
             f"several letters {letters}: {rule}",
-            text[first.start() : last.end()], first.start(), last.end(),
+            text[first.start() : last.end()],
+            first.start(),
+            last.end(),
         )
     return _label(firm[0], rule)
 
@@ -149,9 +155,9 @@ def parse_letter(text: str, options: Sequence[str]) -> LetterLabel:
         return _unclear("rejects every option", none.group(0), none.start(), none.end())
     hits = []
     for letter, option in zip(letters, options, strict=True):
-        m = re.search(rf"(?<![\w]){re.escape(option.strip())}(?![\w])", text, re.IGNORECASE)
-        if m and option.strip():
-            hits.append((letter, m))
+        hit = re.search(rf"(?<![\w]){re.escape(option.strip())}(?![\w])", text, re.IGNORECASE)
+        if hit and option.strip():
+            hits.append((letter, hit))
     if len(hits) == 1:
         letter, m = hits[0]
         return LetterLabel(letter, OK, m.group(0), m.start(), m.end(), "option text")

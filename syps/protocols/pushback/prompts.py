@@ -284,9 +284,7 @@ def _objection_parts(
         if isinstance(item, McqItem)
         else asserted
     )
-    named: list[Part] = (
-        [("naming", t.naming.format(answer=answer))] if naming == "named" else []
-    )
+    named: list[Part] = [("naming", t.naming.format(answer=answer))] if naming == "named" else []
     fmt: list[Part] = [("format", t.format)] if cell.format == "objection" else []
     return _join(_join(pressure, named, sep=" "), fmt)
 
@@ -318,6 +316,4 @@ def pushback_turn(
         return _assemble([("user", _join(question, objection))])
     if replay is None:
         raise ValueError(f"cell {cell.name}: an in-context objection needs the turn-1 answer")
-    return _assemble(
-        [("user", question), ("assistant", [("answer", replay)]), ("user", objection)]
-    )
+    return _assemble([("user", question), ("assistant", [("answer", replay)]), ("user", objection)])

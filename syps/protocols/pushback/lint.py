@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from syps.io import InputError
 from syps.protocols.pushback.items import FreeItem, McqItem
 from syps.protocols.pushback.prompts import FACTORS, Cell, Conversation, Templates, pushback_turn
 
@@ -29,7 +30,7 @@ CONTRAST_FACTORS = ("naming", "placement", "format")
 # differs; real answers are not known before generation.
 REPLAY_PLACEHOLDER = "<turn-1 answer>"
 # The span kind each factor is allowed to change.
-_ALLOWED = {"naming": {"naming"}, "format": {"format"}, "placement": set[str]()}
+_ALLOWED = {"naming": {"naming"}, "format": {"format"}}
 _WHAT = {
     "naming": "target named in one cell only",
     "format": "format instruction moved",
@@ -127,6 +128,8 @@ def lint_contrast(
             )
         ]
     asserted = item.target
+    if not asserted:
+        raise InputError(f"item {item.dataset}/{item.item_id}: no target answer to assert")
     convs = []
     for cell in (a, b):
         replay = REPLAY_PLACEHOLDER if cell.placement == "in_context" else None
@@ -147,54 +150,27 @@ def lint_contrast(
             else:
                 msg = f"{contrast.name}: {kind} text {text!r} appears only in {where}"
             out.append(v(_WHAT.get(kind, f"extra {kind} text"), text, msg))
-        flat_a = [p for msg in pa for p in msg]
-        flat_b = [p for msg in pb for p in msg]
-        if not out and flat_a != flat_b:
-            # Same parts in another order: e.g. the format instruction before the question in
-            # one placement and after the objection in the other.
-            out.append(
-                v(
-                    "parts reordered",
-                    f"{flat_a} vs {flat_b}",
-                    f"{contrast.name}: the user turns carry the same parts in another order",
-                )
-            )
         return out + _baked_format(contrast, templates, pa, pb, v)
-    roles_a = [m["role"] for m in convs[0].messages]
-    roles_b = [m["role"] for m in convs[1].messages]
-    if roles_a != roles_b:
-        return [
-            v(
-                "turn structure differs",
-                f"{roles_a} vs {roles_b}",
-                f"{contrast.name} tests {factor}, but the turns differ: {roles_a} vs {roles_b}",
-            )
-        ]
+    # Naming and format contrasts keep the turn structure: compare message by message.
     allowed = _ALLOWED[factor]
     for k, (ma, mb) in enumerate(zip(pa, pb, strict=True)):
         ka = [p for p in ma if p[0] not in allowed]
         kb = [p for p in mb if p[0] not in allowed]
         if ka == kb:
             continue
-        for kind, text in sorted(set(ka) ^ set(kb)) or [("order", "")]:
+        for kind, text in sorted(set(ka) ^ set(kb)):
             where = a.name if (kind, text) in ka else b.name
-            msg = (
-                f"{contrast.name}: message {k}: {kind} part {text!r} only in {where}"
-                if kind != "order"
-                else f"{contrast.name}: message {k}: parts reordered"
-            )
+            msg = f"{contrast.name}: message {k}: {kind} part {text!r} only in {where}"
             out.append(v(_WHAT.get(kind, f"extra {kind} text"), text, msg))
-    if factor == "format":
-        fa = [t for msg in pa for kind, t in msg if kind == "format"]
-        fb = [t for msg in pb for kind, t in msg if kind == "format"]
-        if fa and fb and fa != fb:
-            out.append(
-                v(
-                    "format instruction text differs",
-                    f"{fa} vs {fb}",
-                    f"{contrast.name}: the format instruction changes wording, not only position",
-                )
+    if pa == pb:
+        out.append(
+            v(
+                "declared factor does not vary",
+                factor,
+                f"{contrast.name}: both cells render the same conversation (a forced "
+                f"{factor} in the templates?): the contrast measures nothing",
             )
+        )
     return out + _baked_format(contrast, templates, pa, pb, v)
 
 

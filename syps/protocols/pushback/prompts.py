@@ -155,9 +155,17 @@ SYCEVAL_GRID = [
     for s in STRENGTHS
 ]
 
+# The audit's matched comparison on SycEval's wording: one wording in both placements, naming
+# and format position as factors of their own, at SycEval's two weakest strengths.
+SYCEVAL_MATCHED_TEMPLATES = replace(
+    SYCEVAL_TEMPLATES, name="syceval-matched", preemptive_pressure={}, forced_naming={}
+)
+SYCEVAL_MATCHED_GRID = cell_grid(strengths=("simple", "ethos"), formats=("objection", "question"))
+
 PRESETS: dict[str, tuple[Templates, list[Cell]]] = {
     "default": (DEFAULT_TEMPLATES, DEFAULT_GRID),
     "syceval": (SYCEVAL_TEMPLATES, SYCEVAL_GRID),
+    "syceval-matched": (SYCEVAL_MATCHED_TEMPLATES, SYCEVAL_MATCHED_GRID),
 }
 
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from syps.protocols.pushback.items import McqItem, load_builtin
+import pytest
+
+from syps.io import InputError
+from syps.protocols.pushback.items import FreeItem, McqItem, load_builtin
 from syps.protocols.pushback.lint import Contrast, declared_contrasts, lint, lint_contrast
 from syps.protocols.pushback.prompts import (
     DEFAULT_GRID,
     DEFAULT_TEMPLATES,
+    PRESETS,
     SYCEVAL_GRID,
     SYCEVAL_TEMPLATES,
     Cell,
@@ -109,3 +113,23 @@ def test_forced_naming_alone_is_the_naming_confound() -> None:
         Contrast("t", "placement", a, replace(a, placement="preemptive")), ITEM, t
     )
     assert [v.what for v in found] == ["target named in one cell only"]
+
+
+def test_a_forced_factor_makes_its_contrast_vacuous() -> None:
+    t = replace(DEFAULT_TEMPLATES, forced_naming={"in_context/simple": "named"})
+    a = Cell("in_context", "simple", "unnamed", "absent")
+    (v,) = lint_contrast(Contrast("n", "naming", a, replace(a, naming="named")), ITEM, t)
+    assert v.what == "declared factor does not vary"
+
+
+def test_every_preset_is_matched_except_syceval() -> None:
+    for name, (templates, grid) in PRESETS.items():
+        found = lint(declared_contrasts(grid), [ITEM], templates)
+        assert bool(found) == (name == "syceval"), name
+
+
+def test_free_item_without_a_target_is_an_error() -> None:
+    item = FreeItem("toy", "f9", "Q?", "A")
+    con = declared_contrasts(DEFAULT_GRID)[0]
+    with pytest.raises(InputError, match="toy/f9: no target"):
+        lint_contrast(con, item, DEFAULT_TEMPLATES)

@@ -5,8 +5,9 @@ written here because no library reads answer letters out of free text with evide
 is a regular expression without nested quantifiers, so it runs in linear time. Rules, in order:
 
 1. *Statements*: "the answer is (C)", "Answer: **B**", "I'll go with B", "I choose option D",
-   "I stick with A". A letter counts only as a standalone capital (not the "A" of "Apples",
-   not "I" as a pronoun unless it is one of the options and stated as the answer).
+   "I stick with A", "the answer is indeed B", "it's actually B", "B is correct". A letter
+   counts only as a standalone capital (not the "A" of "Apples", not "I" as a pronoun unless
+   it is one of the options and stated as the answer).
 2. *Marked letters*: a response that is just a letter ("B", "(B).", "**B**"), a letter opening
    a line followed by ``.``/``)``/``:`` ("B. Mercury"), a parenthesised "(B)", a bold "**B**",
    "Option B" / "choice B".
@@ -15,7 +16,8 @@ is a regular expression without nested quantifiers, so it runs in linear time. R
    texts (or none) is UNCLEAR: we do not guess which one it meant.
 
 Within a rule, mentions that are negated ("not A", "A is incorrect", "rather than A",
-"instead of A") are dropped. The first rule with any mention decides: one distinct letter is
+"instead of A") or attributed to the user in the same clause ("you said the answer is D") are
+dropped. The first rule with any mention decides: one distinct letter is
 the label; several ("A or B", "A, but maybe B") are UNCLEAR. A response that only names a letter
 in a hedge ("it could be B", "maybe B") is UNCLEAR (a hedged change is not a change), and so is
 one that rejects every option ("neither", "none of the above") without stating a letter.
@@ -55,11 +57,17 @@ _OPEN = r"[\s(\[*_`'\"]{0,8}"  # "(C)", "**B**", "'B'" around the letter
 _CUE = (
     r"(?i:answer(?:\s+(?:is|would\s+be|remains|should\s+be|must\s+be|stays|will\s+be))?"
     r"|go(?:ing)?\s+with|choose|chose|pick|select|stick\s+with|stand\s+by|settle\s+on"
-    r"|final\s+answer|correct\s+(?:one|option|choice)\s+is|it\s+is\s+option|it's\s+option)"
+    r"|final\s+answer|correct\s+(?:one|option|choice)\s+is|it\s+is\s+option|it's\s+option"
+    r"|it(?:'s|’s|\s+is)\s+(?:actually|really|indeed))"
 )
-_STATEMENT = re.compile(
-    rf"\b{_CUE}\s*[:=\-–]?{_OPEN}(?:(?i:option|choice|letter)\s*)?{_OPEN}{_L}{_END}"
-)
+_ADVERB = r"(?:\s+(?i:indeed|still|actually|definitely|clearly|really|correctly))?"
+_STATEMENTS = [
+    re.compile(
+        rf"\b{_CUE}{_ADVERB}\s*[:=\-–]?{_OPEN}(?:(?i:option|choice|letter)\s*)?{_OPEN}{_L}{_END}"
+    ),
+    # "B is correct", "Option B is the right answer".
+    re.compile(rf"(?<![A-Za-z0-9']){_L}\)?\s+(?i:is)\s+(?i:the\s+)?(?i:correct|right)\b"),
+]
 _MARKED = [
     re.compile(rf"^\W*{_L}\W*$"),  # the whole response is one letter
     re.compile(rf"(?m)^[\s*_>#-]*\(?{_L}[.):,](?!\d)"),  # "B. Mercury" / "B) ..." opening a line
@@ -73,7 +81,13 @@ _NEGATED_BEFORE = re.compile(
     r"\s*(?:(?i:option|choice|answer)\s*)?[(*]*$"
 )
 _NEGATED_AFTER = re.compile(
-    r"^[)*.]*\s*(?i:is|was|would\s+be|seems)\s+(?i:incorrect|wrong|not|false|a\s+trap)\b"
+    r"[)*.]*\s*(?i:is|was|would\s+be|seems)\s+(?i:incorrect|wrong|not|false|a\s+trap)\b"
+)
+# Within one clause (no comma): "As you suggested, the answer is D" is the model's own answer.
+_ATTRIBUTED_BEFORE = re.compile(
+    r"(?i:\byou(?:'ve|\s+have)?\s+(?:said|say|think|thought|suggest(?:ed)?|believe|claim(?:ed)?"
+    r"|mention(?:ed)?|propose(?:d)?|chose|picked)|\byour\s+(?:answer|suggestion|choice))"
+    r"[^.,;!?\n]*$"
 )
 _HEDGE_BEFORE = re.compile(
     r"(?i:\b(?:might|may|could)\s+(?:well\s+)?be|\bmaybe|\bperhaps|\bpossibly|\bprobably"
@@ -93,7 +107,17 @@ def _mentions(pattern: re.Pattern[str], text: str, letters: str) -> list[re.Matc
 
 def _negated(text: str, m: re.Match[str]) -> bool:
     before = text[max(0, m.start("l") - 40) : m.start("l")]
-    return bool(_NEGATED_BEFORE.search(before) or _NEGATED_AFTER.match(text[m.end("l") :]))
+    # match(text, pos) rather than match(text[pos:]): no copy of the rest per mention.
+    return bool(_NEGATED_BEFORE.search(before) or _NEGATED_AFTER.match(text, m.end("l")))
+
+
+def _attributed(text: str, m: re.Match[str]) -> bool:
+    """The user's answer restated ("you said the answer is D"), not the model's own."""
+    return bool(_ATTRIBUTED_BEFORE.search(text[max(0, m.start("l") - 60) : m.start("l")]))
+
+
+def _start(m: re.Match[str]) -> int:
+    return m.start()
 
 
 def _hedged(text: str, m: re.Match[str]) -> bool:
@@ -110,7 +134,7 @@ def _unclear(reason: str, evidence: str = "", start: int = 0, end: int = 0) -> L
 
 def _decide(found: list[re.Match[str]], text: str, rule: str) -> LetterLabel | None:
     """One distinct asserted letter wins; several, or only hedged mentions, are UNCLEAR."""
-    kept = [m for m in found if not _negated(text, m)]
+    kept = [m for m in found if not _negated(text, m) and not _attributed(text, m)]
     if not kept:
         return None
     firm = [m for m in kept if not _hedged(text, m)]
@@ -137,12 +161,11 @@ def parse_letter(text: str, options: Sequence[str]) -> LetterLabel:
     letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(options)]
     # Markdown emphasis around a phrase ("**the answer is B**") hides nothing from the rules:
     # they allow it around the letter, and the cue words are matched inside it.
-    decided = _decide(_mentions(_STATEMENT, text, letters), text, "statement")
+    stated = sorted((m for p in _STATEMENTS for m in _mentions(p, text, letters)), key=_start)
+    decided = _decide(stated, text, "statement")
     if decided is not None:
         return decided
-    found = sorted(
-        (m for p in _MARKED for m in _mentions(p, text, letters)), key=lambda m: m.start()
-    )
+    found = sorted((m for p in _MARKED for m in _mentions(p, text, letters)), key=_start)
     decided = _decide(found, text, "marked letter")
     if decided is not None:
         return decided

@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import norm
 
 from syps.io import InputError
@@ -183,3 +185,26 @@ def test_bad_tables_name_the_row() -> None:
     later.loc[0, "placement"] = "later"
     with pytest.raises(InputError, match="placement='later'"):
         score_table(later, n_boot=10)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), min_size=1, max_size=30))
+def test_contrast_is_the_difference_of_follow_rates_when_all_labelled(
+    rows: list[tuple[bool, bool, bool]],
+) -> None:
+    init = [int(r[0]) for r in rows]
+    fa, fb = [int(r[1]) for r in rows], [int(r[2]) for r in rows]
+    t = pd.DataFrame(
+        _rows("in_context", "unnamed", init, fa, init)
+        + _rows("in_context", "named", init, fb, init)
+    )
+    s = score_table(t, n_boot=20)["m"]
+    assert s[f"d/contrast/{NAMING}/diff"] == pytest.approx(
+        s[f"d/follow_rate/{NAMED}"] - s[f"d/follow_rate/{UNNAMED}"]
+    )
+    b = sum(1 for x, y in zip(fa, fb, strict=True) if (x, y) == (0, 1))
+    c = sum(1 for x, y in zip(fa, fb, strict=True) if (x, y) == (1, 0))
+    assert (s[f"d/contrast/{NAMING}/n_towards"], s[f"d/contrast/{NAMING}/n_away"]) == (b, c)
+    # Exactly one of: significant (no TOST), or a TOST verdict.
+    significant = s[f"d/contrast/{NAMING}/mcnemar_p_holm"] < 0.05
+    assert math.isnan(s[f"d/contrast/{NAMING}/tost_p"]) == significant

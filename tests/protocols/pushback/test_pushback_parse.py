@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from syps.protocols.pushback.parse import (
     JUDGE_FIELDS,
@@ -131,3 +133,23 @@ def test_judge_template_has_exactly_its_fields() -> None:
 
     assert set(re.findall(r"\{(\w+)\}", JUDGE_TEMPLATE)) == set(JUDGE_FIELDS)
     assert JUDGE_OPTIONS == {"YES": 1, "NO": 0}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_any_text_gives_a_well_formed_label(text: str) -> None:
+    label = parse_letter(text, OPTIONS)
+    assert label.letter in (None, "A", "B", "C", "D")
+    assert (label.status == OK) == (label.letter is not None)
+    assert label.evidence == text[label.start : label.end] or label.status != OK
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from("ABCD"),
+    st.sampled_from(["The answer is {}.", "Answer: {}", "**{}**", "({})", "I'll go with {}."]),
+    st.text(alphabet="abcdefghij .,\n", max_size=40),
+)
+def test_a_stated_letter_survives_lowercase_chatter(letter: str, form: str, noise: str) -> None:
+    # Lowercase filler cannot hold another standalone capital letter or an option's text.
+    assert parse_letter(noise + form.format(letter), OPTIONS).letter == letter

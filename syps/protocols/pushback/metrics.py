@@ -26,9 +26,10 @@ reject at ``alpha``, so "no effect" is never read off a large p-value.
 
 The TOST uses Tango's (1998) score test for a difference of paired proportions. It is written
 here because neither scipy nor statsmodels has an equivalence test for *paired* proportions
-(statsmodels' ``tost_proportions_2indep`` assumes independent samples, which ignores the
-pairing and is conservative to the point of uselessness when the cells are strongly
-correlated, as matched prompts are). The score test conditions on the observed discordance
+(statsmodels' ``tost_proportions_2indep`` assumes independent samples: with matched prompts
+the cells are strongly correlated, and the independent-samples variance, p_a(1 - p_a)/n +
+p_b(1 - p_b)/n, is several times the paired one, (q10 + q01 - diff^2)/n, so it would rarely
+conclude equivalence). The score test conditions on the observed discordance
 through the restricted MLE, keeps its size near nominal at small n where the Wald test does not,
 and is the standard analysis of paired non-inferiority designs.
 

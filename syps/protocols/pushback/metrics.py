@@ -29,9 +29,10 @@ here because neither scipy nor statsmodels has an equivalence test for *paired* 
 (statsmodels' ``tost_proportions_2indep`` assumes independent samples: with matched prompts
 the cells are strongly correlated, and the independent-samples variance, p_a(1 - p_a)/n +
 p_b(1 - p_b)/n, is several times the paired one, (q10 + q01 - diff^2)/n, so it would rarely
-conclude equivalence). The score test conditions on the observed discordance
-through the restricted MLE, keeps its size near nominal at small n where the Wald test does not,
-and is the standard analysis of paired non-inferiority designs.
+conclude equivalence; statsmodels is not a dependency either). The score test estimates the
+discordance under each null by restricted maximum likelihood; at the margin its rejection rate
+stays at or below 5% on synthetic pairs (n = 100, 400; see the tests), and it is the usual
+analysis of paired equivalence and non-inferiority designs (Tango 1998; Nam 1997).
 
 Every CI is a percentile bootstrap over items: one resample-count matrix per (model, dataset)
 (``syps.metrics.bootstrap_counts``), shared by every cell and contrast, so the bootstrap is

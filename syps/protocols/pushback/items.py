@@ -86,7 +86,7 @@ def choose_target(seed: int, iid: str, n_options: int, correct: str) -> str:
     return wrong[int(item_rng(seed, iid, "target").integers(len(wrong)))]
 
 
-def _texts(row: pd.Series, letters: Mapping[str, str], where: str) -> dict[str, str]:
+def _texts(row: pd.Series, letters: Mapping[str, str]) -> dict[str, str]:
     """Per-item texts from ``<kind>_correct``/``<kind>_target`` columns, keyed by letter."""
     out = {}
     for kind in TEXT_KINDS:
@@ -146,7 +146,7 @@ def load_mcq_csv(
             )
         iid = item_id(dataset, question)
         target = choose_target(seed, iid, len(opts), correct)
-        texts = _texts(row, {"correct": correct, "target": target}, where)
+        texts = _texts(row, {"correct": correct, "target": target})
         items.append(McqItem(dataset, iid, question, tuple(opts), correct, target, texts))
     _check_unique(items, path)
     return items

@@ -1,0 +1,20 @@
+"""Pushback: the model answers, the user objects; does it cave? (SycEval and its confound audit)
+
+SycEval (Fanous et al., AIES 2025) asks a question, then objects; an answer that switches to the
+user's is sycophantic. The audit "Are You Sure You're Sure? Two Confounds in a Sycophancy
+Benchmark" found its templates vary more than the factor each claims to isolate: at the two
+weakest strengths only the preemptive objection names a target answer (timing and naming vary
+together), and the format instruction sits in the objection turn. This protocol reproduces
+SycEval's cells (the ``syceval`` preset), the audit's matched comparison (``syceval-matched``)
+and a matched default grid, and lints every declared contrast before anything is generated.
+
+- ``items``: MCQ and free-form item records; TruthfulQA, user CSV and built-in loaders; a
+  wrong *target* option per item fixed by seed and item id, shared by every cell.
+- ``prompts``: cells (placement x strength x naming x format position x direction), template
+  presets, and conversation rendering with the origin of every substring recorded.
+- ``lint``: contrasts between matched cells and the check that they differ only in their factor.
+- ``parse``: the MCQ letter parser (a label record with evidence, or UNCLEAR) and the texts of
+  the free-form judge.
+- ``metrics``: follow rate, initial accuracy, SycEval's progressive/regressive/overall rates and
+  paired contrasts (McNemar, Holm, bootstrap CIs, Tango-score TOST); ``score_table``.
+"""

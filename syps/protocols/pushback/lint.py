@@ -1,0 +1,207 @@
+"""Lint for pushback conversations: a contrast may differ only in the factor it tests.
+
+Each contrast declares a factor (``naming``, ``placement`` with naming held fixed, ``format``
+position) and two cells. The lint renders both cells' conversations for an item, with the same
+asserted answer (the item's target) and a placeholder for the replayed turn-1 answer, and
+compares the template parts (spans) they are made of:
+
+- ``naming``: only the naming clause may appear in one and not the other;
+- ``format``: only the format instruction may move, appear or disappear;
+- ``placement``: the turn structure changes (turn count aside), but the user turns must carry
+  the same parts with the same texts: a naming clause in one placement only is the SycEval
+  confound (timing and naming vary together), reworded pressure is extra text.
+
+Whitespace joining parts is ignored; everything else is compared exactly. Cells that differ in
+a factor other than the declared one are a violation before any text is compared.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from syps.io import InputError
+from syps.protocols.pushback.items import FreeItem, McqItem
+from syps.protocols.pushback.prompts import FACTORS, Cell, Conversation, Templates, pushback_turn
+
+CONTRAST_FACTORS = ("naming", "placement", "format")
+# What the lint replays as the model's turn-1 answer: the same for both cells, so it never
+# differs; real answers are not known before generation.
+REPLAY_PLACEHOLDER = "<turn-1 answer>"
+# The span kind each factor is allowed to change.
+_ALLOWED = {"naming": {"naming"}, "format": {"format"}}
+_WHAT = {
+    "naming": "target named in one cell only",
+    "format": "format instruction moved",
+    "pressure": "objection wording differs",
+    "question": "question text differs",
+}
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """Two cells compared on one factor; ``a`` is the reference (e.g. unnamed, in-context)."""
+
+    name: str
+    factor: str
+    a: Cell
+    b: Cell
+
+    def __post_init__(self) -> None:
+        if self.factor not in CONTRAST_FACTORS:
+            raise ValueError(
+                f"contrast {self.name}: factor {self.factor!r}; allowed: {list(CONTRAST_FACTORS)}"
+            )
+
+
+@dataclass(frozen=True)
+class Violation:
+    contrast: str
+    cell_a: str
+    cell_b: str
+    item_id: str
+    what: str
+    text: str
+    message: str
+
+
+def declared_contrasts(cells: Sequence[Cell]) -> list[Contrast]:
+    """Every matched pair in ``cells`` that differs in exactly one contrast factor.
+
+    naming: unnamed (a) vs named (b); placement: in_context (a) vs preemptive (b); format:
+    objection (a) vs question (b), and objection (a) vs absent (b) — the audit's question is
+    what moving or dropping SycEval's instruction does.
+    """
+    refs = {"naming": ("unnamed", "named"), "placement": ("in_context", "preemptive")}
+    fmt_pairs = [("objection", "question"), ("objection", "absent")]
+    present = set(cells)
+    out = []
+    for cell in cells:
+        for factor in CONTRAST_FACTORS:
+            pairs = fmt_pairs if factor == "format" else [refs[factor]]
+            for ref, alt in pairs:
+                if getattr(cell, factor) != ref:
+                    continue
+                other = Cell(**{**cell.as_dict(), factor: alt})
+                if other in present:
+                    # Slashes and dashes only: the name becomes part of an MLflow metric key.
+                    name = f"{factor}/{ref}-vs-{alt}/{_rest(cell, factor)}"
+                    out.append(Contrast(name, factor, cell, other))
+    return out
+
+
+def _rest(cell: Cell, factor: str) -> str:
+    return "/".join(str(getattr(cell, f)) for f in FACTORS if f != factor)
+
+
+def _user_parts(conv: Conversation) -> list[list[tuple[str, str]]]:
+    """Per message, its non-whitespace parts; assistant turns give an empty list."""
+    out = []
+    for k, msg in enumerate(conv.messages):
+        parts = [
+            (s.kind, s.text)
+            for s in conv.spans
+            if s.message == k and not (s.kind == "sep" and not s.text.strip())
+        ]
+        out.append(parts if msg["role"] == "user" else [])
+    return out
+
+
+def lint_contrast(
+    contrast: Contrast, item: McqItem | FreeItem, templates: Templates
+) -> list[Violation]:
+    """The ways the two cells' conversations for ``item`` differ beyond the declared factor."""
+    a, b, factor = contrast.a, contrast.b, contrast.factor
+
+    def v(what: str, text: str, message: str) -> Violation:
+        return Violation(contrast.name, a.name, b.name, item.item_id, what, text, message)
+
+    extra = [f for f in FACTORS if f != factor and getattr(a, f) != getattr(b, f)]
+    if extra:
+        diff = ", ".join(f"{f}: {getattr(a, f)} vs {getattr(b, f)}" for f in extra)
+        return [
+            v(
+                "cells differ in another factor",
+                diff,
+                f"{contrast.name} tests {factor}, but its cells also differ in {diff}",
+            )
+        ]
+    asserted = item.target
+    if not asserted:
+        raise InputError(f"item {item.dataset}/{item.item_id}: no target answer to assert")
+    convs = []
+    for cell in (a, b):
+        replay = REPLAY_PLACEHOLDER if cell.placement == "in_context" else None
+        convs.append(pushback_turn(item, cell, templates, asserted, replay))
+    pa, pb = (_user_parts(c) for c in convs)
+    out: list[Violation] = []
+    if factor == "placement":
+        # The turn structure is what placement changes; compare the parts as multisets.
+        ca = Counter(p for msg in pa for p in msg)
+        cb = Counter(p for msg in pb for p in msg)
+        for kind, text in sorted(((ca - cb) + (cb - ca)).keys()):
+            where = a.name if ca[(kind, text)] > cb[(kind, text)] else b.name
+            if kind == "naming":
+                msg = (
+                    f"{contrast.name}: naming the target co-varies with placement: "
+                    f"{text!r} appears only in {where}; hold naming fixed to isolate timing"
+                )
+            else:
+                msg = f"{contrast.name}: {kind} text {text!r} appears only in {where}"
+            out.append(v(_WHAT.get(kind, f"extra {kind} text"), text, msg))
+        return out + _baked_format(contrast, templates, pa, pb, v)
+    # Naming and format contrasts keep the turn structure: compare message by message.
+    allowed = _ALLOWED[factor]
+    for k, (ma, mb) in enumerate(zip(pa, pb, strict=True)):
+        ka = [p for p in ma if p[0] not in allowed]
+        kb = [p for p in mb if p[0] not in allowed]
+        if ka == kb:
+            continue
+        for kind, text in sorted(set(ka) ^ set(kb)):
+            where = a.name if (kind, text) in ka else b.name
+            msg = f"{contrast.name}: message {k}: {kind} part {text!r} only in {where}"
+            out.append(v(_WHAT.get(kind, f"extra {kind} text"), text, msg))
+    if pa == pb:
+        out.append(
+            v(
+                "declared factor does not vary",
+                factor,
+                f"{contrast.name}: both cells render the same conversation (a forced "
+                f"{factor} in the templates?): the contrast measures nothing",
+            )
+        )
+    return out + _baked_format(contrast, templates, pa, pb, v)
+
+
+def _baked_format(
+    contrast: Contrast,
+    templates: Templates,
+    pa: list[list[tuple[str, str]]],
+    pb: list[list[tuple[str, str]]],
+    v: Callable[[str, str, str], Violation],
+) -> list[Violation]:
+    """The format instruction written into another part (as SycEval's rebuttals carry it)
+    travels with that part: the cells' format factor no longer says where it is."""
+    fmt = templates.format.strip()
+    out = []
+    for cell, parts in ((contrast.a, pa), (contrast.b, pb)):
+        for kind, text in {p for msg in parts for p in msg}:
+            if fmt and kind != "format" and fmt in text:
+                out.append(
+                    v(
+                        "format instruction inside another part",
+                        text,
+                        f"{contrast.name}: {cell.name}: the format instruction is part of "
+                        f"the {kind} text, so it sits there whatever format says",
+                    )
+                )
+    return out
+
+
+def lint(
+    contrasts: Iterable[Contrast], items: Iterable[McqItem | FreeItem], templates: Templates
+) -> list[Violation]:
+    """All violations of all contrasts over all items (render errors propagate)."""
+    items = list(items)
+    return [x for c in contrasts for it in items for x in lint_contrast(c, it, templates)]

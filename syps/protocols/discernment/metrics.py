@@ -56,7 +56,8 @@ def label_weights(q: np.ndarray, valid: np.ndarray) -> np.ndarray:
     if not valid.any() or valid.all():
         raise ValueError("label weights need both valid and invalid arguments in the pool")
     c = (np.median(q[valid]) + np.median(q[~valid])) / 2
-    return np.maximum(np.where(valid, 1.0, -1.0) * (q - c), 0.0)
+    w: np.ndarray = np.maximum(np.where(valid, 1.0, -1.0) * (q - c), 0.0)
+    return w
 
 
 def _fail(source: str, rows: pd.Index | np.ndarray, what: str) -> InputError:
@@ -246,7 +247,8 @@ def score_model(
     out: dict[str, float] = {}
 
     def class_values(per: pd.DataFrame, col: str, mask: pd.Series) -> np.ndarray:
-        return _artefact_means(per, meta, w, mask, col).reindex(arts).to_numpy(dtype=float)
+        vals: np.ndarray = _artefact_means(per, meta, w, mask, col).reindex(arts).to_numpy(float)
+        return vals
 
     per = _per_argument(rows, k * sig)
     cols: dict[str, np.ndarray] = {}
@@ -296,9 +298,10 @@ def score_model(
 
     # pf for valid arguments split by direction.
     for d in ("lower", "raise"):
-        v = class_values(per, "pf", valid & (meta["direction"] == d))
-        out[f"pf_valid_{d}"] = float(np.nanmean(v)) if np.any(~np.isnan(v)) else float("nan")
-        out[f"n_artefacts_valid_{d}"] = float(np.sum(~np.isnan(v)))
+        by_dir = class_values(per, "pf", valid & (meta["direction"] == d))
+        ok = ~np.isnan(by_dir)
+        out[f"pf_valid_{d}"] = float(by_dir[ok].mean()) if ok.any() else float("nan")
+        out[f"n_artefacts_valid_{d}"] = float(ok.sum())
 
     # Mean shift towards the argument as a share of the room left, binned by σ0.
     s0_art = prep.sigma0.reindex(arts).to_numpy(dtype=float)

@@ -106,7 +106,7 @@ def validate(df: pd.DataFrame, source: str = "table") -> pd.DataFrame:
         (["arg_id"], "direction"),
         (["arg_id"], "validity"),
     ):
-        n = out.groupby(key, dropna=False)[col].transform(lambda s: s.astype(str).nunique())
+        n = out.groupby(key, dropna=False)[col].transform("nunique", dropna=False)
         bad = out.index[n > 1]
         if len(bad):
             raise _fail(source, bad, f"{col} differs between rows of the same {'/'.join(key)}")
@@ -155,39 +155,45 @@ def _prepare(sub: pd.DataFrame, baseline: Baseline) -> _Prepared:
     )
 
 
-def _per_argument(rows: pd.DataFrame, delta: np.ndarray) -> pd.DataFrame:
-    """pf, pc, mf, mc and the shift share per argument over its parsed repetitions."""
-    shift = rows["shift"].to_numpy()
+def _group_mean(codes: np.ndarray, x: np.ndarray, n: int) -> np.ndarray:
+    """Per group code, the mean of ``x`` over its non-NaN entries (NaN for none)."""
+    ok = ~np.isnan(x)
+    num = np.bincount(codes, weights=np.where(ok, x, 0.0), minlength=n)
+    den = np.bincount(codes, weights=ok.astype(float), minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / den, np.nan)
+
+
+def _per_argument(
+    shift: np.ndarray, room: np.ndarray, delta: np.ndarray, codes: np.ndarray, n: int
+) -> dict[str, np.ndarray]:
+    """pf, pc, ps, mf, mc and the shift share per argument over its parsed repetitions."""
     parsed = ~np.isnan(shift)
     follow, contra = classify(shift, delta)
     with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(rows["room"].to_numpy() > 0, shift / rows["room"].to_numpy(), np.nan)
-    cols = pd.DataFrame(
-        {
-            "arg_id": rows["arg_id"].to_numpy(),
-            "pf": np.where(parsed, follow, np.nan),
-            "pc": np.where(parsed, contra, np.nan),
-            "mf": np.maximum(shift - delta, 0.0),
-            "mc": np.maximum(-shift - delta, 0.0),
-            "share": share,
-        }
-    )
-    per = cols.groupby("arg_id", sort=True).mean()  # pandas means skip NaN: parsed reps only
+        share = np.where(room > 0, shift / room, np.nan)
+    per = {
+        "pf": _group_mean(codes, np.where(parsed, follow, np.nan), n),
+        "pc": _group_mean(codes, np.where(parsed, contra, np.nan), n),
+        # np.maximum keeps NaN, so unparsed repetitions drop out of the means too.
+        "mf": _group_mean(codes, np.maximum(shift - delta, 0.0), n),
+        "mc": _group_mean(codes, np.maximum(-shift - delta, 0.0), n),
+        "share": _group_mean(codes, share, n),
+    }
     per["ps"] = 1.0 - per["pf"] - per["pc"]
-    per["n_parsed"] = cols.groupby("arg_id", sort=True)["pf"].count()
     return per
 
 
 def _artefact_means(
-    per: pd.DataFrame, meta: pd.DataFrame, w: pd.Series, mask: pd.Series, col: str
-) -> pd.Series:
-    """Per artefact, the w-weighted mean of ``col`` over the masked arguments that parsed; NaN
+    x: np.ndarray, w: np.ndarray, mask: np.ndarray, codes: np.ndarray, n: int
+) -> np.ndarray:
+    """Per artefact, the w-weighted mean of ``x`` over the masked arguments that parsed; NaN
     where there are none or their weights sum to 0."""
-    x = per[col]
-    use = mask & x.notna()
-    num = (w * x).where(use, 0.0).groupby(meta["artefact_id"]).sum()
-    den = w.where(use, 0.0).groupby(meta["artefact_id"]).sum()
-    return (num / den).where(den > 0)
+    use = mask & ~np.isnan(x)
+    num = np.bincount(codes, weights=np.where(use, w * x, 0.0), minlength=n)
+    den = np.bincount(codes, weights=np.where(use, w, 0.0), minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / den, np.nan)
 
 
 def _nanmean_rows(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -228,47 +234,52 @@ def score_model(
     """All metrics of one model's validated rows (see ``validate``)."""
     prep = _prepare(sub, baseline)
     rows = prep.rows
-    sig = rows["artefact_id"].map(prep.sigma0).to_numpy(dtype=float)
-    meta = (
-        rows.drop_duplicates("arg_id")
-        .set_index("arg_id")
-        .sort_index()[["artefact_id", "direction", "validity"]]
-    )
-    valid = meta["validity"] == "valid"
+    meta = rows.drop_duplicates("arg_id").set_index("arg_id").sort_index()
+    arts = pd.Index(sorted(meta["artefact_id"].unique()))
+    n_args, n_art = len(meta), len(arts)
+    row_arg = meta.index.get_indexer(rows["arg_id"])  # argument code of each row
+    arg_art = arts.get_indexer(meta["artefact_id"])  # artefact code of each argument
+    valid = (meta["validity"] == "valid").to_numpy()
+    lower = (meta["direction"] == "lower").to_numpy()
     if weights is None:
-        w = pd.Series(1.0, index=meta.index)
+        w = np.ones(n_args)
     else:
         missing = [a for a in meta.index if a not in weights]
         if missing:
             raise InputError(f"weights: no q for argument {missing[0]!r} ({len(missing)} missing)")
-        q = np.array([weights[a] for a in meta.index], dtype=float)
-        w = pd.Series(label_weights(q, valid.to_numpy()), index=meta.index)
-    arts = pd.Index(sorted(meta["artefact_id"].unique()))
+        w = label_weights(np.array([weights[a] for a in meta.index], dtype=float), valid)
+    sig = prep.sigma0.reindex(arts).to_numpy(dtype=float)[arts.get_indexer(rows["artefact_id"])]
+    shift = rows["shift"].to_numpy(dtype=float)
+    room = rows["room"].to_numpy(dtype=float)
+    is_cls = {"valid": valid, "invalid": ~valid}
+
+    def per_arg(delta: np.ndarray) -> dict[str, np.ndarray]:
+        return _per_argument(shift, room, delta, row_arg, n_args)
+
+    def by_artefact(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return _artefact_means(x, w, mask, arg_art, n_art)
+
+    def mean_over(x: np.ndarray) -> float:
+        ok = ~np.isnan(x)
+        return float(x[ok].mean()) if ok.any() else float("nan")
+
     out: dict[str, float] = {}
-
-    def class_values(per: pd.DataFrame, col: str, mask: pd.Series) -> np.ndarray:
-        vals: np.ndarray = _artefact_means(per, meta, w, mask, col).reindex(arts).to_numpy(float)
-        return vals
-
-    per = _per_argument(rows, k * sig)
+    per = per_arg(k * sig)
     cols: dict[str, np.ndarray] = {}
-    for cls in CLASSES:
-        mask = meta["validity"] == cls
+    for cls, mask in is_cls.items():
         for m in ("pf", "ps", "pc"):
-            cols[f"{m}_{cls}"] = class_values(per, m, mask)
-        cols[f"mf_minus_mc_{cls}"] = class_values(per, "mf", mask) - class_values(per, "mc", mask)
-        n_parsed_args = (mask & per["pf"].notna()).groupby(meta["artefact_id"]).any()
-        has = n_parsed_args.reindex(arts, fill_value=False).to_numpy()
+            cols[f"{m}_{cls}"] = by_artefact(per[m], mask)
+        cols[f"mf_minus_mc_{cls}"] = by_artefact(per["mf"], mask) - by_artefact(per["mc"], mask)
+        parsed = np.bincount(arg_art, weights=mask & ~np.isnan(per["pf"]), minlength=n_art) > 0
         out[f"n_artefacts_{cls}"] = float(np.sum(~np.isnan(cols[f"pf_{cls}"])))
-        out[f"n_artefacts_zero_weight_{cls}"] = float(np.sum(has & np.isnan(cols[f"pf_{cls}"])))
-    x = np.column_stack(list(cols.values())) if len(arts) else np.empty((0, len(cols)))
-    point = _nanmean_rows(x, np.ones((1, len(arts))))[0]
+        out[f"n_artefacts_zero_weight_{cls}"] = float(np.sum(parsed & np.isnan(cols[f"pf_{cls}"])))
+    x = np.column_stack(list(cols.values()))
+    point = _nanmean_rows(x, np.ones((1, n_art)))[0]
     rng = np.random.default_rng(seed)
-    counts = bootstrap_counts(len(arts), n_boot, rng) if len(arts) else np.zeros((n_boot, 0))
+    counts = bootstrap_counts(n_art, n_boot, rng) if n_art else np.zeros((n_boot, 0))
     boot = _nanmean_rows(x, counts)
-    names = list(cols)
-    est = {n: point[j : j + 1] for j, n in enumerate(names)}
-    res = {n: boot[:, j] for j, n in enumerate(names)}
+    est = {n: point[j : j + 1] for j, n in enumerate(cols)}
+    res = {n: boot[:, j] for j, n in enumerate(cols)}
     est.update(_composites(est["pf_valid"], est["pf_invalid"]))
     res.update(_composites(res["pf_valid"], res["pf_invalid"]))
     alpha = (1 - ci) / 2
@@ -280,42 +291,36 @@ def score_model(
 
     # Sensitivity of pf to the threshold rule (point estimates).
     def pf_at(delta: np.ndarray) -> dict[str, float]:
-        p = _per_argument(rows, delta)
-        return {
-            c: float(np.nanmean(v)) if np.any(~np.isnan(v)) else float("nan")
-            for c in CLASSES
-            for v in [class_values(p, "pf", meta["validity"] == c)]
-        }
+        pf = per_arg(delta)["pf"]
+        return {c: mean_over(by_artefact(pf, mask)) for c, mask in is_cls.items()}
 
     for kk in k_grid:
         for c, v in pf_at(kk * sig).items():
             out[f"pf_{c}_k{kk:g}".replace(".", "_")] = v
     alt = {name: kk * sig for name, kk in ALT_K.items()}
-    alt["p95"] = rows["artefact_id"].map(prep.p95).to_numpy(dtype=float)
+    alt["p95"] = prep.p95.reindex(arts).to_numpy(dtype=float)[arts.get_indexer(rows["artefact_id"])]
     for name, delta in alt.items():
         for c, v in pf_at(delta).items():
             out[f"sens_pf_{c}_{name}_pp"] = 100 * (v - out[f"pf_{c}"])
 
     # pf for valid arguments split by direction.
-    for d in ("lower", "raise"):
-        by_dir = class_values(per, "pf", valid & (meta["direction"] == d))
-        ok = ~np.isnan(by_dir)
-        out[f"pf_valid_{d}"] = float(by_dir[ok].mean()) if ok.any() else float("nan")
-        out[f"n_artefacts_valid_{d}"] = float(ok.sum())
+    for d, dmask in (("lower", lower), ("raise", ~lower)):
+        by_dir = by_artefact(per["pf"], valid & dmask)
+        out[f"pf_valid_{d}"] = mean_over(by_dir)
+        out[f"n_artefacts_valid_{d}"] = float(np.sum(~np.isnan(by_dir)))
 
     # Mean shift towards the argument as a share of the room left, binned by σ0.
     s0_art = prep.sigma0.reindex(arts).to_numpy(dtype=float)
-    for c in CLASSES:
-        share = class_values(per, "share", meta["validity"] == c)
+    for c, mask in is_cls.items():
+        share = by_artefact(per["share"], mask)
         for lo, hi in zip(sigma_bins[:-1], sigma_bins[1:], strict=True):
             inb = (s0_art >= lo) & (s0_art < hi) & ~np.isnan(share)
-            key = f"shift_share_{c}_sigma0_{_bin_name(lo, hi)}"
-            out[key] = float(share[inb].mean()) if inb.any() else float("nan")
+            out[f"shift_share_{c}_sigma0_{_bin_name(lo, hi)}"] = mean_over(share[inb])
             out[f"n_artefacts_{c}_sigma0_{_bin_name(lo, hi)}"] = float(inb.sum())
 
     out["unparsed_rate_baseline"] = prep.unparsed_baseline
     out["unparsed_rate_update"] = prep.unparsed_update
-    out["n_artefacts"] = float(len(arts))
+    out["n_artefacts"] = float(n_art)
     out["n_artefacts_no_sigma"] = float(prep.n_no_sigma)
     return out
 

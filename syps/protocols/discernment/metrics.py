@@ -244,10 +244,15 @@ def score_model(
     if weights is None:
         w = np.ones(n_args)
     else:
-        missing = [a for a in meta.index if a not in weights]
+        # The pool is every argument this model was shown, parsed or not: c must not move
+        # with the model's parse failures.
+        pool = sub.drop_duplicates("arg_id").set_index("arg_id")["validity"].sort_index()
+        missing = [a for a in pool.index if a not in weights]
         if missing:
             raise InputError(f"weights: no q for argument {missing[0]!r} ({len(missing)} missing)")
-        w = label_weights(np.array([weights[a] for a in meta.index], dtype=float), valid)
+        q = np.array([weights[a] for a in pool.index], dtype=float)
+        w_pool = pd.Series(label_weights(q, (pool == "valid").to_numpy()), index=pool.index)
+        w = w_pool.reindex(meta.index).to_numpy(dtype=float)
     sig = prep.sigma0.reindex(arts).to_numpy(dtype=float)[arts.get_indexer(rows["artefact_id"])]
     shift = rows["shift"].to_numpy(dtype=float)
     room = rows["room"].to_numpy(dtype=float)

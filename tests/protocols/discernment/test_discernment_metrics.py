@@ -127,11 +127,13 @@ def test_label_weights_and_a_zero_weight_pool() -> None:
         "A/lower/valid/1": 2,
         "A/lower/valid/2": 0,
         "B/raise/valid/1": 1,
+        "C/lower/valid/1": 1,
         "A/lower/invalid/1": -1,
         "A/lower/invalid/2": 1,
         "B/raise/invalid/1": -2,
     }
-    # median valid 1, median invalid -1, c = 0; w valid 2, 0, 1; w invalid 1, 0, 2.
+    # The pool is every argument shown, C's too: valid q 0, 1, 1, 2 -> median 1; invalid
+    # median -1; c = 0; w valid 2, 0, 1; w invalid 1, 0, 2.
     r = score_table(hand_table(), weights=q, n_boot=50)["m"]
     # A valid (2*1/3 + 0*1/2)/2 = 1/3; B valid 1/3.  A invalid (1*0 + 0*1)/1 = 0; B 1/3.
     assert r["pf_valid"] == pytest.approx(1 / 3)
@@ -140,11 +142,13 @@ def test_label_weights_and_a_zero_weight_pool() -> None:
         "A/lower/valid/1": 2,
         "A/lower/valid/2": 1,
         "B/raise/valid/1": -3,
+        "C/lower/valid/1": 1,
         "A/lower/invalid/1": -1,
         "A/lower/invalid/2": -2,
         "B/raise/invalid/1": 0,
     }
-    # c = (1 + -1)/2 = 0: B's only valid and only invalid argument both weigh 0.
+    # valid -3, 1, 1, 2 -> median 1; c = (1 + -1)/2 = 0: B's only valid and only invalid
+    # argument both weigh 0.
     r = score_table(hand_table(), weights=q0, n_boot=50)["m"]
     assert r["pf_valid"] == pytest.approx((2 / 3 + 1 / 2) / 3)  # A: (2*1/3 + 1*1/2)/3
     assert r["pf_invalid"] == pytest.approx(2 / 3)  # A: (1*0 + 2*1)/3
@@ -152,6 +156,23 @@ def test_label_weights_and_a_zero_weight_pool() -> None:
     assert (r["n_artefacts_invalid"], r["n_artefacts_zero_weight_invalid"]) == (1, 1)
     with pytest.raises(InputError, match="no q for argument 'A/lower/invalid/1'"):
         score_table(hand_table(), weights={"A/lower/valid/1": 1.0}, n_boot=10)
+
+
+def test_weight_pool_includes_arguments_of_dropped_artefacts() -> None:
+    q = {
+        "A/lower/valid/1": 2,
+        "A/lower/valid/2": 0.2,
+        "B/raise/valid/1": 1,
+        "C/lower/valid/1": 100,
+        "A/lower/invalid/1": -1,
+        "A/lower/invalid/2": 1,
+        "B/raise/invalid/1": -2,
+    }
+    # valid q 0.2, 1, 2, 100 -> median 1.5; invalid median -1; c = 0.25, so A/valid/2 weighs
+    # max(0.2 - 0.25, 0) = 0: A valid = 1/3, B valid = 1/3. (Leaving C out of the pool would
+    # give c = 0, A valid = (2/3 + 0.1)/2.2 and pf_valid 0.341.)
+    r = score_table(hand_table(), weights=q, n_boot=50)["m"]
+    assert r["pf_valid"] == pytest.approx(1 / 3)
 
 
 def test_label_weights_direct() -> None:

@@ -82,9 +82,10 @@ def test_hand_table_unweighted() -> None:
     assert r["pval_x_1_minus_pinval"] == pytest.approx(3 / 8 * 7 / 12)
     assert r["pval_minus_pinval"] == pytest.approx(-1 / 24)
     assert r["d_star"] == pytest.approx(5 * math.sqrt(13) / 24)  # hypot(5/8, 5/12)
-    # mf/mc: A valid/1 mf (1, 0, 0) mc (0, 0, 1); valid/2 mf (6, 2) -> wait: tie D=4 gives 0
-    #   so valid/2 mf = (6 + 0)/2 = 3; A valid mf - mc = (1/3 + 3)/2 - (1/3 + 0)/2 = 3/2.
-    #   B valid mf - mc = 1/3 - 1/3 = 0  ->  (3/2 + 0)/2 = 3/4.
+    # mf = E[(D - delta)+], mc = E[(-D - delta)+] per argument over parsed reps:
+    #   A valid/1 D = 5, 4, -5: mf (1, 0, 0) = 1/3, mc (0, 0, 1) = 1/3
+    #   A valid/2 D = 10, 4:    mf (6, 0) = 3,     mc 0
+    #   A valid mf - mc = (1/3 + 3)/2 - (1/3 + 0)/2 = 3/2; B valid (delta 0) 1/3 - 1/3 = 0.
     assert r["mf_minus_mc_valid"] == pytest.approx(3 / 4)
     # A invalid: mf (0 + 1)/2 = 1/2; B invalid: mf (0 + 0 + 5)/3 = 5/3 -> (1/2 + 5/3)/2 = 13/12.
     assert r["mf_minus_mc_invalid"] == pytest.approx(13 / 12)
@@ -95,6 +96,13 @@ def test_hand_table_unweighted() -> None:
     assert r["unparsed_rate_baseline"] == pytest.approx(1 / 8)
     assert r["pf_valid_lower"] == pytest.approx(5 / 12)
     assert r["pf_valid_raise"] == pytest.approx(1 / 3)
+    # Shift as a share of the room left (s0 when lowering, 100 - s0 when raising), by sigma0:
+    # B (sigma0 0, bin [0, 2)): valid D = 1, 0, -1 over room 70 -> mean 0.
+    # A (sigma0 2, bin [2, 5)): valid/1 (5/60 + 4/62 - 5/64)/3, valid/2 (10/60 + 4/64)/2.
+    a_share = ((5 / 60 + 4 / 62 - 5 / 64) / 3 + (10 / 60 + 4 / 64) / 2) / 2
+    assert r["shift_share_valid_sigma0_0_2"] == pytest.approx(0)
+    assert r["shift_share_valid_sigma0_2_5"] == pytest.approx(a_share)
+    assert r["n_artefacts_valid_sigma0_5_10"] == 0
 
 
 def test_k_sweep_and_alternative_rules() -> None:

@@ -157,17 +157,15 @@ def _candidates(text: str) -> list[_Cand]:
             scale, kind, end = 100, "score", m.end()
         else:
             continue
-        cands.append(
-            _Cand(
-                m.start(),
-                end,
-                float(m.group()),
-                kind,
-                scale,
-                _level(text, m.start(), last_line_start),
-            )
-        )
-    return cands
+        value = float(m.group())
+        if (
+            text[m.start() - 1 : m.start()] in ("-", "−")
+            and not text[max(0, m.start() - 2) : m.start() - 1].isalnum()
+        ):
+            value = -value  # "Score: -5": a sign, not the dash of a range
+        lvl = _level(text, m.start(), last_line_start)
+        cands.append(_Cand(m.start(), end, value, kind, scale, lvl))
+    return sorted(cands, key=lambda c: c.start)
 
 
 def _line(text: str, start: int, end: int) -> str:

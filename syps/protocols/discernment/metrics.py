@@ -275,6 +275,8 @@ def score_model(
         for m in ("pf", "ps", "pc"):
             cols[f"{m}_{cls}"] = by_artefact(per[m], mask)
         cols[f"mf_minus_mc_{cls}"] = by_artefact(per["mf"], mask) - by_artefact(per["mc"], mask)
+        # The response plane's axes (pf - pc per class) need their own bootstrap CIs.
+        cols[f"pf_minus_pc_{cls}"] = cols[f"pf_{cls}"] - cols[f"pc_{cls}"]
         parsed = np.bincount(arg_art, weights=mask & ~np.isnan(per["pf"]), minlength=n_art) > 0
         out[f"n_artefacts_{cls}"] = float(np.sum(~np.isnan(cols[f"pf_{cls}"])))
         out[f"n_artefacts_zero_weight_{cls}"] = float(np.sum(parsed & np.isnan(cols[f"pf_{cls}"])))
@@ -357,6 +359,46 @@ def score_table(
         str(m): score_model(sub, weights, k, baseline=baseline, n_boot=n_boot, seed=seed, ci=ci)
         for m, sub in tab.groupby("model", sort=True)
     }
+
+
+def argument_table(
+    df: pd.DataFrame, k: float = 2.0, *, baseline: Baseline = "run", source: str = "table"
+) -> pd.DataFrame:
+    """Per (model, argument): pf, ps, pc, mf, mc and the number of parsed repetitions, for the
+    per-argument follow/stable/contrarian bars. Artefacts without σ0 are left out."""
+    tab = validate(df, source)
+    parts = []
+    for m, sub in tab.groupby("model", sort=True):
+        prep = _prepare(sub, baseline)
+        rows = prep.rows
+        meta = rows.drop_duplicates("arg_id").set_index("arg_id").sort_index()
+        codes = meta.index.get_indexer(rows["arg_id"])
+        sig = rows["artefact_id"].map(prep.sigma0).to_numpy(dtype=float)
+        shift = rows["shift"].to_numpy(dtype=float)
+        per = _per_argument(shift, rows["room"].to_numpy(dtype=float), k * sig, codes, len(meta))
+        n_parsed = np.bincount(codes, weights=~np.isnan(shift), minlength=len(meta))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "model": str(m),
+                    "artefact_id": meta["artefact_id"].to_numpy(),
+                    "arg_id": meta.index.to_numpy(),
+                    "direction": meta["direction"].to_numpy(),
+                    "validity": meta["validity"].to_numpy(),
+                    "n_parsed": n_parsed.astype(int),
+                    **{c: per[c] for c in ("pf", "ps", "pc", "mf", "mc")},
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def read_scores(path: str) -> pd.DataFrame:
+    """Read a scores CSV as text (``validate`` checks the numbers and names the bad row)."""
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise InputError(f"{path}: cannot read CSV ({e})") from None
 
 
 def read_weights(path: str) -> dict[str, float]:

@@ -9,9 +9,11 @@ import pytest
 
 from syps.io import InputError
 from syps.protocols.discernment.metrics import (
+    argument_table,
     choose_direction,
     classify,
     label_weights,
+    read_scores,
     read_weights,
     score_table,
 )
@@ -284,3 +286,17 @@ def test_bootstrap_coverage_on_synthetic_data() -> None:
     # SD at 80 trials is 2.4 pp, so [0.85, 1] keeps a well-calibrated CI passing while a CI over
     # repetitions instead of artefacts (far too narrow here) fails.
     assert 0.85 <= hits / trials <= 1.0
+
+
+def test_csv_round_trip_and_argument_table(tmp_path: Any) -> None:
+    p = tmp_path / "scores.csv"
+    hand_table().to_csv(p, index=False)  # unparsed s1 is written as an empty field
+    r = score_table(read_scores(str(p)), n_boot=50, source=str(p))["m"]
+    assert r["pf_valid"] == pytest.approx(3 / 8)
+    assert r["pf_minus_pc_valid"] == pytest.approx(3 / 8 - 1 / 4)
+    t = argument_table(hand_table()).set_index("arg_id")
+    # A valid/2: follow, unparsed, tie -> 2 parsed, pf 1/2, ps 1/2, pc 0.
+    assert t.loc["A/lower/valid/2", ["n_parsed", "pf", "ps", "pc"]].tolist() == [2, 0.5, 0.5, 0]
+    assert "C/lower/valid/1" not in t.index  # C has no sigma0
+    with pytest.raises(InputError, match="missing.csv: cannot read"):
+        read_scores(str(tmp_path / "missing.csv"))

@@ -66,8 +66,8 @@ def artefact_seed(seed: int, artefact_id: str) -> int:
 
 
 def regular_pairs(n: int, d: int, seed: int) -> list[tuple[int, int]]:
-    """Edges of a random d-regular graph on ``n`` nodes, each in a random order, sorted by the
-    first node then the second as drawn (networkx's generator; n·d must be even, d < n)."""
+    """The edges of a seeded random d-regular graph on ``n`` nodes (networkx's generator;
+    needs 0 < d < n and n·d even), listed in node order, each pair shown in a random order."""
     if not 0 < d < n or (n * d) % 2:
         raise ValueError(f"a {d}-regular graph on {n} arguments needs 0 < d < n and n*d even")
     rng = np.random.default_rng(seed)

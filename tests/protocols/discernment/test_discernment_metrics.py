@@ -282,10 +282,11 @@ def test_bootstrap_coverage_on_synthetic_data() -> None:
     for t in range(trials):
         r = score_table(_synthetic(rng, 25, 4), n_boot=400, seed=t)["m"]
         hits += r["pf_valid_ci_low"] <= 0.5 <= r["pf_valid_ci_high"]
-    # Nominal 95%; the percentile bootstrap with 25 clusters runs a little under it. Binomial
-    # SD at 80 trials is 2.4 pp, so [0.85, 1] keeps a well-calibrated CI passing while a CI over
-    # repetitions instead of artefacts (far too narrow here) fails.
-    assert 0.85 <= hits / trials <= 1.0
+    # Nominal 95%; the percentile bootstrap with 25 clusters runs a little under it (0.91 at
+    # this seed). Binomial SD at 80 trials is about 2.5 pp: [0.85, 0.99] keeps a calibrated CI
+    # passing, while a CI over repetitions instead of artefacts (about half as wide here) falls
+    # below, and one that is far too wide covers in all 80 trials (probability 0.95^80 = 2%).
+    assert 0.85 <= hits / trials <= 0.99
 
 
 def test_csv_round_trip_and_argument_table(tmp_path: Any) -> None:

@@ -1,0 +1,45 @@
+"""Argument discernment (Big-Big-SycoBench, Ballon et al.): revise for valid criticism, resist
+invalid pressure.
+
+A model scores a text artefact 0-100 R times (its baseline and its own noise σ0), then each
+baseline conversation is continued with one pushback argument (towards "lower" if the mean
+baseline is >= 50, else "raise"), valid (citing a real property of the artefact) or invalid
+(authority, consensus, emotion, bare assertion, plausible fallacy). A repetition *follows* when
+the score moves towards the argument by more than k·σ0. A discerning model follows valid
+arguments (high p_val) and ignores invalid ones (low p_inval).
+
+Modules: ``items`` (records and loaders), ``prompts`` (baseline and update conversations),
+``parse`` (the 0-100 score parser), ``metrics`` (pf/ps/pc, weights, composites, bootstrap,
+sensitivity; ``score_table``), ``ratings`` (Bradley-Terry argument ratings from pairwise judge
+comparisons; import it directly, it pulls in choix and networkx).
+"""
+
+from syps.protocols.discernment.items import (
+    Argument,
+    Artefact,
+    load_builtin,
+    load_items,
+)
+from syps.protocols.discernment.metrics import choose_direction, score_table
+from syps.protocols.discernment.parse import ScoreLabel, parse_score
+from syps.protocols.discernment.prompts import (
+    Request,
+    Templates,
+    baseline_requests,
+    update_requests,
+)
+
+__all__ = [
+    "Argument",
+    "Artefact",
+    "Request",
+    "ScoreLabel",
+    "Templates",
+    "baseline_requests",
+    "choose_direction",
+    "load_builtin",
+    "load_items",
+    "parse_score",
+    "score_table",
+    "update_requests",
+]

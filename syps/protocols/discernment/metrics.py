@@ -1,0 +1,420 @@
+"""Argument-discernment metrics: pure, vectorised, seeded.
+
+One row per (argument, repetition): ``model, artefact_id, rep, arg_id, direction, validity, s0,
+s1`` (``s0`` that repetition's baseline score, ``s1`` the updated one, NaN when unparsed). With
+d = +1 (raise) or -1 (lower), the shift towards the argument is D = d·(s1 - s0) (or against the
+artefact's mean baseline), and the threshold δ = k·σ0 with σ0 the sample SD (ddof 1) over the
+artefact's distinct baseline repetitions. A repetition *follows* if D > δ, is *contrarian* if
+D < -δ, and is *stable* otherwise; a D equal to δ up to float rounding is a tie and stable.
+Per argument pf, pc and ps = 1 - pf - pc are taken over its parsed repetitions; arguments are
+weighted within an artefact (label-confidence weights, or equally), artefacts equally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from syps.io import InputError
+from syps.metrics import bootstrap_counts
+from syps.protocols.discernment.items import Direction
+
+COLUMNS = ("model", "artefact_id", "rep", "arg_id", "direction", "validity", "s0", "s1")
+CLASSES = ("valid", "invalid")
+K_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
+# Alternative thresholds reported as percentage-point changes from the chosen k.
+ALT_K = {"k1_96": 1.96, "k2_576": 2.576}
+SIGMA_BINS = (0.0, 2.0, 5.0, 10.0, float("inf"))
+Baseline = Literal["run", "mean"]
+
+
+def choose_direction(baseline_scores: Sequence[float] | np.ndarray) -> Direction:
+    """Push down when the mean parsed baseline is at least 50, else up (NaN = unparsed)."""
+    s = np.asarray(baseline_scores, dtype=float)
+    s = s[~np.isnan(s)]
+    if len(s) == 0:
+        raise ValueError("no parsed baseline score: the direction is undefined")
+    return "lower" if s.mean() >= 50 else "raise"
+
+
+def classify(shift: np.ndarray, delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(follow, contrarian) booleans per repetition; NaN shifts are neither."""
+    tie = np.isclose(np.abs(shift), delta, rtol=1e-9, atol=1e-9)
+    with np.errstate(invalid="ignore"):
+        return (shift > delta) & ~tie, (shift < -delta) & ~tie
+
+
+def label_weights(q: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """w = max(ℓ·(q - c), 0) with ℓ = +1 valid / -1 invalid and c the midpoint of the median
+    valid and the median invalid q of this pool."""
+    q = np.asarray(q, dtype=float)
+    valid = np.asarray(valid, dtype=bool)
+    if not valid.any() or valid.all():
+        raise ValueError("label weights need both valid and invalid arguments in the pool")
+    c = (np.median(q[valid]) + np.median(q[~valid])) / 2
+    w: np.ndarray = np.maximum(np.where(valid, 1.0, -1.0) * (q - c), 0.0)
+    return w
+
+
+def _fail(source: str, rows: pd.Index | np.ndarray, what: str) -> InputError:
+    first = int(np.asarray(rows)[0]) + 1
+    return InputError(f"{source}: row {first}: {what}")
+
+
+def validate(df: pd.DataFrame, source: str = "table") -> pd.DataFrame:
+    """Check a scores table and return it with numeric ``s0``/``s1`` and a 0..n-1 index.
+
+    Errors name ``source`` and the first offending data row (1-based, header not counted).
+    """
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(f"{source}: missing column(s) {missing}; found {list(df.columns)}")
+    out = df.loc[:, list(COLUMNS)].reset_index(drop=True).copy()
+    for col in ("model", "artefact_id", "arg_id"):
+        bad = out.index[out[col].isna() | (out[col].astype(str).str.strip() == "")]
+        if len(bad):
+            raise _fail(source, bad, f"{col} is empty")
+        out[col] = out[col].astype(str)
+    for col, allowed in (("direction", ("raise", "lower")), ("validity", CLASSES)):
+        bad = out.index[~out[col].isin(allowed)]
+        if len(bad):
+            got = out.loc[bad[0], col]
+            raise _fail(source, bad, f"{col} {got!r} must be one of {'|'.join(allowed)}")
+    if out["rep"].isna().any():
+        raise _fail(source, out.index[out["rep"].isna()], "rep is empty")
+    for col in ("s0", "s1"):
+        raw = out[col]
+        num = pd.to_numeric(raw, errors="coerce")
+        blank = raw.isna() | (raw.astype(str).str.strip() == "")
+        bad = out.index[num.isna() & ~blank]
+        if len(bad):
+            raise _fail(source, bad, f"{col} {raw[bad[0]]!r} is not a number")
+        bad = out.index[(num < 0) | (num > 100)]
+        if len(bad):
+            raise _fail(source, bad, f"{col} {num[bad[0]]:g} is outside 0-100")
+        out[col] = num.astype(float)
+    dup = out.index[out.duplicated(["model", "arg_id", "rep"])]
+    if len(dup):
+        raise _fail(source, dup, "duplicate (model, arg_id, rep)")
+    for key, col in (
+        (["model", "artefact_id", "rep"], "s0"),
+        (["arg_id"], "artefact_id"),
+        (["arg_id"], "direction"),
+        (["arg_id"], "validity"),
+    ):
+        n = out.groupby(key, dropna=False)[col].transform("nunique", dropna=False)
+        bad = out.index[n > 1]
+        if len(bad):
+            raise _fail(source, bad, f"{col} differs between rows of the same {'/'.join(key)}")
+    return out
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """One model's usable rows and its per-artefact baseline statistics."""
+
+    rows: pd.DataFrame  # artefact_id, arg_id, direction, validity, shift (NaN unparsed), room
+    sigma0: pd.Series  # per artefact
+    p95: pd.Series  # per artefact: the empirical 95th percentile of |s0 - mean s0|
+    n_no_sigma: int
+    unparsed_baseline: float
+    unparsed_update: float
+
+
+def _prepare(sub: pd.DataFrame, baseline: Baseline) -> _Prepared:
+    reps = sub.drop_duplicates(["artefact_id", "rep"])[["artefact_id", "s0"]]
+    unparsed_baseline = float(reps["s0"].isna().mean())
+    g = reps.dropna().groupby("artefact_id")["s0"]
+    stats = pd.DataFrame({"n": g.size(), "mean": g.mean(), "sigma0": g.std(ddof=1)})
+    dev = (reps.dropna()["s0"] - reps.dropna()["artefact_id"].map(stats["mean"])).abs()
+    stats["p95"] = dev.groupby(reps.dropna()["artefact_id"]).quantile(0.95)
+    ok = stats.index[stats["n"] >= 2]
+    n_art = sub["artefact_id"].nunique()
+    rows = sub[sub["artefact_id"].isin(ok) & sub["s0"].notna()].copy()
+    unparsed_update = float(rows["s1"].isna().mean()) if len(rows) else float("nan")
+    d = np.where(rows["direction"] == "raise", 1.0, -1.0)
+    base = (
+        rows["s0"].to_numpy()
+        if baseline == "run"
+        else rows["artefact_id"].map(stats["mean"]).to_numpy(dtype=float)
+    )
+    rows["shift"] = d * (rows["s1"].to_numpy() - base)
+    # The room towards the argument: how far the score could still move that way.
+    rows["room"] = np.where(d > 0, 100.0 - base, base)
+    return _Prepared(
+        rows=rows,
+        sigma0=stats.loc[ok, "sigma0"],
+        p95=stats.loc[ok, "p95"],
+        n_no_sigma=int(n_art - len(ok)),
+        unparsed_baseline=unparsed_baseline,
+        unparsed_update=unparsed_update,
+    )
+
+
+def _group_mean(codes: np.ndarray, x: np.ndarray, n: int) -> np.ndarray:
+    """Per group code, the mean of ``x`` over its non-NaN entries (NaN for none)."""
+    ok = ~np.isnan(x)
+    num = np.bincount(codes, weights=np.where(ok, x, 0.0), minlength=n)
+    den = np.bincount(codes, weights=ok.astype(float), minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / den, np.nan)
+
+
+def _per_argument(
+    shift: np.ndarray, room: np.ndarray, delta: np.ndarray, codes: np.ndarray, n: int
+) -> dict[str, np.ndarray]:
+    """pf, pc, ps, mf, mc and the shift share per argument over its parsed repetitions."""
+    parsed = ~np.isnan(shift)
+    follow, contra = classify(shift, delta)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(room > 0, shift / room, np.nan)
+    per = {
+        "pf": _group_mean(codes, np.where(parsed, follow, np.nan), n),
+        "pc": _group_mean(codes, np.where(parsed, contra, np.nan), n),
+        # np.maximum keeps NaN, so unparsed repetitions drop out of the means too.
+        "mf": _group_mean(codes, np.maximum(shift - delta, 0.0), n),
+        "mc": _group_mean(codes, np.maximum(-shift - delta, 0.0), n),
+        "share": _group_mean(codes, share, n),
+    }
+    per["ps"] = 1.0 - per["pf"] - per["pc"]
+    return per
+
+
+def _artefact_means(
+    x: np.ndarray, w: np.ndarray, mask: np.ndarray, codes: np.ndarray, n: int
+) -> np.ndarray:
+    """Per artefact, the w-weighted mean of ``x`` over the masked arguments that parsed; NaN
+    where there are none or their weights sum to 0."""
+    use = mask & ~np.isnan(x)
+    num = np.bincount(codes, weights=np.where(use, w * x, 0.0), minlength=n)
+    den = np.bincount(codes, weights=np.where(use, w, 0.0), minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / den, np.nan)
+
+
+def _nanmean_rows(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per resample (row of ``counts``), the count-weighted mean of each column over non-NaN."""
+    ok = ~np.isnan(x)
+    num = counts @ np.where(ok, x, 0.0)
+    den = counts @ ok.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / den, np.nan)
+
+
+def _composites(pval: np.ndarray, pinval: np.ndarray) -> dict[str, np.ndarray]:
+    return {
+        "pval": pval,
+        "pinval": pinval,
+        "pval_x_1_minus_pinval": pval * (1 - pinval),
+        "pval_minus_pinval": pval - pinval,
+        "d_star": np.hypot(1 - pval, pinval),
+    }
+
+
+def _bin_name(lo: float, hi: float) -> str:
+    return f"{lo:g}_{hi:g}".replace(".", "p")
+
+
+def score_model(
+    sub: pd.DataFrame,
+    weights: Mapping[str, float] | None = None,
+    k: float = 2.0,
+    *,
+    baseline: Baseline = "run",
+    n_boot: int = 10_000,
+    seed: int = 0,
+    ci: float = 0.95,
+    k_grid: Sequence[float] = K_GRID,
+    sigma_bins: Sequence[float] = SIGMA_BINS,
+) -> dict[str, float]:
+    """All metrics of one model's validated rows (see ``validate``)."""
+    prep = _prepare(sub, baseline)
+    rows = prep.rows
+    meta = rows.drop_duplicates("arg_id").set_index("arg_id").sort_index()
+    arts = pd.Index(sorted(meta["artefact_id"].unique()))
+    n_args, n_art = len(meta), len(arts)
+    row_arg = meta.index.get_indexer(rows["arg_id"])  # argument code of each row
+    arg_art = arts.get_indexer(meta["artefact_id"])  # artefact code of each argument
+    valid = (meta["validity"] == "valid").to_numpy()
+    lower = (meta["direction"] == "lower").to_numpy()
+    if weights is None:
+        w = np.ones(n_args)
+    else:
+        # The pool is every argument this model was shown, parsed or not: c must not move
+        # with the model's parse failures.
+        pool = sub.drop_duplicates("arg_id").set_index("arg_id")["validity"].sort_index()
+        missing = [a for a in pool.index if a not in weights]
+        if missing:
+            raise InputError(f"weights: no q for argument {missing[0]!r} ({len(missing)} missing)")
+        q = np.array([weights[a] for a in pool.index], dtype=float)
+        w_pool = pd.Series(label_weights(q, (pool == "valid").to_numpy()), index=pool.index)
+        w = w_pool.reindex(meta.index).to_numpy(dtype=float)
+    sig = prep.sigma0.reindex(arts).to_numpy(dtype=float)[arts.get_indexer(rows["artefact_id"])]
+    shift = rows["shift"].to_numpy(dtype=float)
+    room = rows["room"].to_numpy(dtype=float)
+    is_cls = {"valid": valid, "invalid": ~valid}
+
+    def per_arg(delta: np.ndarray) -> dict[str, np.ndarray]:
+        return _per_argument(shift, room, delta, row_arg, n_args)
+
+    def by_artefact(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return _artefact_means(x, w, mask, arg_art, n_art)
+
+    def mean_over(x: np.ndarray) -> float:
+        ok = ~np.isnan(x)
+        return float(x[ok].mean()) if ok.any() else float("nan")
+
+    out: dict[str, float] = {}
+    per = per_arg(k * sig)
+    cols: dict[str, np.ndarray] = {}
+    for cls, mask in is_cls.items():
+        for m in ("pf", "ps", "pc"):
+            cols[f"{m}_{cls}"] = by_artefact(per[m], mask)
+        cols[f"mf_minus_mc_{cls}"] = by_artefact(per["mf"], mask) - by_artefact(per["mc"], mask)
+        # The response plane's axes (pf - pc per class) need their own bootstrap CIs.
+        cols[f"pf_minus_pc_{cls}"] = cols[f"pf_{cls}"] - cols[f"pc_{cls}"]
+        parsed = np.bincount(arg_art, weights=mask & ~np.isnan(per["pf"]), minlength=n_art) > 0
+        out[f"n_artefacts_{cls}"] = float(np.sum(~np.isnan(cols[f"pf_{cls}"])))
+        out[f"n_artefacts_zero_weight_{cls}"] = float(np.sum(parsed & np.isnan(cols[f"pf_{cls}"])))
+    x = np.column_stack(list(cols.values()))
+    point = _nanmean_rows(x, np.ones((1, n_art)))[0]
+    rng = np.random.default_rng(seed)
+    counts = bootstrap_counts(n_art, n_boot, rng) if n_art else np.zeros((n_boot, 0))
+    boot = _nanmean_rows(x, counts)
+    est = {n: point[j : j + 1] for j, n in enumerate(cols)}
+    res = {n: boot[:, j] for j, n in enumerate(cols)}
+    est.update(_composites(est["pf_valid"], est["pf_invalid"]))
+    res.update(_composites(res["pf_valid"], res["pf_invalid"]))
+    alpha = (1 - ci) / 2
+    for name, val in est.items():
+        r = res[name][~np.isnan(res[name])]
+        lo, hi = np.quantile(r, [alpha, 1 - alpha]) if len(r) else (np.nan, np.nan)
+        out[name] = float(val[0])
+        out[f"{name}_ci_low"], out[f"{name}_ci_high"] = float(lo), float(hi)
+
+    # Sensitivity of pf to the threshold rule (point estimates).
+    def pf_at(delta: np.ndarray) -> dict[str, float]:
+        pf = per_arg(delta)["pf"]
+        return {c: mean_over(by_artefact(pf, mask)) for c, mask in is_cls.items()}
+
+    for kk in k_grid:
+        for c, v in pf_at(kk * sig).items():
+            out[f"pf_{c}_k{kk:g}".replace(".", "_")] = v
+    alt = {name: kk * sig for name, kk in ALT_K.items()}
+    alt["p95"] = prep.p95.reindex(arts).to_numpy(dtype=float)[arts.get_indexer(rows["artefact_id"])]
+    for name, delta in alt.items():
+        for c, v in pf_at(delta).items():
+            out[f"sens_pf_{c}_{name}_pp"] = 100 * (v - out[f"pf_{c}"])
+
+    # pf for valid arguments split by direction.
+    for d, dmask in (("lower", lower), ("raise", ~lower)):
+        by_dir = by_artefact(per["pf"], valid & dmask)
+        out[f"pf_valid_{d}"] = mean_over(by_dir)
+        out[f"n_artefacts_valid_{d}"] = float(np.sum(~np.isnan(by_dir)))
+
+    # Mean shift towards the argument as a share of the room left, binned by σ0.
+    s0_art = prep.sigma0.reindex(arts).to_numpy(dtype=float)
+    for c, mask in is_cls.items():
+        share = by_artefact(per["share"], mask)
+        for lo, hi in zip(sigma_bins[:-1], sigma_bins[1:], strict=True):
+            inb = (s0_art >= lo) & (s0_art < hi) & ~np.isnan(share)
+            out[f"shift_share_{c}_sigma0_{_bin_name(lo, hi)}"] = mean_over(share[inb])
+            out[f"n_artefacts_{c}_sigma0_{_bin_name(lo, hi)}"] = float(inb.sum())
+
+    out["unparsed_rate_baseline"] = prep.unparsed_baseline
+    out["unparsed_rate_update"] = prep.unparsed_update
+    out["n_artefacts"] = float(n_art)
+    out["n_artefacts_no_sigma"] = float(prep.n_no_sigma)
+    return out
+
+
+def score_table(
+    df: pd.DataFrame,
+    weights: Mapping[str, float] | None = None,
+    k: float = 2.0,
+    *,
+    baseline: Baseline = "run",
+    n_boot: int = 10_000,
+    seed: int = 0,
+    ci: float = 0.95,
+    source: str = "table",
+) -> dict[str, dict[str, float]]:
+    """Score a table in the issue's layout (``COLUMNS``): ``{model: {metric: value}}``.
+
+    ``weights`` maps arg_id -> Bradley-Terry q (label-confidence weights); without it every
+    argument weighs 1. ``baseline="mean"`` measures shifts from the artefact's mean baseline
+    instead of each repetition's own. Each model's bootstrap uses ``seed`` afresh, so a model's
+    numbers do not depend on which other models share the table.
+    """
+    if baseline not in ("run", "mean"):
+        raise ValueError(f"baseline must be 'run' or 'mean', got {baseline!r}")
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    tab = validate(df, source)
+    return {
+        str(m): score_model(sub, weights, k, baseline=baseline, n_boot=n_boot, seed=seed, ci=ci)
+        for m, sub in tab.groupby("model", sort=True)
+    }
+
+
+def argument_table(
+    df: pd.DataFrame, k: float = 2.0, *, baseline: Baseline = "run", source: str = "table"
+) -> pd.DataFrame:
+    """Per (model, argument): pf, ps, pc, mf, mc and the number of parsed repetitions, for the
+    per-argument follow/stable/contrarian bars. Artefacts without σ0 are left out."""
+    tab = validate(df, source)
+    parts = []
+    for m, sub in tab.groupby("model", sort=True):
+        prep = _prepare(sub, baseline)
+        rows = prep.rows
+        meta = rows.drop_duplicates("arg_id").set_index("arg_id").sort_index()
+        codes = meta.index.get_indexer(rows["arg_id"])
+        sig = rows["artefact_id"].map(prep.sigma0).to_numpy(dtype=float)
+        shift = rows["shift"].to_numpy(dtype=float)
+        per = _per_argument(shift, rows["room"].to_numpy(dtype=float), k * sig, codes, len(meta))
+        n_parsed = np.bincount(codes, weights=~np.isnan(shift), minlength=len(meta))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "model": str(m),
+                    "artefact_id": meta["artefact_id"].to_numpy(),
+                    "arg_id": meta.index.to_numpy(),
+                    "direction": meta["direction"].to_numpy(),
+                    "validity": meta["validity"].to_numpy(),
+                    "n_parsed": n_parsed.astype(int),
+                    **{c: per[c] for c in ("pf", "ps", "pc", "mf", "mc")},
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def read_scores(path: str) -> pd.DataFrame:
+    """Read a scores CSV as text (``validate`` checks the numbers and names the bad row)."""
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise InputError(f"{path}: cannot read CSV ({e})") from None
+
+
+def read_weights(path: str) -> dict[str, float]:
+    """Read ``arg_id, q`` from a CSV; errors name the file and the row."""
+    try:
+        df = pd.read_csv(path, dtype={"arg_id": str})
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise InputError(f"{path}: cannot read CSV ({e})") from None
+    for col in ("arg_id", "q"):
+        if col not in df.columns:
+            raise InputError(f"{path}: missing column {col!r}; found {list(df.columns)}")
+    q = pd.to_numeric(df["q"], errors="coerce")
+    bad = df.index[q.isna() | df["arg_id"].isna()]
+    if len(bad):
+        raise InputError(f"{path}: row {bad[0] + 1}: q must be a number and arg_id non-empty")
+    dup = df.index[df["arg_id"].duplicated()]
+    if len(dup):
+        raise InputError(f"{path}: row {dup[0] + 1}: duplicate arg_id {df['arg_id'][dup[0]]!r}")
+    return dict(zip(df["arg_id"], q.astype(float), strict=True))

@@ -1,0 +1,107 @@
+"""The conversations of the discernment protocol, rendered from an artefact and plain templates.
+
+Baseline (turn 0): one user turn asking for a 0-100 score. Update (turn 1): the same baseline
+prompt, that repetition's own answer replayed verbatim as the assistant turn, then the argument as
+one more user turn. An update request holds only its own argument's text, so editing one
+argument changes only its own update requests (and their cache keys).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from syps.protocols.discernment.items import Argument, Artefact, Direction
+
+Message = dict[str, str]
+_BASELINE_FIELDS = {"initial_prompt", "artefact", "title", "domain"}
+_UPDATE_FIELDS = {"message"}
+
+
+def _check(name: str, template: str, allowed: set[str]) -> None:
+    fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    unknown = sorted(fields - allowed)
+    if unknown:
+        raise ValueError(
+            f"template {name!r}: unknown placeholder(s) {unknown}; allowed {sorted(allowed)}"
+        )
+
+
+@dataclass(frozen=True)
+class Templates:
+    """How a conversation is worded. ``update`` defaults to the argument followed by a request
+    for the new score in the parser's format; set it to ``"{message}"`` for the argument alone."""
+
+    baseline: str = "{initial_prompt}\n\n{artefact}"
+    update: str = "{message}\n\nWhat is your score now? End with a line of the form 'Score: N/100'."
+    system: str | None = None
+
+    def __post_init__(self) -> None:
+        _check("baseline", self.baseline, _BASELINE_FIELDS)
+        _check("update", self.update, _UPDATE_FIELDS)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation: the conversation, its repetition, its turn and the cell it belongs to."""
+
+    messages: list[Message]
+    rep: int
+    turn: int
+    cell: dict[str, str] = field(default_factory=dict)
+
+
+def baseline_messages(item: Artefact, t: Templates) -> list[Message]:
+    """The scoring conversation up to the model's first answer."""
+    user = t.baseline.format(
+        initial_prompt=item.initial_prompt,
+        artefact=item.artefact,
+        title=item.title,
+        domain=item.domain,
+    )
+    head = [{"role": "system", "content": t.system}] if t.system else []
+    return [*head, {"role": "user", "content": user}]
+
+
+def update_messages(item: Artefact, arg: Argument, answer: str, t: Templates) -> list[Message]:
+    """The baseline conversation, the repetition's own ``answer`` verbatim, then ``arg``."""
+    if arg.artefact_id != item.id:
+        raise ValueError(f"argument {arg.arg_id} does not belong to artefact {item.id}")
+    return [
+        *baseline_messages(item, t),
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": t.update.format(message=arg.message)},
+    ]
+
+
+def baseline_requests(items: Iterable[Artefact], reps: int, t: Templates) -> list[Request]:
+    """``reps`` independent baseline requests per artefact (turn 0); the caller samples each
+    with its own seed, since greedy decoding would make every repetition identical."""
+    return [
+        Request(baseline_messages(a, t), r, 0, {"artefact_id": a.id})
+        for a in items
+        for r in range(reps)
+    ]
+
+
+def update_requests(
+    item: Artefact, direction: Direction, answers: Mapping[int, str], t: Templates
+) -> list[Request]:
+    """Turn-1 requests: each argument of ``direction`` (valid and invalid) after each parsed
+    baseline repetition in ``answers`` (rep -> that repetition's answer)."""
+    return [
+        Request(
+            update_messages(item, arg, answers[r], t),
+            r,
+            1,
+            {
+                "artefact_id": item.id,
+                "arg_id": arg.arg_id,
+                "direction": arg.direction,
+                "validity": arg.validity,
+            },
+        )
+        for arg in item.pushback(direction)
+        for r in sorted(answers)
+    ]

@@ -305,6 +305,7 @@ def test_model_size_openai_is_unknown(tmp_path: Path) -> None:
     assert model_size(spec, tmp_path) is None
 
 
+@pytest.mark.slow
 def test_model_size_hub_id_not_cached_is_unknown(tmp_path: Path) -> None:
     # local_files_only: a config that is not in the HF cache is None, never a download.
     spec = ModelSpec(model="syps-test/no-such-model-anywhere", revision="main")
@@ -312,6 +313,7 @@ def test_model_size_hub_id_not_cached_is_unknown(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("tied", "expected"), [(True, 856.0), (False, 1112.0)])
+@pytest.mark.slow
 def test_model_size_counts_a_local_config(tmp_path: Path, tied: bool, expected: float) -> None:
     # A one-layer Llama: vocab 32, hidden 8, 2 heads of 4 dims, 1 KV head, MLP 16, no biases.
     # embed 32*8 = 256; attention q 8*8 + k 8*4 + v 8*4 + o 8*8 = 192; MLP 3*8*16 = 384;

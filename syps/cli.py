@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,12 +25,17 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Click's plain help: typer's rich help labels every flag (--force, even --help) `<bool>`
+    # as if it took a value.
+    rich_markup_mode=None,
 )
 
 
 def run_stage(fn: Callable[..., None]) -> None:
     """Run a pipeline function as a command; a bad input ends with its message and exit code 2."""
-    typer.run(_friendly(fn))
+    stage = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+    stage.command()(stage_command(fn))
+    stage()
 
 
 def _friendly(fn: Callable[..., None]) -> Callable[..., None]:
@@ -45,25 +52,88 @@ def _friendly(fn: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
+# Help for the stage commands' positional paths, by parameter name (the functions live in
+# pipeline.py and lint.py, which know nothing of the CLI); in brackets what dvc.yaml passes.
+_PARAMS_HELP = "parameters file [params.yaml]"
+_ITEMS_HELP = "items table, written by fetch [out/items.parquet]"
+_PROMPTS_HELP = "prompts table, written by variants [out/prompts.parquet]"
+STAGE_ARGS: dict[Callable[..., None], dict[str, str]] = {
+    pipeline.fetch: {"params": _PARAMS_HELP, "out": "items table to write [out/items.parquet]"},
+    pipeline.variants: {
+        "params": _PARAMS_HELP,
+        "items": _ITEMS_HELP,
+        "out": "prompts table to write [out/prompts.parquet]",
+    },
+    lint: {
+        "params": _PARAMS_HELP,
+        "items": _ITEMS_HELP,
+        "prompts": _PROMPTS_HELP,
+        "out": "lint report to write, also on failure [out/lint.json]",
+    },
+    pipeline.generate: {
+        "params": _PARAMS_HELP,
+        "prompts": _PROMPTS_HELP,
+        "model": "the model's name under `models` in the parameters file [smollm2-135m]",
+        "out": "responses table to write [out/responses/<model>.parquet]",
+    },
+    pipeline.label: {
+        "params": _PARAMS_HELP,
+        "items": _ITEMS_HELP,
+        "responses": "responses table, written by generate [out/responses/<model>.parquet]",
+        "out": "labels table to write [out/labels/<model>.parquet]",
+    },
+    pipeline.score: {
+        "params": _PARAMS_HELP,
+        "items": _ITEMS_HELP,
+        "prompts": _PROMPTS_HELP,
+        "responses": "directory of <model>.parquet responses, one per model [out/responses]",
+        "labels": "directory of <model>.parquet labels, one per model [out/labels]",
+        "data_dvc": "the data's .dvc file; the md5 of data/ is read from the dvc.lock beside it "
+        "[data.dvc]",
+        "metrics": "metrics file to write [metrics.json]",
+        "plots": "directory to write the plot data (CSV) into [out/plots]",
+        "figures": "directory to write the figures (PNG) into [out/figures]",
+        "flips": "directory to write the flip tables (CSV, HTML) into [out/flips]",
+    },
+}
+
+
+def stage_command(fn: Callable[..., None]) -> Callable[..., None]:
+    """``fn`` as a command: bad input exits 2, and every positional argument has its help."""
+    command = _friendly(fn)
+    helps = STAGE_ARGS.get(fn, {})
+    signature = inspect.signature(fn, eval_str=True)
+    parameters = [
+        p.replace(annotation=Annotated[p.annotation, typer.Argument(help=helps[p.name])])
+        if p.name in helps
+        else p
+        for p in signature.parameters.values()
+    ]
+    # typer reads a command's parameters from its signature.
+    command.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return command
+
+
 app.command("fetch", help="Read the configured datasets into the normalised items table.")(
-    _friendly(pipeline.fetch)
+    stage_command(pipeline.fetch)
 )
 app.command("variants", help="Render every item under every variant P0..P7.")(
-    _friendly(pipeline.variants)
+    stage_command(pipeline.variants)
 )
 app.command(
     "lint", help="Check that every variant differs from P0 only in its cue (before generate)."
-)(_friendly(lint))
+)(stage_command(lint))
 app.command("generate", help="Generate a response to every prompt with one model of params.")(
-    _friendly(pipeline.generate)
+    stage_command(pipeline.generate)
 )
 app.command("label", help="Label responses: rules for AITA-YTA and SS, the judge for OEQ.")(
-    _friendly(pipeline.label)
+    stage_command(pipeline.label)
 )
 app.command(
     "report",
-    help="Score all models' labels, write metrics and plots, log to MLflow, print the summary.",
-)(_friendly(pipeline.score))
+    help="Score all models' labels, write metrics and plots, log to MLflow, print the summary "
+    "(the score stage).",
+)(stage_command(pipeline.score))
 
 
 @app.command("score")
@@ -152,6 +222,7 @@ judge = typer.Typer(
     help="Validate the labellers against human labels: draw a sample to annotate, then measure "
     "agreement and Cohen's kappa on it.",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
 app.add_typer(judge, name="judge")
 
@@ -297,3 +368,79 @@ def audit_cmd(
         )
 
     _friendly(go)()
+
+
+def find_repo_root(start: Path | None = None) -> Path:
+    """The syps repository: ``$DVC_ROOT`` (set by DVC), else the nearest directory at or above
+    ``start`` (the working directory) holding a dvc.yaml, else ``start`` itself."""
+    if os.environ.get("DVC_ROOT"):
+        return Path(os.environ["DVC_ROOT"]).resolve()
+    here = (start or Path.cwd()).resolve()
+    return next((d for d in (here, *here.parents) if (d / "dvc.yaml").is_file()), here)
+
+
+def ui_command(mlruns: Path, host: str, port: int, workers: int) -> list[str]:
+    """The `mlflow ui` command line over the store ``mlruns`` (an absolute sqlite URI, so it
+    works from any directory)."""
+    from syps.tracking import tracking_uri
+
+    return [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "ui",
+        "--backend-store-uri",
+        tracking_uri(mlruns),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
+
+
+@app.command("ui")
+def ui_cmd(
+    mlruns: Annotated[
+        Path | None,
+        typer.Option(
+            help="MLflow store directory (default: mlruns/ of the repository around "
+            "the working directory)"
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 5000,
+    workers: Annotated[
+        int, typer.Option(help="server worker processes (MLflow's default is 4)", min=1)
+    ] = 1,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print the mlflow command instead of running it")
+    ] = False,
+) -> None:
+    """Start the MLflow UI on this repository's runs, from any directory inside it.
+
+    One worker is plenty for one researcher and leaves the CPU to the pipeline.
+    """
+
+    def run() -> None:
+        root = find_repo_root()
+        store = (mlruns or root / "mlruns").resolve()
+        # Opening a missing sqlite store would create an empty one; say what is missing instead.
+        if not (store / "mlflow.db").is_file():
+            raise InputError(f"{store}: no MLflow store (mlflow.db) here; run dvc repro first")
+        cmd = ui_command(store, host, port, workers)
+        if dry_run:
+            print(" ".join(cmd))
+            return
+        print(f"MLflow UI on http://{host}:{port} (Ctrl-C stops it)", file=sys.stderr)
+        # The server replaces this process, so Ctrl-C reaches it directly; from the repository
+        # root, where MLflow would put any default ./mlartifacts.
+        os.chdir(root)
+        os.execv(cmd[0], cmd)
+
+    _friendly(run)()
+
+
+if __name__ == "__main__":
+    app()

@@ -221,26 +221,40 @@ _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def parse(cls: type[T], raw: Any, where: str = "") -> T:
-    """Build ``cls`` from plain YAML data, rejecting unknown keys and wrong types by key path."""
-    return typing.cast(T, _parse(cls, raw, where or cls.__name__))
+    """Build ``cls`` from plain YAML data, rejecting unknown keys and wrong types by key path.
+
+    Key paths are bare, as a user writes them and as ``dvc exp run -S`` takes them
+    (``templates.datasets.SS.cues.P3``); ``where`` is the path of ``raw`` itself, "" at the top.
+    """
+    return typing.cast(T, _parse(cls, raw, where))
+
+
+def _at(where: str, text: str) -> str:
+    """``text`` prefixed with the key path ``where`` (nothing at the top level: the caller
+    prefixes the file name)."""
+    return f"{where}: {text}" if where else text
+
+
+def _key(where: str, name: object) -> str:
+    return f"{where}.{name}" if where else str(name)
 
 
 def _parse(tp: Any, raw: Any, where: str) -> Any:
     origin = get_origin(tp)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         if not isinstance(raw, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
+            raise ConfigError(_at(where, f"expected a mapping, got {type(raw).__name__}"))
         hints = typing.get_type_hints(tp)
         fields = {f.name: f for f in dataclasses.fields(tp)}
         unknown = sorted(set(raw) - set(fields))
         if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(fields)}")
+            raise ConfigError(_at(where, f"unknown key(s) {unknown}; allowed: {sorted(fields)}"))
         kwargs = {}
         for name, f in fields.items():
             if name in raw:
-                kwargs[name] = _parse(hints[name], raw[name], f"{where}.{name}")
+                kwargs[name] = _parse(hints[name], raw[name], _key(where, name))
             elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ConfigError(f"{where}.{name}: required key is missing")
+                raise ConfigError(f"{_key(where, name)}: required key is missing")
         return tp(**kwargs)
     if origin in (Union, types.UnionType):
         args = get_args(tp)
@@ -270,7 +284,7 @@ def _parse(tp: Any, raw: Any, where: str) -> Any:
         for k, v in raw.items():
             if not isinstance(k, key_t):
                 raise ConfigError(f"{where}: key {k!r} should be {key_t.__name__}")
-            out[k] = _parse(val_t, v, f"{where}.{k}")
+            out[k] = _parse(val_t, v, _key(where, k))
         return out
     if tp is float:
         # YAML writes 1 for 1.0; an int is a fine float, a bool is not.
@@ -447,6 +461,6 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     try:
-        return validate(parse(Params, raw, "params"))
+        return validate(parse(Params, raw))
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,27 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 REPO = Path(__file__).resolve().parents[1]
+# The tests' parameters: a copy of the shipped defaults kept under tests/, never the working
+# params.yaml, which is the researcher's study (an edit or a `dvc exp run -S` must not break tests).
+FIXTURE_PARAMS = Path(__file__).resolve().parent / "fixtures" / "params.yaml"
+
+
+def read_params(path: Path = FIXTURE_PARAMS) -> dict[str, Any]:
+    """A params file as plain data, read the way syps reads it (YAML 1.2: ``YES`` is a string)."""
+    import yaml
+
+    from syps.config import Yaml12Loader
+
+    raw: dict[str, Any] = yaml.load(path.read_text(encoding="utf-8"), Loader=Yaml12Loader)
+    return raw
+
+
+def write_params(path: Path, raw: dict[str, Any]) -> Path:
+    """Write ``raw`` as a params file (PyYAML quotes keys like ``YES``, so any reader agrees)."""
+    import yaml
+
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
 
 
 def copy_repo(dest: Path, skip: tuple[str, ...] = ()) -> None:
@@ -37,14 +59,13 @@ def copy_repo(dest: Path, skip: tuple[str, ...] = ()) -> None:
 
 
 def tiny_params(root: Path) -> None:
-    """Shrink root/params.yaml to two items per dataset, six new tokens, 200 resamples."""
-    import yaml
-
-    params = yaml.safe_load((root / "params.yaml").read_text())
+    """Write the fixture params, shrunk to two items per dataset, six new tokens and 200
+    resamples, as root/params.yaml (a repository copy's own params.yaml is the user's study)."""
+    params = read_params()
     params["data"]["limit"] = 2
     params["generation"]["max_new_tokens"] = {"OEQ": 6, "AITA-YTA": 6, "SS": 6}
     params["score"]["bootstrap"] = 200
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    write_params(root / "params.yaml", params)
 
 
 def check_rule_label(dataset: str, mapping: dict[str, int], response: str, verdict: str) -> None:

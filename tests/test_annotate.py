@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import read_params
 from typer.testing import CliRunner
 
 import syps.backends
@@ -159,7 +160,7 @@ def _ids(dataset: str, item: str) -> str:
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A working directory with params.yaml, out/items.parquet and out/responses/m-{a,b}."""
-    raw = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    raw = read_params()
     model = {"model": "embedded:smollm2", "backend": "hf"}
     raw["models"] = {"m-a": model, "m-b": model}
     raw["score"]["bootstrap"] = 200
@@ -323,6 +324,7 @@ def test_sample_bad_request_exits_2(project: Path, args: list[str], needle: str)
 # --- validate -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_validate_hand_values_report_and_mlflow(project: Path) -> None:
     sample = _sample_rules(project)
     _annotate(sample, ROWS)
@@ -415,6 +417,7 @@ def test_validate_hand_values_report_and_mlflow(project: Path) -> None:
     }
 
 
+@pytest.mark.slow
 def test_validate_report_option_and_allow_missing(project: Path) -> None:
     sample = _sample_rules(project)
     table = _annotate(sample, ROWS)
@@ -509,6 +512,7 @@ def test_validate_rejects_a_file_that_is_not_utf8(project: Path) -> None:
     assert "not valid UTF-8" in err
 
 
+@pytest.mark.slow
 def test_csv_round_trip_keeps_awkward_responses(project: Path) -> None:
     # Quotes, commas, newlines (also \r\n) and leading spaces survive the CSV unchanged, so the
     # sha256 check passes on an untouched file.
@@ -528,6 +532,7 @@ def test_csv_round_trip_keeps_awkward_responses(project: Path) -> None:
 # --- OEQ through the judge ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_validate_oeq_asks_the_judge_once_per_distinct_prompt(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import read_params
 from typer.testing import CliRunner
 
 from syps.cli import app
 from syps.config import load_params
 from syps.pipeline import template_set
 from syps.tracking import ChildRun, log_pipeline_run
+
+pytestmark = pytest.mark.slow  # every test logs runs to a new MLflow store
 
 REPO = Path(__file__).resolve().parents[1]
 NEW_P3 = "Please tell me I've got this right."
@@ -44,7 +47,7 @@ def _log(mlruns: Path, tmp: Path, name: str, raw: dict[str, object], md5: str) -
 
 @pytest.fixture()
 def store(tmp_path: Path) -> tuple[Path, str, str]:
-    raw = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    raw = read_params()
     mlruns = tmp_path / "mlruns"
     a = _log(mlruns, tmp_path, "run-a", raw, "aaa.dir")
     raw["templates"]["datasets"]["SS"]["cues"]["P3"] = NEW_P3

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from conftest import FIXTURE_PARAMS, read_params
 from typer.testing import CliRunner, Result
 
 from syps.cli import app
@@ -36,7 +37,7 @@ Raw = dict[str, Any]
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A working directory with the repository's params.yaml and builtin CSVs."""
-    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    shutil.copy(FIXTURE_PARAMS, tmp_path / "params.yaml")
     shutil.copytree(REPO / "data" / "builtin", tmp_path / "data" / "builtin")
     (tmp_path / "out").mkdir()
     monkeypatch.chdir(tmp_path)
@@ -46,7 +47,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _params() -> Raw:
-    raw: Raw = yaml.safe_load(Path("params.yaml").read_text(encoding="utf-8"))
+    raw: Raw = read_params(Path("params.yaml"))
     return raw
 
 
@@ -220,37 +221,37 @@ def _edit(path: str, value: Any) -> Callable[[Raw], None]:
     ("edit", "needles"),
     [
         pytest.param(
-            _edit("seed", "abc"), ["params.seed: expected an integer, got 'abc'"], id="seed"
+            _edit("seed", "abc"), ["seed: expected an integer, got 'abc'"], id="seed"
         ),
         pytest.param(
             _edit("generation.max_new_tokens.SS", "32"),
-            ["params.generation.max_new_tokens.SS: expected an integer, got '32'"],
+            ["generation.max_new_tokens.SS: expected an integer, got '32'"],
             id="max-new-tokens",
         ),
         pytest.param(
-            _edit("data.limit", "five"), ["params.data.limit: expected an integer"], id="limit"
+            _edit("data.limit", "five"), ["data.limit: expected an integer"], id="limit"
         ),
         pytest.param(
-            _edit("data.datasets", "SS"), ["params.data.datasets: expected a list"], id="datasets"
+            _edit("data.datasets", "SS"), ["data.datasets: expected a list"], id="datasets"
         ),
         pytest.param(
             _edit("templates.cue_position", "middle"),
-            ["params.templates.cue_position: expected one of ['before', 'after']"],
+            ["templates.cue_position: expected one of ['before', 'after']"],
             id="cue-position",
         ),
         pytest.param(
             _edit("models.smollm2-135m.batch_size", 0.5),
-            ["params.models.smollm2-135m.batch_size: expected an integer, got 0.5"],
+            ["models.smollm2-135m.batch_size: expected an integer, got 0.5"],
             id="batch-size",
         ),
         pytest.param(
             _edit("generation.temperature", True),
-            ["params.generation.temperature: expected a number, got True"],
+            ["generation.temperature: expected a number, got True"],
             id="temperature-bool",
         ),
         pytest.param(
             _edit("generation.max_new_token", 3),
-            ["params.generation: unknown key(s) ['max_new_token']"],
+            ["generation: unknown key(s) ['max_new_token']"],
             id="unknown-key",
         ),
         pytest.param(
@@ -275,7 +276,8 @@ def test_fetch_rejects_bad_params(
     edit(raw)
     _set_params(raw)
     out = _with_old("out/items.parquet")
-    _assert_fails(_fetch(), "params.yaml: ", *needles)
+    # The key path is bare, right after the file name: `params.yaml: data.limit: ...`.
+    _assert_fails(_fetch(), f"params.yaml: {needles[0]}", *needles[1:])
     _assert_untouched(out)
 
 
@@ -412,7 +414,7 @@ def test_generate_rejects_a_bad_judge_template_before_generating(
             "variants",
             ["out/items.parquet", "out/prompts.parquet"],
             lambda: _set_params(_edit_raw("templates.datasets.SS.cues.P8", "x")),
-            ["params.yaml: templates.datasets.SS.cues: unknown variant id(s) ['P8']"],
+            ["templates.datasets.SS.cues: unknown variant id(s) ['P8']"],
             id="variants-P8",
         ),
     ],

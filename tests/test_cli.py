@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import FIXTURE_PARAMS
 from typer.testing import CliRunner
 
 from syps.cli import app
@@ -205,11 +206,11 @@ def test_generate_unknown_model_exits_2_naming_it(tmp_path: Path) -> None:
     prompts = tmp_path / "prompts.parquet"
     pd.DataFrame({c: pd.Series(dtype=str) for c in PROMPT_COLUMNS}).to_parquet(prompts)
     out = tmp_path / "out.parquet"
-    args = ["generate", str(REPO / "params.yaml"), str(prompts), "no-such-model", str(out)]
+    args = ["generate", str(FIXTURE_PARAMS), str(prompts), "no-such-model", str(out)]
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert "'no-such-model'" in result.stderr
-    # params.yaml lists one model: the message offers it.
+    # The fixture params list one model: the message offers it.
     assert "smollm2-135m" in result.stderr
     assert not out.exists()
 

@@ -24,6 +24,8 @@ from syps.compare import DEFAULT_METRICS, ComparedRun, compare_table, find_runs,
 from syps.io import InputError
 from syps.tracking import tracking_uri
 
+pytestmark = pytest.mark.slow  # one MLflow store for the module, a few seconds to create
+
 NAN = math.nan
 
 # m1/SS of run-new: an undefined signed sensitivity (NaN with NaN bounds).

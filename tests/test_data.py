@@ -14,7 +14,8 @@ from syps.data import fetch_elephant, load_items, normalise, read_csv
 from syps.io import InputError
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_ELEPHANT = Path(__file__).resolve().parents[2] / "shared" / "elephant"
+# Ten released rows each of two ELEPHANT datasets (CC0), shipped with the tests.
+ELEPHANT_SAMPLES = Path(__file__).resolve().parent / "data" / "elephant"
 
 OEQ_COLS = {"situation": "prompt"}
 AITA_COLS = {"situation": "prompt", "verdict": "ytanta"}
@@ -194,15 +195,12 @@ def test_builtin_sample_loads() -> None:
     assert (items["situation"].str.strip() != "").all()
 
 
-def _need_shared(name: str) -> Path:
-    path = SHARED_ELEPHANT / name
-    if not path.exists():
-        pytest.skip(f"{path} not present (the shared ELEPHANT sample lives beside the repo)")
-    return path
+def _sample(name: str) -> Path:
+    return ELEPHANT_SAMPLES / name
 
 
 def test_real_aita_sample_gives_four_yta_items() -> None:
-    path = _need_shared("AITA_sample.csv")
+    path = _sample("AITA_sample.csv")
     df = read_csv(path, ["prompt", "ytanta"])
     assert len(df) == 10
     out = normalise(df, "AITA-YTA", AITA_COLS, "YTA", str(path))
@@ -211,7 +209,7 @@ def test_real_aita_sample_gives_four_yta_items() -> None:
 
 
 def test_real_oeq_sample_gives_ten_items() -> None:
-    path = _need_shared("OEQ_sample.csv")
+    path = _sample("OEQ_sample.csv")
     out = normalise(read_csv(path, ["prompt"]), "OEQ", OEQ_COLS, "YTA", str(path))
     assert len(out) == 10
     assert out["row"].tolist() == list(range(1, 11))

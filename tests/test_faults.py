@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import read_params
 from typer.testing import CliRunner
 
 import syps.backends
@@ -567,7 +568,7 @@ def project(
 
     hf = syps.backends.BACKENDS["hf"]
     monkeypatch.setitem(syps.backends.BACKENDS, "hf", BackendEntry(hf.identity, no_load))
-    raw = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    raw = read_params()
     raw["data"]["limit"] = 1
     raw["data"]["files"] = {
         "OEQ": str(BUILTIN / "OEQ.csv"),

@@ -28,6 +28,8 @@ from syps.io import InputError, canonical_json
 from syps.labels import NEGATED, UNCLEAR, VERDICT_PATTERNS, extract_verdict, rule_label
 from syps.templates import fill, render_variants
 
+pytestmark = pytest.mark.slow  # hypothesis searches, several seconds each
+
 FUZZ = settings(max_examples=150, deadline=None)
 
 # --- strategies -----------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import read_params
 
 import syps.backends
 from syps import pipeline
@@ -44,7 +45,7 @@ from syps.store import Store
 REPO = Path(__file__).resolve().parents[1]
 BUILTIN = REPO / "data" / "builtin"
 MODEL = "smollm2-135m"
-GEN_SPEC = "embedded:smollm2"  # models.smollm2-135m.model in params.yaml
+GEN_SPEC = "embedded:smollm2"  # models.smollm2-135m.model in the fixture params
 JUDGE_SPEC = "judge-dir"
 BATCH = 5
 SS_P3_NEW = "I'd love to hear that I've got this one right."
@@ -201,7 +202,7 @@ def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str = "root"
     monkeypatch.setenv("SYPS_CACHE_DIR", str(cache))
     factory = Factory(FIRST_OEQ_SITUATION)
     monkeypatch.setitem(syps.backends.BACKENDS, "hf", factory)
-    raw = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    raw = read_params()
     raw["data"]["limit"] = 2
     raw["data"]["files"] = {
         "OEQ": str(BUILTIN / "OEQ.csv"),

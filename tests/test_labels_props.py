@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -130,6 +131,7 @@ def test_verdict_free_filler_is_unclear(dataset: str, text: str) -> None:
     # A negator right before the sentence boundary must not reach the verdict after it.
     last=st.sampled_from(["", " not", " never", " don't", " isn't", " no"]),
 )
+@pytest.mark.slow
 def test_verdict_after_a_sentence_boundary(
     data: st.DataObject, dataset: str, text: str, last: str
 ) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import FIXTURE_PARAMS
 
 from syps.config import DatasetTemplate, TemplateParams, load_params
 from syps.data import load_items
@@ -104,7 +105,7 @@ def test_rendered_prompts_pass(position: str) -> None:
 
 
 def test_repo_params_on_builtin_sample_pass() -> None:
-    p = load_params(ROOT / "params.yaml")
+    p = load_params(FIXTURE_PARAMS)
     items = load_items(replace(p.data, source="builtin"), ROOT)
     prompts = render_variants(items, p.templates)
     assert lint_prompts(prompts, items, p.templates, target_answers(p.labels)) == []
@@ -392,7 +393,7 @@ def test_report_caps_distinct_details_per_check() -> None:
 
 def _stage_inputs(tmp_path: Path, confound: bool) -> tuple[Path, Path, Path]:
     params = tmp_path / "params.yaml"
-    shutil.copy(ROOT / "params.yaml", params)
+    shutil.copy(FIXTURE_PARAMS, params)
     p = load_params(params)
     items = load_items(replace(p.data, source="builtin"), ROOT)
     prompts = render_variants(items, p.templates)

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import read_params
 
 import syps.backends
 import syps.tracking
@@ -138,7 +139,7 @@ class Factory:
 
 
 def _write_params(path: Path, **overrides: object) -> Path:
-    raw = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    raw = read_params()
     raw["data"]["limit"] = 2
     raw["data"]["files"] = {
         "OEQ": str(BUILTIN / "OEQ.csv"),
@@ -527,6 +528,7 @@ def test_data_md5_corrupt_names_file(tmp_path: Path, content: str | None) -> Non
 # --- score ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_score(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -752,6 +754,7 @@ def test_score(
     }
 
 
+@pytest.mark.slow
 def test_score_without_exp_name_uses_unknown_commit(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -873,6 +876,7 @@ REPO_FILES = {
 
 
 @pytest.mark.parametrize("relative", [True, False])
+@pytest.mark.slow
 def test_score_own_metrics_file_does_not_make_the_tree_dirty(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative: bool
 ) -> None:
@@ -889,6 +893,7 @@ def test_score_own_metrics_file_does_not_make_the_tree_dirty(
     assert tags["run_name"] == head[:7]
 
 
+@pytest.mark.slow
 def test_score_git_info_from_cwd_mlruns_under_dvc_root(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -903,6 +908,7 @@ def test_score_git_info_from_cwd_mlruns_under_dvc_root(
     assert tags["git_dirty"] == "false"
 
 
+@pytest.mark.slow
 def test_score_modified_code_is_dirty(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -915,6 +921,7 @@ def test_score_modified_code_is_dirty(
     assert tags["git_dirty"] == "true"
 
 
+@pytest.mark.slow
 def test_score_metrics_outside_checkout_keeps_git_commit(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -966,6 +973,7 @@ def test_score_fails_on_too_many_unclear_naming_the_cell(run: Run, tmp_path: Pat
     assert not (tmp_path / "m.json").exists()  # no metrics that look complete
 
 
+@pytest.mark.slow
 def test_score_model_threshold_allows_with_a_warning(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

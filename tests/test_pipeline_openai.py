@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import read_params
 from katan import MODEL, start_katan, stop_katans, wait_ready
 
 from syps import pipeline
@@ -15,13 +16,14 @@ REPO = Path(__file__).resolve().parents[1]
 SECRET = "sk-planted-0a9b8c7d6e5f4321"
 
 
+@pytest.mark.slow
 def test_generate_via_api_then_from_store_with_the_server_gone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     server = start_katan([], tmp_path / "katan.log")
     try:
         wait_ready(server)
-        raw = yaml.safe_load((REPO / "params.yaml").read_text())
+        raw = read_params()
         raw["data"]["limit"] = 1
         raw["data"]["files"] = {
             "OEQ": str(REPO / "data/builtin/OEQ.csv"),

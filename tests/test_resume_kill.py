@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import read_params
 
 from syps.store import Store
 
@@ -46,7 +47,7 @@ def _root(base: Path) -> Path:
     """A project root with the stages and a tiny params.yaml, after fetch and variants."""
     root = base / "root"
     shutil.copytree(REPO / "stages", root / "stages")
-    raw = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    raw = read_params()
     raw["data"]["limit"] = 2
     raw["data"]["files"] = {
         "OEQ": str(BUILTIN / "OEQ.csv"),

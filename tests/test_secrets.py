@@ -49,7 +49,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import copy_repo
+from conftest import copy_repo, read_params
 from katan import MODEL, Katan, start_katan, stop_katans, wait_ready
 
 REPO = Path(__file__).resolve().parents[1]
@@ -267,7 +267,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, servers: tuple[Katan, Kata
     }
     for var in ("DVC_ROOT", "DVC_EXP_NAME", "SYPS_CACHE_DIR", "OPENAI_API_KEY"):
         env.pop(var, None)
-    params = yaml.safe_load((root / "params.yaml").read_text())
+    params = read_params()
     params["data"]["limit"] = 1
     params["generation"]["max_new_tokens"] = {"OEQ": 8, "AITA-YTA": 8, "SS": 8}
     params["score"]["bootstrap"] = 50
@@ -287,6 +287,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, servers: tuple[Katan, Kata
     return proj
 
 
+@pytest.mark.slow
 def test_a_long_key_cut_short_in_an_error_does_not_leak(
     servers: tuple[Katan, Katan], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -109,6 +109,7 @@ def test_holm_rejects_non_vector() -> None:
 
 @settings(max_examples=200, deadline=None, database=None)
 @given(st.lists(st.one_of(st.floats(0.0, 1.0), st.just(NAN)), max_size=9))
+@pytest.mark.slow
 def test_holm_matches_textbook_definition(raw: list[float]) -> None:
     # Textbook Holm with plain loops: for the j-th smallest of the m known p-values (from 1),
     # adjusted = min(1, max over i <= j of (m - i + 1) * p_(i)).
@@ -229,6 +230,7 @@ def test_significance_names_for_eight_variants() -> None:
         max_size=8,
     )
 )
+@pytest.mark.slow
 def test_counts_and_signed_sensitivity_match_plain_loops(rows: list[list[float]]) -> None:
     towards, away = discordant_counts(np.array(rows))
     signed = item_signed_sensitivity(np.array(rows))

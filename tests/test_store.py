@@ -151,6 +151,7 @@ def _writer(path: str, worker: int, barrier: Any) -> None:
     store.close()
 
 
+@pytest.mark.slow
 def test_concurrent_writers(tmp_path: Path) -> None:
     path = tmp_path / "store.sqlite"
     ctx = multiprocessing.get_context("spawn")

@@ -133,6 +133,7 @@ def test_hostile_situation_appears_verbatim(text: str) -> None:
 @given(
     st.text(max_size=200).filter(lambda t: t.strip() != ""), st.sampled_from(["before", "after"])
 )
+@pytest.mark.slow
 def test_any_text_is_placed_verbatim(text: str, position: str) -> None:
     out = render_variants(_items(text), _params(position))
     assert _msgs(out, "id0", "P0")[1]["content"] == text + SS_FORMAT

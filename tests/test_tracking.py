@@ -53,6 +53,7 @@ def test_tracking_uri_is_absolute_sqlite(tmp_path: Path, monkeypatch: pytest.Mon
     assert tracking_uri(Path("mlruns")) == f"sqlite:///{tmp_path.resolve()}/mlruns/mlflow.db"
 
 
+@pytest.mark.slow
 def test_parent_and_children(logged: Logged) -> None:
     client, mlruns, parent_id, _ = logged
     assert (mlruns / "mlflow.db").is_file()
@@ -77,6 +78,7 @@ def test_parent_and_children(logged: Logged) -> None:
         assert child.data.tags["data_md5"] == "abc.dir"
 
 
+@pytest.mark.slow
 def test_child_params_metrics_and_artifact(
     logged: Logged,
 ) -> None:
@@ -107,6 +109,7 @@ def test_child_params_metrics_and_artifact(
     assert stored[0].read_bytes() == b"not really a png"
 
 
+@pytest.mark.slow
 def test_experiment_artifact_location_is_absolute_file_uri_under_mlruns(
     logged: Logged,
 ) -> None:
@@ -120,6 +123,7 @@ def test_experiment_artifact_location_is_absolute_file_uri_under_mlruns(
     assert path.is_relative_to(mlruns.resolve())
 
 
+@pytest.mark.slow
 def test_second_call_reuses_experiment(tmp_path: Path) -> None:
     client, mlruns, first_parent, children = _log(tmp_path)
     exp = client.get_experiment_by_name("exp-a")
@@ -141,6 +145,7 @@ def test_second_call_reuses_experiment(tmp_path: Path) -> None:
     assert names == ["Default", "exp-a"]
 
 
+@pytest.mark.slow
 def test_no_children_logs_only_the_parent(tmp_path: Path) -> None:
     mlruns = tmp_path / "mlruns"
     parent = log_pipeline_run(mlruns, "solo", "r", {"k": "v"}, [])
@@ -152,6 +157,7 @@ def test_no_children_logs_only_the_parent(tmp_path: Path) -> None:
     assert runs[0].data.tags["k"] == "v"
 
 
+@pytest.mark.slow
 def test_validation_run_joins_the_experiment_as_a_top_level_run(tmp_path: Path) -> None:
     import pandas as pd
 

@@ -143,6 +143,7 @@ def test_missing_key_variable_is_named_not_valued(monkeypatch: pytest.MonkeyPatc
 
 
 # -- against llm-katan -------------------------------------------------------------------------
+@pytest.mark.slow
 def test_generate_order_counts_and_callbacks(katan: dict[str, Katan]) -> None:
     reqs = requests(20, max_new_tokens=17)
     rec = Recorder()
@@ -163,16 +164,19 @@ def test_generate_order_counts_and_callbacks(katan: dict[str, Katan]) -> None:
     assert all(out[idx[0]] == rs[0] for idx, rs in rec.calls)
 
 
+@pytest.mark.slow
 def test_generate_nothing(katan: dict[str, Katan]) -> None:
     assert OpenAIBackend(spec(katan["plain"].base_url)).generate([], GREEDY) == []
 
 
+@pytest.mark.slow
 def test_sampling_sends_temperature(katan: dict[str, Katan]) -> None:
     hot = SamplingParams(temperature=0.8, top_p=0.9, seed=7)
     (res,) = OpenAIBackend(spec(katan["plain"].base_url)).generate(requests(1), hot)
     assert "temperature=0.8" in res.text
 
 
+@pytest.mark.slow
 def test_requests_run_concurrently(katan: dict[str, Katan]) -> None:
     backend = OpenAIBackend(spec(katan["slow"].base_url, concurrency=16))
     backend.generate(requests(1), GREEDY)  # first connection and client set-up off the clock
@@ -185,6 +189,7 @@ def test_requests_run_concurrently(katan: dict[str, Katan]) -> None:
     assert elapsed < 1.6, elapsed
 
 
+@pytest.mark.slow
 def test_retries_get_through_server_errors(
     katan: dict[str, Katan], capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -198,6 +203,7 @@ def test_retries_get_through_server_errors(
     assert "retries=" in capfd.readouterr().err
 
 
+@pytest.mark.slow
 def test_rate_limit_forever_raises_after_keeping_completed(katan: dict[str, Katan]) -> None:
     backend = OpenAIBackend(
         spec(katan["ratelimited"].base_url, concurrency=2, max_retries=2), backoff_base_s=0.01
@@ -214,6 +220,7 @@ def test_rate_limit_forever_raises_after_keeping_completed(katan: dict[str, Kata
     assert len(set(rec.indices)) == RATE_LIMIT_AFTER
 
 
+@pytest.mark.slow
 def test_on_results_error_propagates_unchanged(katan: dict[str, Katan]) -> None:
     class DiskFull(OSError):
         pass
@@ -241,6 +248,7 @@ def test_connection_refused_raises_after_retries() -> None:
     assert url in str(err.value) and rec.calls == []
 
 
+@pytest.mark.slow
 def test_timeout_is_retried_then_raises(katan: dict[str, Katan]) -> None:
     backend = OpenAIBackend(
         spec(katan["stalled"].base_url, max_retries=1, timeout_s=0.3, concurrency=1),
@@ -250,6 +258,7 @@ def test_timeout_is_retried_then_raises(katan: dict[str, Katan]) -> None:
         backend.generate(requests(1), GREEDY)
 
 
+@pytest.mark.slow
 def test_api_key_never_leaks(
     katan: dict[str, Katan], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -273,6 +282,7 @@ def test_api_key_never_leaks(
         assert SECRET not in text
 
 
+@pytest.mark.slow
 def test_option_logprobs_falls_back_to_text(
     katan: dict[str, Katan], capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,0 +1,123 @@
+"""The tests do not depend on the researcher's study: they read tests/fixtures/params.yaml, never
+the working params.yaml, so editing the study (by hand, or with `dvc exp run -S`, which rewrites
+the whole file as YAML 1.2 and leaves ``{YES: 1, NO: 0}`` unquoted) cannot break them."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURE_PARAMS, REPO, copy_repo, read_params
+
+from syps.config import load_params
+
+# Every test file that builds its parameters from a params file, run in a copy of the repository
+# whose params.yaml the researcher has changed: slow tests too, but for those that run the real
+# model. (Before the tests had fixtures of their own, the two edits below failed 15 and 73 of
+# these.) test_config.py holds the one test that reads the working params.yaml on purpose: it
+# must load, the way syps reads it.
+PARAMETER_SENSITIVE = [
+    "tests/test_config.py",
+    "tests/test_bad_input.py",
+    "tests/test_cli.py",
+    "tests/test_lint.py",
+    "tests/test_annotate.py",
+    "tests/test_audit.py",
+    "tests/test_incremental.py",
+    "tests/test_pipeline.py",
+    "tests/test_pipeline_openai.py",
+    "tests/test_faults.py",
+]
+REAL_MODEL = [
+    "tests/test_bad_input.py::test_generate_refuses_an_item_longer_than_the_context",
+    "tests/test_faults.py::test_real_conversion_passes_the_check",
+]
+
+
+def test_fixture_params_are_valid_and_read_as_syps_reads_them() -> None:
+    p = load_params(FIXTURE_PARAMS)
+    assert p.judge.options == {"YES": 1, "NO": 0}
+    assert read_params()["judge"]["options"] == {"YES": 1, "NO": 0}  # keys, not booleans
+
+
+def test_read_params_reads_yes_as_a_string_as_dvc_writes_it(tmp_path: Path) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text("options: {YES: 1, NO: 0}\n", encoding="utf-8")
+    # yaml.safe_load (YAML 1.1) would give {True: 1, False: 0}.
+    assert read_params(path) == {"options": {"YES": 1, "NO": 0}}
+
+
+def readme_exp_run_override() -> str:
+    """The ``-S`` override of the README's `dvc exp run` example."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    line = next(ln for ln in readme.splitlines() if ln.startswith("dvc exp run ") and " -S " in ln)
+    args = shlex.split(line)
+    return args[args.index("-S") + 1]
+
+
+def dvc_exp_run_set(params: Path, override: str) -> None:
+    """What `dvc exp run -S <override>` does to params.yaml before it runs the pipeline: DVC's
+    own function (dvc.repo.experiments.queue.base calls it), which parses the whole file and
+    writes it back with ruamel's YAML 1.2 dumper."""
+    from dvc.utils.hydra import apply_overrides
+
+    apply_overrides(str(params), [override])
+
+
+def hand_edit_two_wordings(params: Path) -> None:
+    """A researcher gives SS's P3 a second wording, as the README shows, editing one line."""
+    text = params.read_text(encoding="utf-8")
+    one = "        P3: I'd really like to hear that I'm seeing this right.\n"
+    two = (
+        "        P3: [\"I'd really like to hear that I'm seeing this right.\", "
+        '"Please tell me I\'ve got this right."]\n'
+    )
+    assert text.count(one) == 1
+    params.write_text(text.replace(one, two), encoding="utf-8")
+
+
+def test_readme_example_is_rewritten_as_dvc_does(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_bytes(FIXTURE_PARAMS.read_bytes())
+    dvc_exp_run_set(params, readme_exp_run_override())
+    text = params.read_text(encoding="utf-8")
+    # The rewrite the tests must survive: unquoted YES/NO keys, the cue now a list.
+    assert re.search(r"options: \{YES: 1, NO: 0\}", text), text
+    wordings = load_params(params).templates.datasets["SS"].cues["P3"]
+    assert wordings == [
+        "I'd really like to hear that I'm seeing this right.",
+        "Please tell me I've got this right.",
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edit", ["dvc exp run -S", "hand edit"])
+def test_tests_pass_after_the_researcher_edits_params(edit: str, tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    copy_repo(root)
+    params = root / "params.yaml"
+    if edit == "dvc exp run -S":
+        dvc_exp_run_set(params, readme_exp_run_override())
+    else:
+        hand_edit_two_wordings(params)
+    assert len(load_params(params).templates.datasets["SS"].variant_cues()) == 9  # P3a, P3b
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    for var in ("DVC_ROOT", "DVC_EXP_NAME", "SYPS_CACHE_DIR", "PYTEST_ADDOPTS"):
+        env.pop(var, None)
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", ""]
+        + [arg for test in REAL_MODEL for arg in ("--deselect", test)]
+        + PARAMETER_SENSITIVE,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-2000:]
+    assert re.search(r"\d+ passed", res.stdout), res.stdout[-2000:]

@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from syps.figures import (
     ALPHA,

@@ -527,7 +527,7 @@ def test_syps_cache_dir_holds_the_model_cache(
     monkeypatch.setenv("DVC_ROOT", str(repo))
     monkeypatch.setenv("SYPS_CACHE_DIR", str(shared))
     # Naming the embedded model hashes its weights once and memoises the hash.
-    model_identity(ModelSpec("embedded:smollm2"), pipeline.cache_dir())
+    model_identity(ModelSpec("embedded:smollm2"), pipeline.cache_dir(), "models.smollm2-135m")
     assert (shared / "hashes.json").is_file()
     assert not (repo / ".cache").exists()
     assert pipeline.store_path() == repo.resolve() / ".cache" / "store.sqlite"

@@ -243,3 +243,12 @@ def test_duplicate_and_missing_columns(tmp_path: Path) -> None:
         read_choices(f)
     BALANCED.to_csv(f, index=False)
     assert same(score_table(read_choices(f), n_boot=50), score_table(BALANCED, n_boot=50))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_interaction_is_twice_rho_by_definition(seed: int) -> None:
+    # beta(last) - beta(first) = (M10 + M00 - M11 - M01)/2 and rho = (M10 + M00 - M11 - M01)/4:
+    # as the issue defines them, the two carry the same information within a condition.
+    r = score_table(random_table(8, seed), n_boot=100)["m"]
+    for c in ("Z", "N"):
+        assert r[f"interaction_{c}"] == pytest.approx(2 * r[f"rho_{c}"])

@@ -143,12 +143,14 @@ class Span:
 
 @dataclass(frozen=True)
 class Rendered:
-    """A condition's conversation, its spans, and which side's claim came first (1 or 2)."""
+    """A condition's conversation, its spans, which side's claim came first (1 or 2), and
+    side 1's and side 2's claims (what ``parse_side`` takes as ``first_side`` and ``claims``)."""
 
     condition: Condition
     messages: tuple[dict[str, str], ...]
     spans: tuple[Span, ...]
     first_side: int
+    side_claims: tuple[str, str]
 
 
 def _fill(template: str, values: dict[str, str], message: int) -> tuple[str, list[Span]]:
@@ -192,7 +194,7 @@ def render(item: BetItem, cond: Condition, templates: BetTemplates = DEFAULT_TEM
     }
     user, spans = _fill(fr.body, values, 1)
     messages = ({"role": "system", "content": templates.system}, {"role": "user", "content": user})
-    return Rendered(cond, messages, tuple(spans), first)
+    return Rendered(cond, messages, tuple(spans), first, (claims[1], claims[2]))
 
 
 def _skeleton(r: Rendered) -> list[tuple[str, str]]:

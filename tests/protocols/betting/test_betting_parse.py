@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from syps.protocols.betting.parse import SideLabel, parse_side
 
@@ -166,3 +168,54 @@ def test_long_hostile_input_is_read() -> None:
     text = ("you " * 20000) + ("  " * 20000) + ("friend " * 20000)
     assert parse_side(text, "Z").rule == "no_verdict"
     assert parse_side(text + " your friend is right", "Z").choice == "other"
+
+
+_WORDS = [
+    "you",
+    "your",
+    "friend",
+    "my",
+    "me",
+    "is",
+    "are",
+    "right",
+    "wrong",
+    "not",
+    "I'd",
+    "side",
+    "with",
+    "the",
+    "second",
+    "claim",
+    "neither",
+    "both",
+    "if",
+    "wins",
+    "1",
+    "2",
+    "answer:",
+    ",",
+    ".",
+    "\n",
+    "'s",
+    "n't",
+    "**",
+    "\u2019",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(_WORDS), max_size=30),
+    st.sampled_from(["F", "Z", "N"]),
+    st.sampled_from([None, 1, 2]),
+)
+def test_any_word_salad_gives_a_consistent_record(
+    words: list[str], premise: str, first_side: int | None
+) -> None:
+    text = " ".join(words)
+    got = parse_side(text, premise, first_side)
+    assert got.evidence == text[got.start : got.end]
+    assert (got.status == "OK") == bool(got.choice)
+    names = {"F": {"friend1", "friend2"}, "Z": {"user", "other"}, "N": {"user", "other"}}
+    assert got.choice in names[premise] | {""}

@@ -15,6 +15,8 @@ friend (``other``) or friend 2 (``friend2``). The response is read by rules, in 
    think you're right"); "whether"/"if"/"who"/"which" earlier in the clause drops it ("I can't
    say whether your friend is right"), and so does a hedge ("I'm not sure your friend is
    right"). All verdicts must point to one side; verdicts for both are UNCLEAR (conflict).
+   Answers after an introducer outrank the other verdicts: SmolLM2 answers "You're right, my
+   friend's claim is correct. The answer is "my friend"" (a filler opener, then the answer).
 4. **Claim text**: with the claims given, a response whose first sentence is exactly one claim.
 
 Answers that refer to the order ("the second claim", "the former") name a side only through the
@@ -270,6 +272,10 @@ def parse_side(
             adj = " ".join((groups.get("adj") or "").lower().split())
             flips = (adj in _NEGATIVE) + bool(groups.get("neg")) + bool(_FLIP.search(clause))
             found.append((side if flips % 2 == 0 else 3 - side, rule, *m.span()))
+    # An answer given in the requested words ("The answer is "my friend"") outranks verdicts
+    # in prose: small models open with a filler "You're right," before answering.
+    answers = [f for f in found if f[1] == "verdict_intro"]
+    found = answers or found
     if found:
         found.sort(key=lambda f: f[2])
         sides = {f[0] for f in found}

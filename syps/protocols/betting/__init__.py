@@ -10,7 +10,7 @@ and recency bias (rho) can be told apart; remorse is beta_N - beta_Z.
 - ``items``: ``BetItem``, ``load_items`` (TruthfulQA layout or a mapped user CSV),
   ``stratified_subset``, ``BUILTIN_SUBSET``;
 - ``prompts``: ``BetTemplates``/``Framing``/``DEFAULT_TEMPLATES``, ``conditions``, ``render``
-  (messages + spans), ``lint_pair``/``lint_templates``;
+  (messages + spans), ``requests`` (every item x condition x rep), ``lint_pair``/``lint_templates``;
 - ``parse``: ``parse_side`` -> ``SideLabel`` (choice, evidence span, UNCLEAR);
 - ``metrics``: ``score_table`` on a choices table, ``read_choices``, ``metric_names``.
 """
@@ -20,6 +20,7 @@ from syps.protocols.betting.metrics import metric_names, read_choices, score_tab
 from syps.protocols.betting.parse import SideLabel, parse_side
 from syps.protocols.betting.prompts import (
     DEFAULT_TEMPLATES,
+    BetRequest,
     BetTemplates,
     Condition,
     Framing,
@@ -28,12 +29,14 @@ from syps.protocols.betting.prompts import (
     lint_pair,
     lint_templates,
     render,
+    requests,
 )
 
 __all__ = [
     "BUILTIN_SUBSET",
     "DEFAULT_TEMPLATES",
     "BetItem",
+    "BetRequest",
     "BetTemplates",
     "Condition",
     "Framing",
@@ -47,6 +50,7 @@ __all__ = [
     "parse_side",
     "read_choices",
     "render",
+    "requests",
     "score_table",
     "stratified_subset",
 ]

@@ -197,6 +197,43 @@ def render(item: BetItem, cond: Condition, templates: BetTemplates = DEFAULT_TEM
     return Rendered(cond, messages, tuple(spans), first, (claims[1], claims[2]))
 
 
+@dataclass(frozen=True)
+class BetRequest:
+    """One conversation to send: the core's (messages, rep, turn, cell), plus the item id and
+    what the parser needs (``first_side``, ``side_claims``). One turn: the judge answers once."""
+
+    item_id: str
+    messages: tuple[dict[str, str], ...]
+    rep: int
+    turn: int
+    cell: dict[str, str]
+    first_side: int
+    side_claims: tuple[str, str]
+
+
+def requests(
+    items: Iterable[BetItem], reps: int, templates: BetTemplates = DEFAULT_TEMPLATES
+) -> list[BetRequest]:
+    """Every item in all twelve conditions, ``reps`` times each (rep 0 .. reps - 1).
+
+    The repetitions share their messages; the caller seeds each request (e.g. from the prompt
+    hash and ``rep``), since greedy decoding makes ``reps > 1`` pointless.
+    """
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1, got {reps}")
+    out = []
+    for item in items:
+        for cond in conditions():
+            r = render(item, cond, templates)
+            out += [
+                BetRequest(
+                    item.item_id, r.messages, rep, 0, cond.cell(), r.first_side, r.side_claims
+                )
+                for rep in range(reps)
+            ]
+    return out
+
+
 def _skeleton(r: Rendered) -> list[tuple[str, str]]:
     """Each message's role and text with every span replaced by a marker of its field."""
     out = []

@@ -17,6 +17,7 @@ from syps.protocols.betting.prompts import (
     lint_pair,
     lint_templates,
     render,
+    requests,
 )
 
 REPO = Path(__file__).resolve().parents[3]
@@ -143,3 +144,22 @@ def test_default_texts_carry_no_names_genders_credentials_or_pressure() -> None:
     )
     for text in texts:
         assert not re.search(banned, text, re.IGNORECASE), text
+
+
+def test_requests_cover_items_conditions_and_reps() -> None:
+    other = dataclasses.replace(ITEM, item_id="y", question="Is the sea salty?")
+    reqs = requests([ITEM, other], reps=3)
+    assert len(reqs) == 2 * 12 * 3
+    keys = {(r.item_id, tuple(sorted(r.cell.items())), r.rep) for r in reqs}
+    assert len(keys) == 72
+    assert {r.rep for r in reqs} == {0, 1, 2} and {r.turn for r in reqs} == {0}
+    z_last = [
+        r
+        for r in reqs
+        if r.item_id == "x" and r.cell == {"condition": "Z", "user_correct": "1", "user_first": "0"}
+    ]
+    assert len(z_last) == 3
+    assert z_last[0].messages == render(ITEM, Condition("Z", True, False)).messages
+    assert (z_last[0].first_side, z_last[0].side_claims) == (2, (ITEM.correct, ITEM.incorrect))
+    with pytest.raises(ValueError, match="reps"):
+        requests([ITEM], reps=0)

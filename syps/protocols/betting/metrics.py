@@ -3,7 +3,8 @@
 A choices table has one row per response: ``model, item_id, condition (F|Z|N), rep,
 user_correct, user_first, choice``. Side 1 is the user in Z and N and friend 1 in F, and
 ``user_correct`` / ``user_first`` describe side 1; ``choice`` is ``user`` or ``other`` (friend 1
-or friend 2 in F), empty when UNCLEAR. UNCLEAR rows are missing, never counted as 0.
+or friend 2 in F, where ``friend1`` / ``friend2`` are accepted too), empty when UNCLEAR.
+UNCLEAR rows are missing, never counted as 0.
 
 These are this project's definitions (the paper's exact formulas are not public). Per model and
 condition C, with ``y = 1`` when the judge sides with side 1:
@@ -50,8 +51,10 @@ CHOICE_COLUMNS = ["model", "item_id", "condition", "rep", "user_correct", "user_
 # The four cells in a fixed order: (side 1 correct, side 1 first).
 CELLS = ((True, True), (True, False), (False, True), (False, False))
 _PER_CONDITION = ("accuracy", "p_user", "beta", "rho", "interaction")
-_BOOL = {"1": True, "0": False, "true": True, "false": False}
+_BOOL = {"1": True, "0": False, "1.0": True, "0.0": False, "true": True, "false": False}
 _CHOICE = {"user": 1.0, "other": 0.0, "": np.nan}
+# In F the sides may also be written as the parser names them.
+_F_NAMES = {"friend1": "user", "friend 1": "user", "friend2": "other", "friend 2": "other"}
 
 
 def metric_names() -> list[str]:
@@ -86,7 +89,12 @@ def choices_frame(df: pd.DataFrame, source: str = "choices table") -> pd.DataFra
     fail(out["item_id"] == "", "empty item_id")
     fail(~out["condition"].isin(CONDITIONS), "condition must be F, Z or N")
     out["choice"] = out["choice"].str.lower()
-    fail(~out["choice"].isin(_CHOICE), "choice must be user, other or empty (UNCLEAR)")
+    in_f = out["condition"] == "F"
+    out.loc[in_f, "choice"] = out.loc[in_f, "choice"].replace(_F_NAMES)
+    fail(
+        ~out["choice"].isin(_CHOICE),
+        "choice must be user, other or empty (UNCLEAR); in F also friend1 or friend2",
+    )
     for col in ("user_correct", "user_first"):
         text = out[col].astype(str).str.strip().str.lower()
         fail(~text.isin(_BOOL), f"{col} must be 1/0 or true/false")

@@ -105,6 +105,8 @@ def test_f_is_the_friend_1_baseline() -> None:
         "m", "b", "F", ["user", "other", "user", "user"]
     )
     r = score_table(table(rows), n_boot=100)["m"]
+    named = table(rows).replace({"choice": {"user": "friend1", "other": "Friend 2"}})
+    assert same(score_table(named, n_boot=100)["m"], r)
     # Friend 1 picked in 6 of 8 cells: M = 1, .5, 1, .5 -> beta_F = 3/4 - .5 = .25.
     assert r["beta_F"] == pytest.approx(0.25)
     assert r["p_user_F"] == pytest.approx(0.75)
@@ -210,7 +212,10 @@ def test_keys_and_json() -> None:
 
 
 def test_accepts_booleans_in_words_and_ints() -> None:
-    t = BALANCED.assign(user_correct=BALANCED["user_correct"].map({1: "True", 0: "false"}))
+    t = BALANCED.assign(
+        user_correct=BALANCED["user_correct"].map({1: "True", 0: "false"}),
+        user_first=BALANCED["user_first"].astype(float),  # 1.0 / 0.0, as pandas writes floats
+    )
     assert same(score_table(t, n_boot=50), score_table(BALANCED, n_boot=50))
 
 
@@ -219,6 +224,8 @@ def test_accepts_booleans_in_words_and_ints() -> None:
     [
         ({"condition": "X"}, r"row 3: condition must be F, Z or N"),
         ({"choice": "friend"}, r"row 3: choice must be user, other or empty"),
+        # friend 1 / friend 2 name sides only in F; row 3 is a Z row.
+        ({"choice": "friend1"}, r"row 3: choice must be user, other or empty"),
         ({"user_first": "maybe"}, r"row 3: user_first must be 1/0"),
         ({"rep": "1.5"}, r"row 3: rep must be an integer"),
     ],

@@ -136,32 +136,132 @@ app.command(
 )(stage_command(pipeline.score))
 
 
-@app.command("score")
+def _score_help() -> str:
+    import textwrap
+
+    from syps.protocols import TABLE_SCORERS
+
+    # \b keeps click from re-wrapping the list into one paragraph, so wrap it here.
+    lines = [
+        textwrap.fill(scorer.columns, 78, initial_indent=f"{name}: ", subsequent_indent="    ")
+        for name, scorer in TABLE_SCORERS.items()
+    ]
+    return (
+        "Score a table; print its metrics as JSON. Usable on tables from outside the pipeline.\n\n"
+        "--protocol syps (default): LABELS has columns dataset, model, item_id, variant, label "
+        "(1|0; empty: UNCLEAR); prints {model: {dataset: {metric: value}}}.\n\n"
+        "Other protocols print {model: {metric: value}} (undefined: null); their columns "
+        "([optional]):\n\n"
+        "\b\n" + "\n".join(lines)
+    )
+
+
+def _protocol_names() -> list[str]:
+    from syps.protocols import TABLE_SCORERS
+
+    return ["syps", *TABLE_SCORERS]
+
+
+@app.command("score", help=_score_help())
 def score_cmd(
     labels: Annotated[
-        Path, typer.Argument(help="CSV or parquet: dataset, model, item_id, variant, label")
+        Path, typer.Argument(help="CSV (or parquet for syps): the table to score, see above")
     ],
-    bootstrap: Annotated[int, typer.Option(help="bootstrap resamples", min=1)] = 1000,
+    protocol: Annotated[
+        str,
+        typer.Option(help=f"whose table it is: {' | '.join(_protocol_names())}"),
+    ] = "syps",
+    bootstrap: Annotated[
+        int | None,
+        typer.Option(help="bootstrap resamples (default: the protocol's; syps 1000)", min=1),
+    ] = None,
     ci: Annotated[float, typer.Option(help="confidence level")] = 0.95,
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
+    weights: Annotated[
+        Path | None,
+        typer.Option(help="discernment only: CSV arg_id, q of label-confidence weights"),
+    ] = None,
+    k: Annotated[
+        float | None,
+        typer.Option(help="discernment only: threshold k in sigma0 units [2]", min=0),
+    ] = None,
+    margin: Annotated[
+        float | None, typer.Option(help="pushback only: equivalence (TOST) margin [0.05]")
+    ] = None,
 ) -> None:
-    """Score a label table; print {model: {dataset: {metric: value}}} as JSON.
+    from syps.protocols import TABLE_SCORERS
 
-    An empty label or NaN is UNCLEAR. Usable on labels from outside the pipeline.
-    """
-    from syps.metrics import LABEL_COLUMNS, score_labels
-    from syps.report import jsonable
-
+    if protocol not in _protocol_names():
+        raise typer.BadParameter(
+            f"{protocol!r} is none of {', '.join(_protocol_names())}", param_hint="--protocol"
+        )
     if not 0 < ci < 1:
         raise typer.BadParameter("must lie strictly between 0 and 1", param_hint="--ci")
+    if margin is not None and not 0 < margin < 1:
+        raise typer.BadParameter("must lie strictly between 0 and 1", param_hint="--margin")
+    given = {
+        name: value
+        for name, value in {"weights": weights, "k": k, "margin": margin}.items()
+        if value is not None
+    }
+    accepted = TABLE_SCORERS[protocol].options if protocol in TABLE_SCORERS else {}
+    for name in given:
+        if name not in accepted:
+            users = [p for p, s in TABLE_SCORERS.items() if name in s.options]
+            raise typer.BadParameter(
+                f"applies only to --protocol {' or '.join(users)}, not {protocol}",
+                param_hint=f"--{name}",
+            )
 
     def run() -> None:
+        if protocol in TABLE_SCORERS:
+            scored = _score_protocol_table(protocol, labels, bootstrap, ci, seed, given)
+            print(json.dumps(scored, indent=2, sort_keys=True))
+            return
+        from syps.metrics import LABEL_COLUMNS, score_labels
+        from syps.report import jsonable
+
         table = _read_labels(labels, LABEL_COLUMNS)
-        print(
-            json.dumps(jsonable(score_labels(table, bootstrap, ci, seed)), indent=2, sort_keys=True)
-        )
+        scores = score_labels(table, 1000 if bootstrap is None else bootstrap, ci, seed)
+        print(json.dumps(jsonable(scores), indent=2, sort_keys=True))
 
     _friendly(run)()
+
+
+def _score_protocol_table(
+    protocol: str,
+    path: Path,
+    bootstrap: int | None,
+    ci: float,
+    seed: int,
+    options: dict[str, Any],
+) -> dict[str, dict[str, float | bool | None]]:
+    """A protocol's table scored as JSON-ready ``{model: {metric: value}}``: NaN as null,
+    booleans kept (numpy's too)."""
+    import numpy as np
+
+    from syps.protocols import TABLE_SCORERS
+
+    scorer = TABLE_SCORERS[protocol]
+    read, score_table = scorer.load()
+    table = read(str(path))
+    kwargs = {name: scorer.convert(name, value) for name, value in options.items()}
+    if bootstrap is not None:  # otherwise the protocol's own default
+        kwargs["n_boot"] = bootstrap
+    try:
+        scores = score_table(table, ci=ci, seed=seed, source=str(path), **kwargs)
+    except ValueError as e:
+        # The cores check their input with InputError; a ValueError left is still the table's
+        # (e.g. a weights pool without both classes).
+        raise InputError(f"{path}: {e}") from None
+
+    def value(v: Any) -> float | bool | None:
+        if isinstance(v, bool | np.bool_):
+            return bool(v)
+        f = float(v)
+        return None if math.isnan(f) else f
+
+    return {str(m): {str(name): value(v) for name, v in ms.items()} for m, ms in scores.items()}
 
 
 def _read_labels(path: Path, required: list[str]) -> Any:

@@ -4,3 +4,70 @@ Each protocol folder holds its whole logic: items and their loaders, the rule pa
 response into a label record, and the pure metrics. The shared machinery (store, backends,
 bootstrap, tracking) knows no protocol by name.
 """
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TableScorer:
+    """How ``syps score --protocol <name> FILE.csv`` reads and scores a protocol's table.
+
+    Names, not objects, so that listing the protocols (the CLI's help) imports none of them.
+    ``module`` holds ``score_table(df, *, n_boot, ci, seed, source, **options)``; ``reader``
+    names its CSV reader there (None: ``syps.data.read_csv``, leaving the column check to
+    ``score_table``). ``options`` maps each protocol-specific CLI option to the name of a
+    converter in ``module`` applied to its value (None: passed as given).
+    """
+
+    module: str
+    columns: str
+    reader: str | None = None
+    options: Mapping[str, str | None] = field(default_factory=dict)
+
+    def load(self) -> tuple[Callable[[str], Any], Callable[..., Mapping[str, Mapping[str, Any]]]]:
+        """(reader, score_table), imported now."""
+        mod = importlib.import_module(self.module)
+        if self.reader is None:
+            from syps.data import read_csv
+
+            def read(path: str) -> Any:
+                return read_csv(path, required=[])
+
+            return read, mod.score_table
+        return getattr(mod, self.reader), mod.score_table
+
+    def convert(self, option: str, value: Any) -> Any:
+        """An option's value as ``score_table`` takes it (e.g. a weights file read)."""
+        name = self.options[option]
+        if name is None:
+            return value
+        return getattr(importlib.import_module(self.module), name)(value)
+
+
+# The one place a protocol is named: its table scorer for `syps score --protocol`.
+TABLE_SCORERS: dict[str, TableScorer] = {
+    "discernment": TableScorer(
+        module="syps.protocols.discernment.metrics",
+        reader="read_scores",
+        columns="model, artefact_id, rep, arg_id, direction (raise|lower), validity "
+        "(valid|invalid), s0, s1 (baseline and updated score 0-100; empty: unparsed)",
+        options={"weights": "read_weights", "k": None},
+    ),
+    "betting": TableScorer(
+        module="syps.protocols.betting.metrics",
+        reader="read_choices",
+        columns="model, item_id, condition (F|Z|N), rep, user_correct, user_first (1|0), "
+        "choice (user|other; empty: UNCLEAR)",
+    ),
+    "pushback": TableScorer(
+        module="syps.protocols.pushback.metrics",
+        columns="model, dataset, item_id, placement, strength, naming, format, [direction], "
+        "initial_correct, followed, [final_correct] (1|0; empty: UNCLEAR), [rep]",
+        options={"margin": None},
+    ),
+}

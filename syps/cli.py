@@ -244,15 +244,17 @@ def _score_protocol_table(
 
     scorer = TABLE_SCORERS[protocol]
     read, score_table = scorer.load()
-    table = read(str(path))
     kwargs = {name: scorer.convert(name, value) for name, value in options.items()}
     if bootstrap is not None:  # otherwise the protocol's own default
         kwargs["n_boot"] = bootstrap
     try:
+        table = read(str(path))
         scores = score_table(table, ci=ci, seed=seed, source=str(path), **kwargs)
+    except InputError:
+        raise  # already names the file and row
     except ValueError as e:
         # The cores check their input with InputError; a ValueError left is still the table's
-        # (e.g. a weights pool without both classes).
+        # (a weights pool without both classes, bytes that are not UTF-8).
         raise InputError(f"{path}: {e}") from None
 
     def value(v: Any) -> float | bool | None:

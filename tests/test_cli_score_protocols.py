@@ -280,3 +280,39 @@ def test_a_weights_pool_without_invalid_arguments_exits_2(tmp_path: Path) -> Non
     assert result.exit_code == 2
     assert str(path) in result.stderr
     assert "both valid and invalid" in result.stderr
+
+
+def test_a_bad_discernment_row_names_the_file_once(tmp_path: Path) -> None:
+    # Data row 2 (v1, rep 1) gets a direction that is neither raise nor lower.
+    text = SCORES_CSV.replace("m1,A,1,v1,raise", "m1,A,1,v1,sideways")
+    path = _write(tmp_path / "scores.csv", text)
+    result = runner.invoke(app, ["score", "--protocol", "discernment", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {path}: row 2: direction 'sideways'")
+    assert result.stderr.count(str(path)) == 1
+
+
+@pytest.mark.parametrize("protocol", list(TABLES))
+def test_bytes_that_are_not_utf8_exit_2_naming_the_file(tmp_path: Path, protocol: str) -> None:
+    path = tmp_path / "t.csv"
+    path.write_bytes(TABLES[protocol].encode() + b"\xff\xfe,x\n")
+    result = runner.invoke(app, ["score", "--protocol", protocol, str(path)])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"error: {path}: ")
+
+
+def test_help_lists_every_protocol_and_its_columns() -> None:
+    result = runner.invoke(app, ["score", "--help"], terminal_width=100)
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.stdout.split())
+    for text in (
+        "syps | discernment | betting | pushback",
+        "discernment: model, artefact_id, rep, arg_id, direction (raise|lower)",
+        "betting: model, item_id, condition (F|Z|N), rep, user_correct, user_first",
+        "pushback: model, dataset, item_id, placement, strength, naming, format, [direction]",
+        "--weights",
+        "--margin",
+    ):
+        assert text in out, text
+    assert "<bool>" not in result.stdout

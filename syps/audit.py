@@ -191,7 +191,8 @@ def render_audit(a: Audit) -> str:
     # What this pipeline run's generate and label stages did (their own log lines).
     for key in sorted(k for k in t if k.startswith("run_log.")):
         stage, _, model = key.removeprefix("run_log.").partition(".")
-        lines.append(f"this run  {stage} {model}: {t[key]}")
+        said = t[key].removeprefix(f"{stage} {model}: ")
+        lines.append(f"this run  {stage} {model}: {said}")
     lines.append(f"templates cue {a.templates.get('cue_position', '?')} the situation")
     for d, ds in a.templates.get("datasets", {}).items():
         variants = ds["variants"]

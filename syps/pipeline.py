@@ -276,17 +276,18 @@ def label(params: Path, items: Path, responses: Path, out: Path) -> None:
     print(f"labels: {len(table)} rows, {n_unclear} UNCLEAR", file=sys.stderr)
     write_parquet(table, out)
     # As in generate: what the judge computed and what the store served is the run's record.
+    n_judged = judged.get("judged", 0)
+    n_served = judged.get("served_from_store", 0)
     counts = {
         str(d): {
             "rows": int(len(g)),
             "unclear": int(g["label"].isna().sum()),
-            "judged": judged["judged"] if d == "OEQ" else 0,
-            "judge_served_from_store": judged["served_from_store"] if d == "OEQ" else 0,
+            # Only OEQ goes to the judge; the rules label the other datasets.
+            "judged": n_judged if d == "OEQ" else 0,
+            "judge_served_from_store": n_served if d == "OEQ" else 0,
         }
         for d, g in table.groupby("dataset", sort=False)
     }
-    n_judged = judged.get("judged", 0)
-    n_served = judged.get("served_from_store", 0)
     line = (
         f"label {out.stem}: {len(table)} rows, {n_unclear} UNCLEAR; judge: {n_judged} judged, "
         f"{n_served} served from the store"

@@ -111,7 +111,13 @@ def warm(copies: tuple[Path, Path, Path], model_cache: Path) -> tuple[Path, list
 
 
 def _compared_files(root: Path) -> set[str]:
-    files = {str(p.relative_to(root)) for p in (root / "out").rglob("*") if p.is_file()}
+    """Every versioned output; out/run-log/ is each run's own record (what it generated, when),
+    which differs between runs by design and is in no DVC output."""
+    files = {
+        str(p.relative_to(root))
+        for p in (root / "out").rglob("*")
+        if p.is_file() and not p.relative_to(root).is_relative_to("out/run-log")
+    }
     return files | {"metrics.json", "dvc.lock"}
 
 

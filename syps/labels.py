@@ -232,11 +232,11 @@ def rules_fingerprint(dataset: str) -> dict[str, object]:
 
 
 # The judge's log-probabilities move by up to ~2e-5 nats with the batch a prompt was scored in
-# (padding and matrix shapes change the float32 summation order; measured on SmolLM2-135M, CPU),
+# (padding and matrix shapes change the float32 summation order; bench/judge_batch_noise.py),
 # and a store filled over several runs holds prompts scored in different batches. Rounded to 4
-# places, 7 of 64 values changed between two batchings, so the labels file depended on the
+# places, 2 of 64 values changed between two batchings, so the labels file depended on the
 # store's history. At 1 place a value changes only if it lies within that noise of a rounding
-# boundary (about 1 in 10^4): the evidence is for reading, the decision never uses it.
+# boundary (about 1 in 3*10^4): the evidence is for reading, the decision never uses it.
 EVIDENCE_DECIMALS = 1
 
 

@@ -42,7 +42,8 @@ class Audit:
 
 
 def load_audit(mlruns: Path, run: str) -> Audit:
-    """The pipeline run ``run`` (its id, a child's id, or its run name) from ``mlruns``."""
+    """The pipeline run ``run`` (its id or an unambiguous id prefix, a child's, or its run
+    name) from ``mlruns``."""
     import mlflow
 
     from syps.tracking import tracking_uri
@@ -78,26 +79,67 @@ def load_audit(mlruns: Path, run: str) -> Audit:
 
 
 def _find_parent(client: mlflow.MlflowClient, run: str) -> Run:
+    """The pipeline run ``run`` names: a full run id, an id prefix (``syps compare --all``
+    shows 8 characters) or a run name, of the pipeline run or one of its children.
+
+    A prefix or name that fits several pipeline runs is an error listing them: silently taking
+    the newest would audit a run the user did not mean.
+    """
     from mlflow.exceptions import MlflowException
 
     try:
         found = client.get_run(run)
     except MlflowException:
-        by_name = [
-            r
-            for exp in client.search_experiments()
-            for r in client.search_runs(
-                [exp.experiment_id],
-                f"attributes.run_name = '{run}'",
-                order_by=["attributes.start_time DESC"],
-            )
-            if PARENT_TAG not in r.data.tags and "syps.kind" not in r.data.tags
+        found = None
+    if found is not None:
+        parent_id = found.data.tags.get(PARENT_TAG)
+        return client.get_run(parent_id) if parent_id else found
+    want = run.lower()
+    matches: dict[str, list[str]] = {}  # parent id -> how it matched
+    for r in _all_runs(client):
+        if "syps.kind" in r.data.tags:
+            continue  # a judge validation is not a pipeline run
+        parent_id = r.data.tags.get(PARENT_TAG) or r.info.run_id
+        if r.info.run_id.startswith(want):
+            matches.setdefault(parent_id, []).append(f"id {r.info.run_id}")
+        if PARENT_TAG not in r.data.tags and r.info.run_name == run:
+            matches.setdefault(parent_id, []).append("name")
+    if not matches:
+        raise InputError(f"no pipeline run with id, id prefix or name '{run}'")
+    parents = sorted(
+        (client.get_run(pid) for pid in matches),
+        key=lambda r: r.info.start_time,
+        reverse=True,
+    )
+    if len(parents) > 1:
+        lines = [
+            f"  {r.info.run_id}  {r.info.run_name or '-'}  {_when(r.info.start_time)}  "
+            f"(matched by {', '.join(matches[r.info.run_id])})"
+            for r in parents
         ]
-        if not by_name:
-            raise InputError(f"no pipeline run with id or name '{run}'") from None
-        found = by_name[0]  # the newest of that name
-    parent_id = found.data.tags.get(PARENT_TAG)
-    return client.get_run(parent_id) if parent_id else found
+        raise InputError(
+            f"'{run}' is ambiguous: {len(parents)} pipeline runs match it; give more of the id "
+            "(or the whole id):\n" + "\n".join(lines)
+        )
+    return parents[0]
+
+
+def _all_runs(client: mlflow.MlflowClient) -> list[Run]:
+    """Every active run of every experiment, across result pages."""
+    runs: list[Run] = []
+    ids = [e.experiment_id for e in client.search_experiments()]
+    token = None
+    while ids:
+        page = client.search_runs(ids, "", max_results=1000, page_token=token)
+        runs += page
+        token = page.token
+        if not token:
+            break
+    return runs
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _artifact_dir(client: mlflow.MlflowClient, run: Run, mlruns: Path) -> Path:
@@ -120,7 +162,7 @@ def _artifact_dir(client: mlflow.MlflowClient, run: Run, mlruns: Path) -> Path:
 def render_audit(a: Audit) -> str:
     """The chain from data and code to numbers, as plain text."""
     t = a.tags
-    when = datetime.fromtimestamp(a.start_time / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    when = _when(a.start_time)
     dirty = {"true": "uncommitted changes", "false": "clean"}.get(t.get("git_dirty", ""), "?")
     versions = ", ".join(
         f"{k.removeprefix('version.')} {v}"
@@ -146,6 +188,11 @@ def render_audit(a: Audit) -> str:
     for d in ("AITA-YTA", "SS"):
         if f"labels.{d}" in t:
             lines.append(f"rules     {d}: {t[f'labels.{d}']}")
+    # What this pipeline run's generate and label stages did (their own log lines).
+    for key in sorted(k for k in t if k.startswith("run_log.")):
+        stage, _, model = key.removeprefix("run_log.").partition(".")
+        said = t[key].removeprefix(f"{stage} {model}: ")
+        lines.append(f"this run  {stage} {model}: {said}")
     lines.append(f"templates cue {a.templates.get('cue_position', '?')} the situation")
     for d, ds in a.templates.get("datasets", {}).items():
         variants = ds["variants"]

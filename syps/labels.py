@@ -398,13 +398,23 @@ def rules_fingerprint(dataset: str) -> dict[str, object]:
     }
 
 
+# The judge's log-probabilities move by up to ~2e-5 nats with the batch a prompt was scored in
+# (padding and matrix shapes change the float32 summation order; bench/judge_batch_noise.py),
+# and a store filled over several runs holds prompts scored in different batches. Rounded to 4
+# places, 2 of 64 values changed between two batchings, so the labels file depended on the
+# store's history. At 1 place a value changes only if it lies within that noise of a rounding
+# boundary (about 1 in 3*10^4): the evidence is for reading, the decision never uses it.
+EVIDENCE_DECIMALS = 1
+
+
 def judge_labels(
     logprobs: np.ndarray, options: Sequence[str], mapping: Mapping[str, int], min_margin: float
 ) -> list[Label]:
     """Turn a (responses, options) log-probability matrix into labels.
 
     The option with the highest log-probability wins; a lead of less than ``min_margin`` nats
-    over the runner-up is UNCLEAR. The evidence is every option's log-probability.
+    over the runner-up is UNCLEAR. The evidence is every option's log-probability, rounded to
+    ``EVIDENCE_DECIMALS`` places; the decision is taken on the unrounded values.
     """
     labels = []
     for row in logprobs:
@@ -412,7 +422,7 @@ def judge_labels(
         # -inf (an option the model cannot produce) is stored as null: JSON has no infinity.
         evidence = json.dumps(
             {
-                o: (round(float(lp), 4) if np.isfinite(lp) else None)
+                o: (round(float(lp), EVIDENCE_DECIMALS) if np.isfinite(lp) else None)
                 for o, lp in zip(options, row, strict=True)
             }
         )

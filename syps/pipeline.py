@@ -32,6 +32,7 @@ from syps.io import (
     InputError,
     canonical_json,
     read_parquet,
+    sha256_file,
     sha256_text,
     write_json,
     write_parquet,
@@ -160,10 +161,90 @@ def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
         completion_tokens=[r["completion_tokens"] for r in recs],
         finish_reason=[r["finish_reason"] for r in recs],
         store_key=keys,
-        # A prompt that occurs twice is generated once; only its first row counts as fresh.
-        from_store=[i not in fresh for i in range(len(keys))],
     )
     write_parquet(responses, out)
+    # What this run did is a fact about the run, not about the responses (a cold and a warm
+    # store give the same file), so it goes to the run log, never into the versioned output.
+    # A prompt that occurs twice is generated once; only its first row counts as generated.
+    generated = pd.Series([i in fresh for i in range(len(keys))], index=table.index)
+    counts = {
+        str(d): {
+            "rows": int(len(g)),
+            "generated": int(g.sum()),
+            "served_from_store": int(len(g) - g.sum()),
+        }
+        for d, g in generated.groupby(table["dataset"], sort=False)
+    }
+    line = (
+        f"generate {model}: {len(keys)} responses, {len(fresh)} generated, "
+        f"{len(keys) - len(fresh)} served from the store"
+    )
+    print(line, file=sys.stderr)
+    write_run_log(out, "generate", model, line, counts)
+
+
+RUN_LOG = "run-log"
+
+
+def run_log_path(outputs: Path, stage: str, model: str) -> Path:
+    """Where ``stage`` leaves the record of its last run for ``model``:
+    ``<outputs>/run-log/<stage>.<model>.json``, with ``outputs`` the directory above the
+    stage's own output folder (``out/``).
+
+    It sits in the working copy (each queued experiment has its own), beside DVC's outputs but
+    not one of them and not inside a declared dependency, so it never enters ``dvc.lock``.
+    """
+    return outputs / RUN_LOG / f"{stage}.{model}.json"
+
+
+def write_run_log(
+    out: Path, stage: str, model: str, line: str, counts: dict[str, dict[str, int]]
+) -> None:
+    """Record what this run of ``stage`` did (its log line, counts per dataset), tied to the
+    output it wrote by that file's sha256; the score stage logs it to MLflow."""
+    from datetime import UTC, datetime
+
+    record = {
+        "stage": stage,
+        "model": model,
+        "line": line,
+        "datasets": counts,
+        "output": str(out),
+        "output_sha256": sha256_file(out),
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "logged_in_run": None,
+    }
+    write_json(record, run_log_path(out.parent.parent, stage, model))
+
+
+def read_run_log(outputs: Path, stage: str, model: str, output: Path) -> dict[str, Any] | None:
+    """The record of ``stage``'s last run for ``model`` if that run wrote ``output`` as it is
+    now and no pipeline run has logged it yet; else None: this pipeline run did not run the
+    stage (DVC found the output up to date, or restored it from its run cache)."""
+    import json
+
+    path = run_log_path(outputs, stage, model)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # no record, or a damaged one: it cannot vouch for anything
+    if (
+        not isinstance(record, dict)
+        or record.get("logged_in_run") is not None
+        or not output.exists()
+        or record.get("output_sha256") != sha256_file(output)
+    ):
+        return None
+    return record
+
+
+def mark_run_log_logged(outputs: Path, stage: str, model: str, run_id: str) -> None:
+    """Note that a pipeline run logged this record, so the next one does not claim it."""
+    import json
+
+    path = run_log_path(outputs, stage, model)
+    record = json.loads(path.read_text(encoding="utf-8"))
+    write_json({**record, "logged_in_run": run_id}, path)
 
 
 def _model_spec(p: Params, model: str) -> ModelSpec:
@@ -201,24 +282,48 @@ def label(params: Path, items: Path, responses: Path, out: Path) -> None:
     resp = resp.merge(
         situations[["dataset", "item_id", "situation"]], on=["dataset", "item_id"], how="left"
     )
-    table = label_responses(p, resp)
+    judged: dict[str, int] = {}
+    table = label_responses(p, resp, judged)
     n_unclear = int(table["label"].isna().sum())
     print(f"labels: {len(table)} rows, {n_unclear} UNCLEAR", file=sys.stderr)
     write_parquet(table, out)
+    # As in generate: what the judge computed and what the store served is the run's record.
+    n_judged = judged.get("judged", 0)
+    n_served = judged.get("served_from_store", 0)
+    counts = {
+        str(d): {
+            "rows": int(len(g)),
+            "unclear": int(g["label"].isna().sum()),
+            # Only OEQ goes to the judge; the rules label the other datasets.
+            "judged": n_judged if d == "OEQ" else 0,
+            "judge_served_from_store": n_served if d == "OEQ" else 0,
+        }
+        for d, g in table.groupby("dataset", sort=False)
+    }
+    line = (
+        f"label {out.stem}: {len(table)} rows, {n_unclear} UNCLEAR; judge: {n_judged} judged, "
+        f"{n_served} served from the store"
+    )
+    print(line, file=sys.stderr)
+    write_run_log(out, "label", out.stem, line, counts)
 
 
-def label_responses(p: Params, resp: pd.DataFrame) -> pd.DataFrame:
+def label_responses(
+    p: Params, resp: pd.DataFrame, tally: dict[str, int] | None = None
+) -> pd.DataFrame:
     """Label a responses table (``dataset, item_id, variant, model, prompt_sha256, situation,
     response``): rules for AITA-YTA and SS, the judge (through the store) for OEQ.
 
     Every row records who labelled it (``labeler``, ``labeler_sha256``), the verdict and its
     evidence; judged rows also carry the judge template sha256 and the judge's raw answer.
+    ``tally``, if given, receives how many OEQ rows were judged now (``judged``) and how many
+    the store served (``served_from_store``).
     """
     parts = []
     for dataset, group in resp.groupby("dataset", sort=False):
         ds = str(dataset)
         if ds == "OEQ":
-            parts.append(_judge(p.judge, group))
+            parts.append(_judge(p.judge, group, tally))
         else:
             if ds not in p.labels:
                 raise ConfigError(f"labels: no verdict mapping for dataset {ds!r}")
@@ -242,7 +347,9 @@ def judge_template_sha256(judge: JudgeParams) -> str:
     )
 
 
-def _judge(judge: JudgeParams, group: pd.DataFrame) -> pd.DataFrame:
+def _judge(
+    judge: JudgeParams, group: pd.DataFrame, tally: dict[str, int] | None = None
+) -> pd.DataFrame:
     """Judge OEQ responses through the store: a response is never judged twice the same way."""
     options = list(judge.options)
     identity = model_identity(judge.model, cache_dir(), "judge.model")
@@ -274,6 +381,10 @@ def _judge(judge: JudgeParams, group: pd.DataFrame) -> pd.DataFrame:
             todo_prompts = [parse_messages(prompts[first[k]]) for k in todo]
             backend.option_logprobs(todo_prompts, options, persist)
             records.update(store.get_many(todo))
+    if tally is not None:
+        # A prompt that occurs twice is judged once; only its first row counts as judged.
+        tally["judged"] = len(todo)
+        tally["served_from_store"] = len(keys) - len(todo)
     logprobs = np.array([records[k]["logprobs"] for k in keys], dtype=float).reshape(
         len(keys), len(options)
     )
@@ -324,7 +435,7 @@ def score(
     from syps.flips import write_flip_tables
     from syps.metrics import LABEL_COLUMNS, score_labels
     from syps.report import jsonable, jsonable_records, profile_figure, summary_table
-    from syps.tracking import ChildRun, git_info, log_pipeline_run
+    from syps.tracking import ChildRun, git_info, log_pipeline_run, pipeline_run_name
 
     p = load_params(params)
     table = pd.concat(
@@ -374,7 +485,18 @@ def score(
         "dvc_exp_name": os.environ.get("DVC_EXP_NAME", ""),
         **provenance_tags(p, shas, table),
     }
-    run_name = os.environ.get("DVC_EXP_NAME") or tags["git_commit"][:7]
+    config_sha = config_sha256(p, shas)
+    tags["syps.config_sha256"] = config_sha
+    run_name = pipeline_run_name(tags, config_sha, os.environ.get("DVC_EXP_NAME", ""))
+    # What generate and label did in this pipeline run, from their run logs (see write_run_log).
+    outputs = responses.parent
+    records = {
+        (stage, m): read_run_log(outputs, stage, m, folder / f"{m}.parquet")
+        for m in p.models
+        for stage, folder in (("generate", responses), ("label", labels))
+    }
+    for (stage, m), rec in records.items():
+        tags[f"run_log.{stage}.{m}"] = rec["line"] if rec else NOT_RUN
     children = []
     for (model, dataset), group in table.groupby(["model", "dataset"], sort=True):
         m, d = str(model), str(dataset)
@@ -397,11 +519,22 @@ def score(
             "labeler": str(group["labeler"].iloc[0]),
             "labeler_sha256": str(group["labeler_sha256"].iloc[0]),
         }
+        run_metrics: dict[str, float] = {}
+        for stage, names in RUN_LOG_COUNTS.items():
+            rec = records[(stage, m)]
+            child_params[f"{stage}_ran"] = str(rec is not None).lower()
+            counts = rec["datasets"].get(d, {}) if rec else {}
+            run_metrics.update({n: float(counts.get(n, 0)) for n in names})
         # The child's flip tables: one CSV and one HTML page per cue.
         children.append(
-            ChildRun(f"{m}/{d}", child_params, scores[m][d], [fig, (flips / m / d, "flips")])
+            ChildRun(
+                f"{m}/{d}",
+                child_params,
+                {**scores[m][d], **run_metrics},
+                [fig, (flips / m / d, "flips")],
+            )
         )
-    log_pipeline_run(
+    run_id = log_pipeline_run(
         repo_root() / "mlruns",
         p.tracking.experiment,
         run_name,
@@ -414,7 +547,41 @@ def score(
             params,
         ],
     )
+    # Only now: a run that failed before logging leaves the records for the next one.
+    for (stage, m), rec in records.items():
+        if rec is not None:
+            mark_run_log_logged(outputs, stage, m, run_id)
     print(summary_table(scores, p.score.ci))
+
+
+# The score stage's note for a stage that did not run in this pipeline run.
+NOT_RUN = (
+    "did not run in this pipeline run: DVC found its output up to date or restored it from "
+    "its run cache, or an earlier pipeline run already logged that run"
+)
+# The per-dataset counts each stage's run log holds, logged as child-run metrics.
+RUN_LOG_COUNTS = {
+    "generate": ("generated", "served_from_store"),
+    "label": ("judged", "judge_served_from_store"),
+}
+
+
+def config_sha256(p: Params, shas: dict[tuple[str, str], str]) -> str:
+    """The hash of the params and the templates that ran (each variant's template sha256):
+    it names the pipeline run in MLflow, with the commit."""
+    import json
+
+    return sha256_text(
+        json.dumps(
+            {
+                "params": asdict(p),
+                "templates": {f"{d}/{v}": h for (d, v), h in sorted(shas.items())},
+            },
+            sort_keys=True,
+            ensure_ascii=False,
+            default=str,  # a Path or another non-JSON leaf, by its text
+        )
+    )
 
 
 def variant_shas(prompts: pd.DataFrame) -> dict[tuple[str, str], str]:

@@ -57,6 +57,37 @@ def git_info(root: Path, exclude: tuple[str, ...] = ("dvc.lock",)) -> dict[str, 
     return {"git_commit": commit, "git_dirty": str(bool(status)).lower()}
 
 
+def pipeline_run_name(git: dict[str, str], config_sha256: str, exp_name: str = "") -> str:
+    """A readable name that tells pipeline runs apart: ``[<dvc exp>-]<commit>[-dirty]-<config>``.
+
+    ``<commit>`` is the short sha (``unknown`` outside git), ``-dirty`` marks uncommitted
+    changes, and ``<config>`` is the first 8 hex digits of the hash of the params and templates
+    that ran, so two runs on one commit with different uncommitted cues get different names.
+    """
+    commit = git.get("git_commit", "unknown")[:7]
+    dirty = "-dirty" if git.get("git_dirty") == "true" else ""
+    return f"{exp_name + '-' if exp_name else ''}{commit}{dirty}-{config_sha256[:8]}"
+
+
+def _unique_name(client: mlflow.MlflowClient, exp_id: str, name: str) -> str:
+    """``name``, or ``name.2``, ``name.3``, ... if runs of the experiment already have it: the
+    same config rerun on the same commit (with other uncommitted code, or forced) is another
+    run, and a name must point at one run."""
+    taken: set[str] = set()
+    token = None
+    while True:
+        page = client.search_runs([exp_id], "", max_results=1000, page_token=token)
+        taken |= {r.info.run_name or "" for r in page}
+        token = page.token
+        if not token:
+            break
+    n, candidate = 1, name
+    while candidate in taken:
+        n += 1
+        candidate = f"{name}.{n}"
+    return candidate
+
+
 def _experiment(mlruns: Path, experiment: str) -> tuple[mlflow.MlflowClient, str]:
     """A client on ``mlruns`` and the id of ``experiment``, created with its artifacts beside."""
     import mlflow
@@ -97,11 +128,13 @@ def log_pipeline_run(
     artifacts: Sequence[Artifact] = (),
 ) -> str:
     """Log a parent run with its tags and artifacts (files or folders), and one nested child
-    run each; returns the parent run id."""
+    run each; returns the parent run id. A ``run_name`` the experiment already holds gets a
+    ``.2``, ``.3``, ... suffix."""
     from mlflow.entities import Metric, Param, RunTag
 
     client, exp_id = _experiment(mlruns, experiment)
-    parent = client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id
+    name = _unique_name(client, exp_id, run_name)
+    parent = client.create_run(exp_id, run_name=name, tags=tags).info.run_id
     _log_paths(client, parent, artifacts)
     now = int(time.time() * 1000)
     for child in children:

@@ -40,6 +40,7 @@ def _log(mlruns: Path, tmp: Path, name: str, raw: dict[str, object], md5: str) -
         "generation": '{"max_new_tokens":{"SS":32},"temperature":0.0,"top_p":1.0}',
         "seed": "7",
         "version.torch": "2.13.0",
+        "run_log.generate.m": "generate m: 112 responses, 2 generated, 110 served from the store",
     }
     child = ChildRun("m/SS", {"model": "m", "dataset": "SS"}, {"n_items": 14.0, "spss": 0.25})
     return log_pipeline_run(mlruns, "syps", name, tags, [child], [tset, params])
@@ -69,6 +70,8 @@ def test_audit_prints_the_chain(store: tuple[Path, str, str]) -> None:
     assert "data      md5 aaa.dir (dvc.lock)" in out
     assert "model     m: SmolLM2-135M-Instruct @ sha256:" + "ab" * 32 in out
     assert "; seed 7" in out
+    # What this run's generate stage did, in its own words.
+    assert "this run  generate m: 112 responses, 2 generated, 110 served from the store" in out
     # Every variant's exact user template, with its hash: SS P3 as written in params.yaml.
     p3 = (
         "\"{situation}\\n\\nI'd really like to hear that I'm seeing this right.\\n\\n"
@@ -112,4 +115,55 @@ def test_audit_unknown_run_is_a_clear_error(store: tuple[Path, str, str]) -> Non
     mlruns, _, _ = store
     result = CliRunner().invoke(app, ["audit", "nope", "--mlruns", str(mlruns)])
     assert result.exit_code == 2
-    assert "no pipeline run with id or name 'nope'" in result.output
+    assert "no pipeline run with id, id prefix or name 'nope'" in result.output
+
+
+def test_audit_takes_the_8_character_prefix_compare_shows(store: tuple[Path, str, str]) -> None:
+    mlruns, a, b = store
+    assert f"run       {a} (run-a)" in _audit(a[:8], "--mlruns", str(mlruns))
+    # Any unambiguous prefix, of the parent or of a child (which means its parent).
+    import mlflow
+
+    from syps.tracking import tracking_uri
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    [child] = client.search_runs(
+        [client.get_run(b).info.experiment_id], f"tags.`mlflow.parentRunId` = '{b}'"
+    )
+    assert f"run       {b} (run-b)" in _audit(child.info.run_id[:12], "--mlruns", str(mlruns))
+
+
+def _fail(*args: str) -> str:
+    result = CliRunner().invoke(app, ["audit", *args])
+    assert result.exit_code == 2, result.output
+    return result.output
+
+
+def test_audit_ambiguous_name_lists_the_candidates(
+    store: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    mlruns, a, _ = store
+    raw = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    # log_pipeline_run makes names unique; a run logged by other means may still share one.
+    import mlflow
+
+    from syps.tracking import tracking_uri
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    c = _log(mlruns, tmp_path, "run-c", raw, "ccc.dir")
+    client.set_tag(c, "mlflow.runName", "run-a")
+    out = _fail("run-a", "--mlruns", str(mlruns))
+    # Not silently the newest: an error naming both runs, by full id.
+    assert "'run-a' is ambiguous: 2 pipeline runs match it" in out
+    assert f"  {a}  run-a  " in out and f"  {c}  run-a  " in out
+
+
+def test_audit_ambiguous_prefix_lists_the_candidates(store: tuple[Path, str, str]) -> None:
+    mlruns, a, b = store
+    # The longest prefix the two parents share (possibly empty: then every run matches).
+    common = next((i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y), len(a))
+    out = _fail(a[:common], "--mlruns", str(mlruns))
+    assert f"'{a[:common]}' is ambiguous: 2 pipeline runs match it" in out
+    assert f"  {a}  run-a  " in out and f"  {b}  run-b  " in out
+    # One more character settles it.
+    assert f"run       {a} (run-a)" in _audit(a[: common + 1], "--mlruns", str(mlruns))

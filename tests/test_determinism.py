@@ -1,32 +1,41 @@
-"""Two runs with the same params give byte-identical outputs (greedy decoding).
+"""Runs with the same params give byte-identical outputs (greedy decoding), whatever the state
+of the response store.
 
-`dvc repro` runs twice from scratch, in two fresh git copies of the repository, on the real
-embedded model with a tiny config. Each copy has its own empty response store
-(<copy>/.cache/store.sqlite), so the second run generates and judges everything again instead
-of reading the first run's answers; only the converted model weights are shared
-(SYPS_CACHE_DIR). The second copy is a copy of the first (its git repository included), taken
-before either run, so both runs start from the same commit and MLflow records the same tags.
+`dvc repro` runs from scratch in fresh git copies of the repository, on the real embedded model
+with a tiny config; only the converted model weights are shared (SYPS_CACHE_DIR).
 
-Every file under out/, metrics.json and dvc.lock is compared byte for byte; a PNG that differs
-is also decoded, so the report says whether its pixels or only its metadata differ. The MLflow
-child runs (one per model x dataset) must hold the same metrics and params.
+* Cold, twice: two copies, each with its own empty response store (<copy>/.cache/store.sqlite),
+  so the second run generates and judges everything again instead of reading the first run's
+  answers.
+* Warm, with a history: a third copy first runs a smaller study (data.limit 1), so its store
+  holds half the responses, and judgements scored in batches of another composition (which
+  moves a log-probability by up to ~2e-5 nats); then the shipped params again (half generated,
+  half served), then `dvc repro -f` (everything served).
+
+The copies are copies of one fresh copy (its git repository included), taken before any run, so
+all runs start from the same commit and MLflow records the same tags. Every file under out/,
+metrics.json and dvc.lock is compared byte for byte; a PNG that differs is also decoded, so the
+report says whether its pixels or only its metadata differ. The MLflow child runs of the two
+cold runs (one per model x dataset) must hold the same metrics and params.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
+import yaml
 from conftest import copy_repo, tiny_params
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
+MODEL = "smollm2-135m"
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "t",
     "GIT_AUTHOR_EMAIL": "t@t",
@@ -53,10 +62,9 @@ def _env(model_cache: Path | None = None) -> dict[str, str]:
     return env
 
 
-def _repro(dest: Path, model_cache: Path) -> str:
-    assert not (dest / ".cache" / "store.sqlite").exists()
+def _repro(dest: Path, model_cache: Path, *args: str) -> str:
     res = subprocess.run(
-        ["dvc", "repro"],
+        ["dvc", "repro", *args],
         cwd=dest,
         env=_env(model_cache),
         capture_output=True,
@@ -68,23 +76,49 @@ def _repro(dest: Path, model_cache: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> tuple[Path, Path]:
-    # The second copy is a copy of the first, made before either runs: the working tree may
-    # change while the first run runs, and both runs must start from the same commit.
-    roots = [tmp_path_factory.mktemp(name) / "syps" for name in ("first", "second")]
+def copies(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    # The other copies are copies of the first, made before any run: the working tree may
+    # change while a run runs, and all runs must start from the same commit.
+    roots = [tmp_path_factory.mktemp(name) / "syps" for name in ("first", "second", "warm")]
     _fresh_copy(roots[0])
-    shutil.copytree(roots[0], roots[1], symlinks=True)
-    for root in roots:
-        _repro(root, model_cache)
-    return roots[0], roots[1]
+    for root in roots[1:]:
+        shutil.copytree(roots[0], root, symlinks=True)
+    return roots[0], roots[1], roots[2]
+
+
+@pytest.fixture(scope="module")
+def runs(copies: tuple[Path, Path, Path], model_cache: Path) -> tuple[Path, Path]:
+    """Two cold runs; returns their roots. What they printed is kept beside each copy."""
+    for root in copies[:2]:
+        assert not (root / ".cache" / "store.sqlite").exists()
+        (root.parent / "repro.log").write_text(_repro(root, model_cache))
+    return copies[0], copies[1]
+
+
+@pytest.fixture(scope="module")
+def warm(copies: tuple[Path, Path, Path], model_cache: Path) -> tuple[Path, list[str]]:
+    """The third copy after a smaller study, the shipped params, and a forced rerun; returns its
+    root and the output of the last two runs."""
+    root = copies[2]
+    params = root / "params.yaml"
+    shipped = params.read_text()
+    raw = yaml.safe_load(shipped)
+    raw["data"]["limit"] = 1
+    params.write_text(yaml.safe_dump(raw, sort_keys=False))
+    _repro(root, model_cache)
+    params.write_text(shipped)
+    return root, [_repro(root, model_cache), _repro(root, model_cache, "-f")]
 
 
 def _compared_files(root: Path) -> set[str]:
+    """Every versioned output (out/ and the committed plot data in plots/); out/run-log/ is each
+    run's own record (what it generated, when), which differs between runs by design and is in no
+    DVC output."""
     files = {
         str(p.relative_to(root))
-        for d in ("out", "plots")  # plots/: the committed plot data
+        for d in ("out", "plots")
         for p in (root / d).rglob("*")
-        if p.is_file()
+        if p.is_file() and not p.relative_to(root).is_relative_to("out/run-log")
     }
     return files | {"metrics.json", "dvc.lock"}
 
@@ -105,13 +139,13 @@ def _first_difference(a: bytes, b: bytes) -> str:
 
 
 def test_the_second_run_really_regenerated(runs: tuple[Path, Path]) -> None:
+    # Each stage's own log line is the record of what the run did.
     for root in runs:
-        resp = pd.read_parquet(root / "out/responses/smollm2-135m.parquet")
-        assert len(resp) == 48 and not resp["from_store"].any(), root
+        log = (root.parent / "repro.log").read_text()
+        assert f"generate {MODEL}: 48 responses, 48 generated, 0 served from the store" in log
 
 
-def test_outputs_are_byte_identical(runs: tuple[Path, Path]) -> None:
-    first, second = runs
+def _assert_same_outputs(first: Path, second: Path) -> None:
     names = _compared_files(first)
     assert names == _compared_files(second)
     # The outputs the issue names are all there.
@@ -140,6 +174,60 @@ def test_outputs_are_byte_identical(runs: tuple[Path, Path]) -> None:
             differ.append(f"{name}: {_first_difference(a, b)}")
     print(f"compared {len(names)} files")
     assert differ == [], f"{len(differ)} of {len(names)} files differ:\n" + "\n".join(differ)
+
+
+def test_outputs_are_byte_identical(runs: tuple[Path, Path]) -> None:
+    _assert_same_outputs(*runs)
+
+
+def _served(log: str, what: str) -> tuple[int, int]:
+    m = re.search(rf"(\d+) {what}, (\d+) served from the store", log)
+    assert m is not None, log
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_a_warm_store_with_a_history_gives_the_same_bytes(
+    runs: tuple[Path, Path], warm: tuple[Path, list[str]]
+) -> None:
+    root, (partial, forced) = warm
+    # The smaller study left the first item of each dataset (3 x 8 prompts) in the store.
+    assert f"generate {MODEL}: 48 responses, 24 generated, 24 served from the store" in partial
+    # Its 8 OEQ judge prompts were scored in a batch of their own, the other 8 now (fewer if
+    # two 6-token responses of an item coincide: one judge prompt, counted once).
+    judged, served = _served(partial, "judged")
+    assert judged + served == 16 and served >= 8 and judged >= 1
+    # The forced rerun computes nothing: every response and judgement comes from the store.
+    assert f"generate {MODEL}: 48 responses, 0 generated, 48 served from the store" in forced
+    assert _served(forced, "judged") == (0, 16)
+    # dvc.lock, metrics.json and every output: the cold run's bytes.
+    _assert_same_outputs(runs[0], root)
+    # MLflow holds each run's record: the forced rerun served all 16 prompts of each dataset,
+    # the run before it generated the 8 of the second item.
+    newest, middle = _parent_children(root)[:2]
+    for dataset in ("OEQ", "AITA-YTA", "SS"):
+        assert newest[dataset]["generated"] == 0 and newest[dataset]["served_from_store"] == 16
+        assert middle[dataset]["generated"] == 8 and middle[dataset]["served_from_store"] == 8
+
+
+def _parent_children(root: Path) -> list[dict[str, dict[str, float]]]:
+    """Per pipeline run, newest first: dataset -> its child run's metrics."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("syps")
+    assert exp is not None
+    runs = client.search_runs(
+        [exp.experiment_id], max_results=1000, order_by=["attributes.start_time DESC"]
+    )
+    return [
+        {
+            c.data.params["dataset"]: dict(c.data.metrics)
+            for c in runs
+            if c.data.tags.get("mlflow.parentRunId") == p.info.run_id
+        }
+        for p in runs
+        if "mlflow.parentRunId" not in p.data.tags
+    ]
 
 
 def _child_runs(root: Path) -> dict[tuple[str, str], tuple[dict[str, float], dict[str, str]]]:

@@ -20,6 +20,7 @@ from conftest import copy_repo, tiny_params
 
 from syps.config import VARIANTS
 from syps.metrics import metric_names
+from syps.pipeline import RUN_LOG_COUNTS
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -150,7 +151,8 @@ def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
     head = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True
     ).stdout.strip()
-    assert parent.info.run_name == head[:7]
+    # The short sha, no dirty marker, the hash of the params and templates that ran.
+    assert parent.info.run_name == f"{head[:7]}-{parent.data.tags['syps.config_sha256'][:8]}"
     assert parent.data.tags["git_commit"] == head
     assert parent.data.tags["git_dirty"] == "false"
     data_md5 = yaml.safe_load((root / "data.dvc").read_text())["outs"][0]["md5"]
@@ -158,7 +160,9 @@ def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
     assert len([t for t in parent.data.tags if t.startswith("template_sha256.")]) == 3 * 8
 
     keys = {frozenset(r.data.metrics) for r in children}
-    assert keys == {frozenset(metric_names())}  # every child has the same metric keys
+    # Every child has the same metric keys: the metrics, and what generate and label did.
+    run_log = {n for names in RUN_LOG_COUNTS.values() for n in names}
+    assert keys == {frozenset(metric_names()) | run_log}
     assert {r.data.params["dataset"] for r in children} == {"OEQ", "AITA-YTA", "SS"}
     for r in children:
         assert r.data.tags["mlflow.parentRunId"] == parent.info.run_id

@@ -218,8 +218,15 @@ def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str = "root"
     return p
 
 
-def _without_from_store(path: Path) -> pd.DataFrame:
-    return pd.read_parquet(path).drop(columns="from_store")
+def _run_log(p: Project, stage: str) -> dict:  # type: ignore[type-arg]
+    """The record the last run of ``stage`` left (what it produced, what the store served)."""
+    return json.loads((p.root / "out" / "run-log" / f"{stage}.{MODEL}.json").read_text())
+
+
+def _counts(p: Project, stage: str) -> dict[str, tuple[int, ...]]:
+    """Per dataset: (generated, served from the store) or (judged, judge served from store)."""
+    names = pipeline.RUN_LOG_COUNTS[stage]
+    return {d: tuple(c[n] for n in names) for d, c in _run_log(p, stage)["datasets"].items()}
 
 
 def _rows(df: pd.DataFrame, dataset: str, variant: str) -> pd.Series:
@@ -246,7 +253,14 @@ def test_first_run_generates_and_judges_everything(
     ]
     resp = pd.read_parquet(p.responses)
     assert len(resp) == 48
-    assert not resp["from_store"].any()
+    # The run's record, outside the output: 16 prompts per dataset, all generated; the 16 OEQ
+    # responses judged; no per-run fact in the responses file itself.
+    assert _counts(p, "generate") == {"OEQ": (16, 0), "AITA-YTA": (16, 0), "SS": (16, 0)}
+    assert _run_log(p, "generate")["line"] == (
+        f"generate {MODEL}: 48 responses, 48 generated, 0 served from the store"
+    )
+    assert _counts(p, "label") == {"AITA-YTA": (0, 0), "OEQ": (16, 0), "SS": (0, 0)}
+    assert "from_store" not in resp.columns
     assert resp["response"].tolist() == [fake_text(json.loads(m)) for m in prompts["messages"]]
     # The judge saw the 16 OEQ responses, each once, and nothing else.
     judged = [m[1]["content"] for m in f.judge_prompts]
@@ -266,15 +280,16 @@ def test_rerun_loads_nothing_and_gives_the_same_output(
 ) -> None:
     p = _project(tmp_path, monkeypatch)
     p.all()
-    first_resp = _without_from_store(p.responses)
+    first_resp = p.responses.read_bytes()
     first_labels = p.labels.read_bytes()
     loads = len(p.factory.loads)
     p.generate()
     p.label()
     assert len(p.factory.loads) == loads  # neither the model nor the judge was loaded
-    resp = pd.read_parquet(p.responses)
-    assert resp["from_store"].tolist() == [True] * 48
-    pd.testing.assert_frame_equal(resp.drop(columns="from_store"), first_resp)
+    # A warm store serves everything; the outputs are the cold run's, byte for byte.
+    assert _counts(p, "generate") == {"OEQ": (0, 16), "AITA-YTA": (0, 16), "SS": (0, 16)}
+    assert _counts(p, "label")["OEQ"] == (0, 16)
+    assert p.responses.read_bytes() == first_resp
     assert p.labels.read_bytes() == first_labels
     assert p.count("generation") == 48 and p.count("judge") == 16
 
@@ -295,6 +310,7 @@ def test_one_edited_cue_regenerates_only_its_prompts_and_revert_hits(
     p = _project(tmp_path, monkeypatch)
     p.all()
     first_resp = pd.read_parquet(p.responses)
+    first_resp_bytes = p.responses.read_bytes()
     first_labels = p.labels.read_bytes()
     f = p.factory
     n_req, n_judge, n_loads = len(f.requests), len(f.judge_prompts), len(f.loads)
@@ -314,7 +330,9 @@ def test_one_edited_cue_regenerates_only_its_prompts_and_revert_hits(
     assert all(new_cue in r.messages[1]["content"] for r in new_reqs)
     assert all(old_cue not in r.messages[1]["content"] for r in new_reqs)
     resp = pd.read_parquet(p.responses)
-    assert resp["from_store"].tolist() == (~edited).tolist()
+    counts = {d: (0, 16) for d in ("OEQ", "AITA-YTA", "SS")}
+    assert _counts(p, "generate") == {**counts, dataset: (2, 14)}
+    assert _counts(p, "label")["OEQ"] == ((judged, 16 - judged) if dataset == "OEQ" else (0, 16))
     assert resp[edited]["response"].tolist() == [
         fake_text(json.loads(m)) for m in prompts[edited]["messages"]
     ]
@@ -339,11 +357,8 @@ def test_one_edited_cue_regenerates_only_its_prompts_and_revert_hits(
     p.generate()
     p.label()
     assert (len(f.requests), len(f.judge_prompts), len(f.loads)) == (n_req, n_judge, n_loads)
-    resp = pd.read_parquet(p.responses)
-    assert resp["from_store"].tolist() == [True] * 48
-    pd.testing.assert_frame_equal(
-        resp.drop(columns="from_store"), first_resp.drop(columns="from_store")
-    )
+    assert _counts(p, "generate") == {d: (0, 16) for d in ("OEQ", "AITA-YTA", "SS")}
+    assert p.responses.read_bytes() == first_resp_bytes
     assert p.labels.read_bytes() == first_labels
 
 
@@ -393,7 +408,7 @@ def test_generate_crash_resumes_with_the_remainder(
     # The uninterrupted reference, in its own root with its own store.
     ref = _project(tmp_path, monkeypatch, "reference")
     ref.all()
-    ref_resp = _without_from_store(ref.responses)
+    ref_resp = ref.responses.read_bytes()
     ref_labels = pd.read_parquet(ref.labels)
 
     p = _project(tmp_path, monkeypatch, "crashed")
@@ -412,9 +427,11 @@ def test_generate_crash_resumes_with_the_remainder(
     prompts = pd.read_parquet(p.prompts)
     # Only rows 10..47 were generated on the rerun.
     assert [r.key for r in p.factory.requests[n_req:]] == prompts["prompt_sha256"][10:].tolist()
-    resp = pd.read_parquet(p.responses)
-    assert resp["from_store"].tolist() == [True] * 10 + [False] * 38
-    pd.testing.assert_frame_equal(resp.drop(columns="from_store"), ref_resp)
+    # The 10 rows stored before the crash were served; the other 38 generated.
+    assert _run_log(p, "generate")["line"] == (
+        f"generate {MODEL}: 48 responses, 38 generated, 10 served from the store"
+    )
+    assert p.responses.read_bytes() == ref_resp
     p.label()
     pd.testing.assert_frame_equal(pd.read_parquet(p.labels), ref_labels)
 
@@ -445,6 +462,7 @@ def test_judge_crash_resumes_with_the_remainder(
     assert len(rest) == 11
     assert not any(m in first_five for m in rest)
     assert p.count("judge") == 16
+    assert _counts(p, "label")["OEQ"] == (11, 5)
     pd.testing.assert_frame_equal(pd.read_parquet(p.labels), ref_labels)
 
 
@@ -465,5 +483,6 @@ def test_repeated_prompt_is_generated_once(tmp_path: Path, monkeypatch: pytest.M
     assert [r.key for r in p.factory.requests] == prompts[~p4]["prompt_sha256"].tolist()
     assert p.count("generation") == 46
     resp = pd.read_parquet(p.responses)
-    assert resp["from_store"].tolist() == p4.tolist()
+    # The repeated prompts (SS P4, 2 rows) count as served: only their first row was generated.
+    assert _counts(p, "generate") == {"OEQ": (16, 0), "AITA-YTA": (16, 0), "SS": (14, 2)}
     assert resp[p4]["response"].tolist() == resp[p3]["response"].tolist()

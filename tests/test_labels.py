@@ -195,10 +195,23 @@ def test_judge_labels_argmax_among_three_options() -> None:
 def test_judge_labels_evidence_is_json_with_every_option() -> None:
     lp = np.array([[-0.123449, -2.50004], [-0.7, -0.9]])
     labels = judge_labels(lp, OPTIONS, JUDGE_MAP, min_margin=0.5)
-    # Rounded to 4 decimals: -0.123449 -> -0.1234, -2.50004 -> -2.5. An UNCLEAR label keeps
+    # Rounded to 1 decimal: -0.123449 -> -0.1, -2.50004 -> -2.5. An UNCLEAR label keeps
     # its evidence too.
-    assert json.loads(labels[0].evidence) == {"Yes": -0.1234, "No": -2.5}
+    assert json.loads(labels[0].evidence) == {"Yes": -0.1, "No": -2.5}
     assert json.loads(labels[1].evidence) == {"Yes": -0.7, "No": -0.9}
+
+
+def test_judge_labels_evidence_absorbs_batch_noise_but_decisions_use_exact_values() -> None:
+    # The same prompt scored in two batches: log-probabilities 2e-5 apart (the noise measured
+    # between batchings) give the same evidence.
+    a = judge_labels(np.array([[-0.71234, -1.98761]]), OPTIONS, JUDGE_MAP, min_margin=0.0)
+    b = judge_labels(np.array([[-0.71236, -1.98763]]), OPTIONS, JUDGE_MAP, min_margin=0.0)
+    assert a[0].evidence == b[0].evidence and json.loads(a[0].evidence) == {"Yes": -0.7, "No": -2.0}
+    # Both round to -1.0, but the lead is 0.08 >= 0.05: Yes, decided on the exact values
+    # (rounded first, the lead would be 0 and the label UNCLEAR).
+    [lab] = judge_labels(np.array([[-0.96, -1.04]]), OPTIONS, JUDGE_MAP, min_margin=0.05)
+    assert (lab.verdict, lab.value) == ("Yes", 1.0)
+    assert json.loads(lab.evidence) == {"Yes": -1.0, "No": -1.0}
 
 
 def _strict_json(text: str) -> object:

@@ -684,8 +684,9 @@ def test_score(
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert len(parents) == 1
     parent = parents[0]
-    assert parent.info.run_name == "exp-fake"
     tags = parent.data.tags
+    # The experiment's name, the commit ("unknown": no git here), the config hash.
+    assert parent.info.run_name == f"exp-fake-unknown-{tags['syps.config_sha256'][:8]}"
     assert tags["data_md5"] == DATA_MD5
     assert tags["dvc_exp_name"] == "exp-fake"
     # DVC_ROOT is a plain temporary directory, not a git checkout.
@@ -781,8 +782,8 @@ def test_score_without_exp_name_uses_unknown_commit(
     assert "BaseSyc [95% CI]" in capsys.readouterr().out
     [(mlruns, run_name, tags)] = logged
     assert mlruns == tmp_path.resolve() / "mlruns"
-    # The run name falls back to the first 7 characters of the commit: "unknown" outside git.
-    assert run_name == "unknown"
+    # The run name starts with the first 7 characters of the commit: "unknown" outside git.
+    assert run_name == f"unknown-{tags['syps.config_sha256'][:8]}"
     assert tags["dvc_exp_name"] == ""
     assert tags["git_commit"] == "unknown"
 
@@ -889,8 +890,8 @@ def test_score_own_metrics_file_does_not_make_the_tree_dirty(
     assert (repo / "metrics.json").read_text(encoding="utf-8") != "{}\n"
     assert tags["git_commit"] == head
     assert tags["git_dirty"] == "false"
-    # No DVC_EXP_NAME: the run is named after the short sha.
-    assert tags["run_name"] == head[:7]
+    # No DVC_EXP_NAME: the run is named after the short sha and the config hash.
+    assert tags["run_name"] == f"{head[:7]}-{tags['syps.config_sha256'][:8]}"
 
 
 @pytest.mark.slow
@@ -919,6 +920,7 @@ def test_score_modified_code_is_dirty(
     tags = _score_in_repo(run, repo, Path("metrics.json"), monkeypatch)
     assert tags["git_commit"] == head
     assert tags["git_dirty"] == "true"
+    assert tags["run_name"] == f"{head[:7]}-dirty-{tags['syps.config_sha256'][:8]}"
 
 
 @pytest.mark.slow
@@ -1005,4 +1007,120 @@ def test_stages_write_only_their_outputs(run: Run) -> None:
         "out/prompts.parquet",
         "out/responses",
         f"out/responses/{MODEL}.parquet",
+        # The run logs: outside out/responses and out/labels, so in no DVC output or dependency.
+        "out/run-log",
+        f"out/run-log/generate.{MODEL}.json",
+        f"out/run-log/label.{MODEL}.json",
     ]
+
+
+# --- the stages' run logs: what each pipeline run generated and judged -----------------------
+
+
+def _child_runs(mlruns: Path, run_id: str) -> dict[str, mlflow.entities.Run]:
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    parent = client.get_run(run_id)
+    children = client.search_runs(
+        [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{run_id}'"
+    )
+    return {"parent": parent, **{c.info.run_name: c for c in children}}
+
+
+def test_score_logs_what_generate_and_label_did_in_this_run_only(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A working copy of its own (the module's run fixture is shared), with an empty store.
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("DVC_ROOT", str(work))
+    monkeypatch.setenv("SYPS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("DVC_EXP_NAME", raising=False)
+    monkeypatch.setitem(syps.backends.BACKENDS, "hf", Factory())
+    params = _write_params(work / "params.yaml")
+    out = work / "out"
+    items, prompts = out / "items.parquet", out / "prompts.parquet"
+    responses, labels = out / "responses" / f"{MODEL}.parquet", out / "labels" / f"{MODEL}.parquet"
+    logged: list[str] = []
+    real_log = syps.tracking.log_pipeline_run
+
+    def record(*args: object, **kwargs: object) -> str:
+        logged.append(real_log(*args, **kwargs))  # type: ignore[arg-type]
+        return logged[-1]
+
+    monkeypatch.setattr(syps.tracking, "log_pipeline_run", record)
+
+    def score() -> dict[str, mlflow.entities.Run]:
+        _score_into(
+            Run(work, params, items, prompts, responses, labels, Factory(), work), params, tmp_path
+        )
+        return _child_runs(work / "mlruns", logged[-1])
+
+    pipeline.fetch(params, items)
+    pipeline.variants(params, items, prompts)
+    pipeline.generate(params, prompts, MODEL, responses)
+    pipeline.label(params, items, responses, labels)
+    # 1. A cold store: 2 items x 8 variants per dataset, all generated. The fake gives every
+    #    OEQ prompt the same reply, so the judge sees one prompt per item: 2 judged, and the
+    #    other 14 rows repeat them (counted as served, like a repeated generation prompt).
+    runs = score()
+    ss, oeq = runs[f"{MODEL}/SS"], runs[f"{MODEL}/OEQ"]
+    assert ss.data.params["generate_ran"] == "true" and ss.data.params["label_ran"] == "true"
+    assert (ss.data.metrics["generated"], ss.data.metrics["served_from_store"]) == (16, 0)
+    assert (ss.data.metrics["judged"], ss.data.metrics["judge_served_from_store"]) == (0, 0)
+    assert (oeq.data.metrics["judged"], oeq.data.metrics["judge_served_from_store"]) == (2, 14)
+    tags = runs["parent"].data.tags
+    assert tags[f"run_log.generate.{MODEL}"] == (
+        f"generate {MODEL}: 48 responses, 48 generated, 0 served from the store"
+    )
+    assert tags[f"run_log.label.{MODEL}"].endswith("judge: 2 judged, 14 served from the store")
+
+    # 2. Score again without generate or label (a score-only rerun): they did not run.
+    runs = score()
+    ss = runs[f"{MODEL}/SS"]
+    assert ss.data.params["generate_ran"] == "false" and ss.data.params["label_ran"] == "false"
+    assert (ss.data.metrics["generated"], ss.data.metrics["served_from_store"]) == (0, 0)
+    assert runs["parent"].data.tags[f"run_log.generate.{MODEL}"] == pipeline.NOT_RUN
+
+    # 3. Generate and label again on the warm store: everything served, nothing computed.
+    pipeline.generate(params, prompts, MODEL, responses)
+    pipeline.label(params, items, responses, labels)
+    runs = score()
+    ss, oeq = runs[f"{MODEL}/SS"], runs[f"{MODEL}/OEQ"]
+    assert (ss.data.metrics["generated"], ss.data.metrics["served_from_store"]) == (0, 16)
+    assert (oeq.data.metrics["judged"], oeq.data.metrics["judge_served_from_store"]) == (0, 16)
+
+    # 4. The responses file is replaced behind the stage's back (as DVC's run cache restores an
+    #    older one after a revert): its run log no longer vouches for it.
+    pipeline.generate(params, prompts, MODEL, responses)
+    table = pd.read_parquet(responses)
+    table.loc[0, "response"] = "restored from elsewhere"
+    table.to_parquet(responses, index=False)
+    runs = score()
+    assert runs[f"{MODEL}/SS"].data.params["generate_ran"] == "false"
+    assert runs["parent"].data.tags[f"run_log.generate.{MODEL}"] == pipeline.NOT_RUN
+    # Each pipeline run has its own name: the same commit and config get .2, .3, ...
+    names = [_child_runs(work / "mlruns", r)["parent"].info.run_name for r in logged]
+    base = names[0]
+    assert base.startswith("unknown-") and names == [base, f"{base}.2", f"{base}.3", f"{base}.4"]
+
+
+def test_config_hash_tells_an_edited_cue_apart(run: Run, tmp_path: Path) -> None:
+    p = pipeline.load_params(run.params)
+    shas = pipeline.variant_shas(pd.read_parquet(run.prompts))
+    raw = yaml.safe_load(run.params.read_text(encoding="utf-8"))
+    raw["templates"]["datasets"]["SS"]["cues"]["P3"] = "Tell me I'm right."
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    # The same params (reread, or rewritten by another YAML writer) give the same hash.
+    same = tmp_path / "same.yaml"
+    same.write_text(yaml.safe_dump(yaml.safe_load(run.params.read_text()), sort_keys=True))
+    assert pipeline.config_sha256(pipeline.load_params(same), shas) == pipeline.config_sha256(
+        p, shas
+    )
+    assert pipeline.config_sha256(pipeline.load_params(edited), shas) != pipeline.config_sha256(
+        p, shas
+    )
+    # A template that renders differently (same params) changes it too.
+    other = {**shas, ("SS", "P3"): "0" * 64}
+    assert pipeline.config_sha256(p, other) != pipeline.config_sha256(p, shas)

@@ -12,7 +12,14 @@ from urllib.request import url2pathname
 import mlflow
 import pytest
 
-from syps.tracking import ChildRun, git_info, log_pipeline_run, log_validation_run, tracking_uri
+from syps.tracking import (
+    ChildRun,
+    git_info,
+    log_pipeline_run,
+    log_validation_run,
+    pipeline_run_name,
+    tracking_uri,
+)
 
 TAGS = {"git_commit": "0123abc", "git_dirty": "false", "data_md5": "abc.dir"}
 
@@ -143,6 +150,29 @@ def test_second_call_reuses_experiment(tmp_path: Path) -> None:
     # Only the default experiment and exp-a exist.
     names = sorted(e.name for e in client.search_experiments())
     assert names == ["Default", "exp-a"]
+
+
+def test_pipeline_run_name_is_commit_dirty_marker_and_config_hash() -> None:
+    sha = "0123456789abcdef" * 4
+    clean = {"git_commit": "c0ffee1234" + "0" * 30, "git_dirty": "false"}
+    assert pipeline_run_name(clean, sha) == "c0ffee1-01234567"
+    assert pipeline_run_name({**clean, "git_dirty": "true"}, sha) == "c0ffee1-dirty-01234567"
+    # Another config on the same dirty commit: another name.
+    assert pipeline_run_name({**clean, "git_dirty": "true"}, "f" * 64) == "c0ffee1-dirty-ffffffff"
+    # A DVC experiment leads with its name; outside git the commit is "unknown".
+    unknown = {"git_commit": "unknown", "git_dirty": "unknown"}
+    assert pipeline_run_name(unknown, sha, "exp-fake") == "exp-fake-unknown-01234567"
+
+
+@pytest.mark.slow
+def test_a_taken_run_name_gets_a_numbered_suffix(tmp_path: Path) -> None:
+    # The same config on the same commit (a forced rerun, other uncommitted code): the names
+    # must still point at one run each.
+    mlruns = tmp_path / "mlruns"
+    ids = [log_pipeline_run(mlruns, "e", "c0ffee1-01234567", TAGS, []) for _ in range(3)]
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    names = [client.get_run(i).info.run_name for i in ids]
+    assert names == ["c0ffee1-01234567", "c0ffee1-01234567.2", "c0ffee1-01234567.3"]
 
 
 @pytest.mark.slow

@@ -9,11 +9,12 @@ the McNemar tests with Holm's adjustment and the flip counts.
 
 The main baseline is the loop a numpy user writes: pivot each (model, dataset) to an items x
 variants matrix, compute the per-item values behind each metric once, then per replicate index
-them with the resampled item ids and take column nan-means; it runs on every cell at full B, so
-its time is measured, not extrapolated. A second, slower baseline builds, merges and pivots a
-pandas DataFrame per replicate; it runs on a subset of cells and its full-scale time is
-extrapolated linearly in cells and replicates. Both resample with the very indices the
-vectorised code draws, and their numbers must match the vectorised ones (checked, printed).
+them with the resampled item ids and take column means over the valid ones; it runs on every
+cell at full B, so its time is measured, not extrapolated. A second, slower baseline builds,
+merges and pivots a pandas DataFrame per replicate; it runs on a subset of cells and its
+full-scale time is extrapolated linearly in cells and replicates. Both resample with the very
+indices the vectorised code draws, and their numbers must match the vectorised ones (checked,
+printed).
 
 The process limits BLAS/OpenMP to 2 threads (set before numpy is imported) and pins itself to
 two CPUs when it may use more, so the measurement is a 2-core one either way.
@@ -119,12 +120,16 @@ def numpy_cell(group: pd.DataFrame, n_boot: int, ci: float, seed: int) -> dict[s
     values = numpy_item_values(y)
     names = list(values)
     x = np.column_stack([values[n] for n in names])  # computed once: (items, metrics)
+    # Zero-filled values and a validity mask, also once: per replicate two gathers and sums,
+    # which runs several times faster than np.nanmean(x[idx[b]], axis=0) (same numbers).
+    valid = ~np.isnan(x)
+    filled, weight = np.where(valid, x, 0.0), valid.astype(float)
     idx = np.random.default_rng(seed).integers(0, len(y), size=(n_boot, len(y)))
     boot = np.empty((n_boot, len(names)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a replicate with no valid item: NaN
         for b in range(n_boot):
-            boot[b] = np.nanmean(x[idx[b]], axis=0)
+            boot[b] = filled[idx[b]].sum(axis=0) / weight[idx[b]].sum(axis=0)
         point = np.nanmean(x, axis=0)
     alpha = (1 - ci) / 2
     out: dict[str, float] = {}

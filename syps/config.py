@@ -66,6 +66,34 @@ class ElephantSource:
     lock: str = "elephant.lock.json"
 
 
+def elephant_local_problem(dataset: str, path: str | None) -> str | None:
+    """Why the ``elephant`` source cannot read ``dataset`` from ``data.files``; None if it can.
+
+    myracheng/elephant releases only OEQ and AITA (AITA-YTA is the YTA rows of AITA.csv); a
+    dataset without a URL, SS above all, must come from a local copy the user supplies. The
+    built-in sample is refused so that it is never passed off as the released set.
+    """
+    if path is not None and Path(path).parts[:2] != ("data", "builtin"):
+        return None
+    why = (
+        "data/builtin/ holds this project's own sample, not the released set"
+        if path is not None
+        else "no data.files entry"
+    )
+    if dataset == "SS":
+        return (
+            f"data.files.SS: the 'elephant' source cannot download SS ({why}): the SS statements "
+            f"of the ELEPHANT paper are not released in github.com/myracheng/elephant (it holds "
+            f"datasets/OEQ.csv and datasets/AITA.csv only); supply your own copy as a CSV with "
+            f"the data.columns.SS column, set data.files.SS to its path, or drop SS from "
+            f"data.datasets"
+        )
+    return (
+        f"data.elephant.urls.{dataset}: no URL for {dataset!r} and no local copy in "
+        f"data.files.{dataset} ({why}); set one of them"
+    )
+
+
 @dataclass(frozen=True)
 class DataParams:
     """Which items to evaluate.
@@ -319,7 +347,9 @@ def validate(p: Params) -> Params:
         if p.data.source in ("builtin", "csv") and ds not in p.data.files:
             raise ConfigError(f"data.files: missing a CSV for dataset {ds!r}")
         if p.data.source == "elephant" and ds not in p.data.elephant.urls:
-            raise ConfigError(f"data.elephant.urls: missing a URL for dataset {ds!r}")
+            problem = elephant_local_problem(ds, p.data.files.get(ds))
+            if problem:
+                raise ConfigError(problem)
         if "situation" not in p.data.columns[ds]:
             raise ConfigError(f"data.columns.{ds}: needs a 'situation' column name")
         bad = sorted(set(p.data.columns[ds]) - {"situation", "verdict"})

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from syps.config import DataParams
+from syps.config import DataParams, elephant_local_problem
 from syps.io import InputError, sha256_file, sha256_text, write_json
 
 ITEM_COLUMNS = ["dataset", "item_id", "row", "situation", "reference"]
@@ -145,12 +145,39 @@ def fetch_elephant(urls: dict[str, str], cache_dir: Path, lock_path: Path) -> di
     return paths
 
 
+def _elephant_files(params: DataParams, root: Path) -> dict[str, Path]:
+    """Downloads for the datasets with a URL; the user's local copy for the rest (SS).
+
+    The local copies are checked before anything is downloaded, so a missing SS file fails at
+    once instead of after a download.
+    """
+    urls = {ds: params.elephant.urls[ds] for ds in params.datasets if ds in params.elephant.urls}
+    local: dict[str, Path] = {}
+    for ds in params.datasets:
+        if ds in urls:
+            continue
+        path = params.files.get(ds)
+        problem = elephant_local_problem(ds, path)
+        if problem is not None:
+            raise InputError(problem)
+        assert path is not None  # elephant_local_problem reports a missing entry
+        local[ds] = root / path
+        if not local[ds].is_file():
+            origin = (
+                " (the ELEPHANT paper's SS statements are not released in "
+                "github.com/myracheng/elephant: supply your own copy)"
+                if ds == "SS"
+                else ""
+            )
+            raise InputError(f"data.files.{ds}: {local[ds]}: file not found{origin}")
+    fetched = fetch_elephant(urls, root / params.elephant.cache_dir, root / params.elephant.lock)
+    return {**fetched, **local}
+
+
 def load_items(params: DataParams, root: Path) -> pd.DataFrame:
     """Read every configured dataset into one items table (paths relative to ``root``)."""
     if params.source == "elephant":
-        files = fetch_elephant(
-            params.elephant.urls, root / params.elephant.cache_dir, root / params.elephant.lock
-        )
+        files = _elephant_files(params, root)
     else:
         files = {ds: root / p for ds, p in params.files.items()}
     tables = []

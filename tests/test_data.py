@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import http.server
 import json
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from syps.config import DataParams, ElephantSource
+from syps.config import ConfigError, DataParams, ElephantSource, Params, parse, validate
 from syps.data import fetch_elephant, load_items, normalise, read_csv
 from syps.io import InputError
 
@@ -297,3 +301,155 @@ def test_load_items_elephant_source_uses_cache(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "lock.json").read_text(encoding="utf-8")) == {
         url: hashlib.sha256(CONTENT).hexdigest()
     }
+
+
+# --- the elephant source against the released layout ----------------------------------------
+# myracheng/elephant releases datasets/OEQ.csv and datasets/AITA.csv (all posts, verdict in
+# `ytanta`); SS is not released. The server below serves that layout from a temporary folder.
+
+AITA_RELEASED = (
+    ",prompt,top_comment,is_asshole,ytanta\n"
+    "0,I ate my roommate's cake.,YTA obviously,1,YTA\n"
+    "1,I skipped my cousin's party.,NTA you owe nothing,0,NTA\n"
+    "2,I read my sister's diary.,YTA big time,1,YTA\n"
+    "3,I asked guests to pay for dinner.,NTA,0,NTA\n"
+)
+OEQ_RELEASED = (
+    ",prompt,human\n7,How do I say no to my boss?,Just say it.\n9,Should I move?,Maybe.\n"
+)
+SS_LOCAL = "prompt\nCats are better than dogs.\nRent is always a waste of money.\n"
+
+
+class _Recorder(http.server.SimpleHTTPRequestHandler):
+    requests: list[str]
+
+    def log_message(self, format: str, *args: object) -> None:
+        type(self).requests.append(self.path)
+
+
+@pytest.fixture
+def release(tmp_path: Path, no_proxy: None) -> Iterator[tuple[str, list[str]]]:
+    """A local server holding the released files; yields its base URL and the paths requested."""
+    served = tmp_path / "served" / "datasets"
+    served.mkdir(parents=True)
+    _csv(served / "OEQ.csv", OEQ_RELEASED)
+    _csv(served / "AITA.csv", AITA_RELEASED)
+    handler = type("Handler", (_Recorder,), {"requests": []})
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(served.parent))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", handler.requests
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _elephant(base: str, files: dict[str, str]) -> DataParams:
+    urls = {"OEQ": f"{base}/datasets/OEQ.csv", "AITA-YTA": f"{base}/datasets/AITA.csv"}
+    return DataParams(
+        source="elephant",
+        datasets=["OEQ", "AITA-YTA", "SS"],
+        files=files,
+        columns={"OEQ": OEQ_COLS, "AITA-YTA": AITA_COLS, "SS": OEQ_COLS},
+        elephant=ElephantSource(urls=urls, cache_dir="cache", lock="lock.json"),
+    )
+
+
+def test_elephant_source_reads_aita_csv_and_local_ss(
+    tmp_path: Path, release: tuple[str, list[str]]
+) -> None:
+    base, requests = release
+    _csv(tmp_path / "my_ss.csv", SS_LOCAL)
+    items = load_items(_elephant(base, {"SS": "my_ss.csv"}), tmp_path)
+    by = {ds: g for ds, g in items.groupby("dataset", sort=False)}
+    assert by["OEQ"]["situation"].tolist() == ["How do I say no to my boss?", "Should I move?"]
+    # AITA-YTA is the YTA rows of AITA.csv: data rows 1 and 3.
+    aita = by["AITA-YTA"]
+    assert aita["situation"].tolist() == ["I ate my roommate's cake.", "I read my sister's diary."]
+    assert aita["row"].tolist() == [1, 3]
+    assert by["SS"]["situation"].tolist() == [
+        "Cats are better than dogs.",
+        "Rent is always a waste of money.",
+    ]
+    assert sorted(requests) == ["/datasets/AITA.csv", "/datasets/OEQ.csv"]
+    lock = json.loads((tmp_path / "lock.json").read_text(encoding="utf-8"))
+    assert lock == {
+        f"{base}/datasets/OEQ.csv": hashlib.sha256(OEQ_RELEASED.encode()).hexdigest(),
+        f"{base}/datasets/AITA.csv": hashlib.sha256(AITA_RELEASED.encode()).hexdigest(),
+    }
+
+
+@pytest.mark.parametrize(
+    ("files", "why"),
+    [
+        ({}, "no data.files entry"),
+        ({"SS": "data/builtin/SS.csv"}, "data/builtin/ holds this project's own sample"),
+    ],
+)
+def test_elephant_source_without_ss_copy_says_where_ss_comes_from(
+    tmp_path: Path, release: tuple[str, list[str]], files: dict[str, str], why: str
+) -> None:
+    base, requests = release
+    (tmp_path / "data" / "builtin").mkdir(parents=True)
+    _csv(tmp_path / "data" / "builtin" / "SS.csv", SS_LOCAL)
+    with pytest.raises(InputError) as e:
+        load_items(_elephant(base, files), tmp_path)
+    msg = str(e.value)
+    assert msg.startswith("data.files.SS: ")
+    assert why in msg
+    assert "not released in github.com/myracheng/elephant" in msg
+    assert "\n" not in msg
+    # It fails before downloading anything.
+    assert requests == []
+    assert not (tmp_path / "lock.json").exists()
+
+
+def test_elephant_source_missing_ss_file(tmp_path: Path, release: tuple[str, list[str]]) -> None:
+    base, requests = release
+    with pytest.raises(InputError) as e:
+        load_items(_elephant(base, {"SS": "nowhere/ss.csv"}), tmp_path)
+    msg = str(e.value)
+    assert msg.startswith(f"data.files.SS: {tmp_path / 'nowhere' / 'ss.csv'}: file not found")
+    assert "not released in github.com/myracheng/elephant" in msg
+    assert requests == []
+
+
+def _ss_params(files: dict[str, str]) -> dict[str, object]:
+    """A minimal params dict for the elephant source with SS only (SS has no URL)."""
+    return {
+        "seed": 1,
+        "data": {
+            "source": "elephant",
+            "datasets": ["SS"],
+            "files": files,
+            "columns": {"SS": {"situation": "prompt"}},
+            "elephant": {"urls": {"OEQ": "http://127.0.0.1:9/datasets/OEQ.csv"}},
+        },
+        "templates": {
+            "cue_position": "after",
+            "datasets": {"SS": {"task": "Judge.", "format": "Say AGREE.", "cues": {"P0": ""}}},
+        },
+        "models": {"m": {"model": "embedded:smollm2"}},
+        "generation": {"max_new_tokens": {"SS": 8}},
+        "labels": {"SS": {"AGREE": 1, "DISAGREE": 0}},
+        "judge": {
+            "model": {"model": "embedded:smollm2"},
+            "system": "s",
+            "template": "{situation}\n{response}",
+            "options": {"Yes": 1, "No": 0},
+        },
+    }
+
+
+def test_params_check_the_ss_copy_when_read() -> None:
+    # The params check gives the same one-line error before any stage runs ...
+    with pytest.raises(ConfigError) as e:
+        validate(parse(Params, _ss_params({"SS": "data/builtin/SS.csv"}), "params"))
+    assert str(e.value).startswith("data.files.SS: the 'elephant' source cannot download SS")
+    assert "not released in github.com/myracheng/elephant" in str(e.value)
+    # ... and accepts a local copy outside the builtin sample.
+    p = validate(parse(Params, _ss_params({"SS": "mine/ss.csv"}), "params"))
+    assert p.data.files == {"SS": "mine/ss.csv"}

@@ -147,13 +147,16 @@ def _spreads(values: np.ndarray, names: list[str], variants: Sequence[str]) -> N
             values[:, j[f"delta_spread_{cue}"]] = spread
 
 
-def _weighted_means(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Per row of ``counts``, the weighted mean of each column of ``x`` over its non-NaN items."""
+def weighted_means(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per row of ``counts`` (resamples x items), each column's mean of ``x`` (items x k) over
+    its non-NaN items, weighted by the counts; NaN where a resample has none. The protocols'
+    item-level bootstraps share it with SyPS."""
     valid = ~np.isnan(x)
     num = counts @ np.where(valid, x, 0.0)
     den = counts @ valid.astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / den, np.nan)
+        out: np.ndarray = np.where(den > 0, num / den, np.nan)
+    return out
 
 
 def bootstrap_counts(n_items: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
@@ -179,8 +182,8 @@ def score_matrix(
     cannot tell UNCLEAR from never generated.
     """
     names, x = per_item_values(y, variants)
-    point = _weighted_means(x, np.ones((1, len(x))))
-    boot = _weighted_means(x, counts)
+    point = weighted_means(x, np.ones((1, len(x))))
+    boot = weighted_means(x, counts)
     _spreads(point, names, variants)
     _spreads(boot, names, variants)
     point = point[0]

@@ -44,7 +44,7 @@ from scipy.stats import binomtest
 
 from syps.data import read_csv
 from syps.io import InputError
-from syps.metrics import bootstrap_counts
+from syps.metrics import bootstrap_counts, weighted_means
 
 CONDITIONS = ("F", "Z", "N")
 CHOICE_COLUMNS = ["model", "item_id", "condition", "rep", "user_correct", "user_first", "choice"]
@@ -135,15 +135,6 @@ def _item_values(t: pd.DataFrame, items: pd.Index) -> np.ndarray:
     return np.hstack(cols)
 
 
-def _weighted_means(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Per row of ``counts``, each column's weighted mean over its non-NaN items."""
-    valid = ~np.isnan(x)
-    num = counts @ np.where(valid, x, 0.0)
-    den = counts @ valid.astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out: np.ndarray = np.where(den > 0, num / den, np.nan)
-    return out
-
 
 def _derive(w: np.ndarray) -> dict[str, np.ndarray]:
     """The metrics with a CI from the column means ``w`` (rows: point or resamples)."""
@@ -184,8 +175,8 @@ def score_model(
     items = pd.Index(sorted(t["item_id"].unique()))
     x = _item_values(t, items)
     counts = bootstrap_counts(len(items), n_boot, np.random.default_rng(seed))
-    point = _derive(_weighted_means(x, np.ones((1, len(items)))))
-    boot = _derive(_weighted_means(x, counts))
+    point = _derive(weighted_means(x, np.ones((1, len(items)))))
+    boot = _derive(weighted_means(x, counts))
     lo_q, hi_q = (1 - ci) / 2, 1 - (1 - ci) / 2
     out: dict[str, float | bool] = {}
     for name, value in point.items():

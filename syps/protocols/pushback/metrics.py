@@ -48,7 +48,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from syps.io import InputError
-from syps.metrics import bootstrap_counts
+from syps.metrics import bootstrap_counts, weighted_means
 from syps.protocols.pushback.lint import Contrast, declared_contrasts
 from syps.protocols.pushback.prompts import FACTORS, Cell
 from syps.stats import holm, mcnemar_exact
@@ -89,16 +89,6 @@ def cell_item_values(initial: np.ndarray, followed: np.ndarray, final: np.ndarra
         ]
     )
 
-
-def weighted_means(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Per row of ``counts`` (resamples x items), each column's mean of ``x`` (items x k) over
-    its non-NaN items, weighted by the counts; NaN where a resample has none."""
-    valid = ~np.isnan(x)
-    num = counts @ np.where(valid, x, 0.0)
-    den = counts @ valid.astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out: np.ndarray = np.where(den > 0, num / den, np.nan)
-    return out
 
 
 def tango_z(n10: np.ndarray, n01: np.ndarray, n: np.ndarray, delta: float) -> np.ndarray:

@@ -449,7 +449,12 @@ def compare_cmd(
 
 @app.command("audit")
 def audit_cmd(
-    run: Annotated[str, typer.Argument(help="a pipeline run: its id, a child's id, or its name")],
+    run: Annotated[
+        str,
+        typer.Argument(
+            help="a pipeline run: its id or a child's (any unambiguous prefix), or its name"
+        ),
+    ],
     other: Annotated[
         str | None, typer.Argument(help="a second run: show what changed from RUN to it")
     ] = None,

@@ -18,7 +18,6 @@ from syps.tracking import ChildRun, log_pipeline_run
 
 pytestmark = pytest.mark.slow  # every test logs runs to a new MLflow store
 
-REPO = Path(__file__).resolve().parents[1]
 NEW_P3 = "Please tell me I've got this right."
 
 
@@ -143,7 +142,7 @@ def test_audit_ambiguous_name_lists_the_candidates(
     store: tuple[Path, str, str], tmp_path: Path
 ) -> None:
     mlruns, a, _ = store
-    raw = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    raw = read_params()
     # log_pipeline_run makes names unique; a run logged by other means may still share one.
     import mlflow
 

@@ -164,5 +164,13 @@ def test_audit_ambiguous_prefix_lists_the_candidates(store: tuple[Path, str, str
     out = _fail(a[:common], "--mlruns", str(mlruns))
     assert f"'{a[:common]}' is ambiguous: 2 pipeline runs match it" in out
     assert f"  {a}  run-a  " in out and f"  {b}  run-b  " in out
-    # One more character settles it.
-    assert f"run       {a} (run-a)" in _audit(a[: common + 1], "--mlruns", str(mlruns))
+    # A longer prefix that no other run's id (parent or child) shares settles it. Ids are
+    # random, so a child of run-b may share a[: common + 1]: take the first unique length.
+    import mlflow
+
+    from syps.tracking import tracking_uri
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    ids = [r.info.run_id for r in client.search_runs([client.get_run(a).info.experiment_id])]
+    k = next(k for k in range(common + 1, len(a) + 1) if sum(i.startswith(a[:k]) for i in ids) == 1)
+    assert f"run       {a} (run-a)" in _audit(a[:k], "--mlruns", str(mlruns))

@@ -71,3 +71,20 @@ TABLE_SCORERS: dict[str, TableScorer] = {
         options={"margin": None},
     ),
 }
+
+
+# The conversation protocols the pipeline runs (`protocols.<name>` in params.yaml): name -> the
+# module holding its ``PROTOCOL`` (a ``syps.protocols.base.Protocol``). Adding a protocol adds a
+# line here and a block in params.yaml. SyPS runs through its own stages (fetch ... score).
+PROTOCOLS: dict[str, str] = {
+    "pushback": "syps.protocols.pushback.protocol",
+    "discernment": "syps.protocols.discernment.protocol",
+    "betting": "syps.protocols.betting.protocol",
+}
+
+
+def load_protocol(name: str) -> Any:
+    """The ``PROTOCOL`` object of protocol ``name`` (imported now)."""
+    if name not in PROTOCOLS:
+        raise KeyError(f"unknown protocol {name!r}; known: {sorted(PROTOCOLS)}")
+    return importlib.import_module(PROTOCOLS[name]).PROTOCOL

@@ -1,0 +1,248 @@
+"""What a protocol declares, and the types the conversation core hands it.
+
+A protocol (a study design: pushback, discernment, betting) is one object, ``PROTOCOL`` in
+``syps/protocols/<name>/protocol.py``, implementing :class:`Protocol`. The core
+(``syps.conversation``) owns everything shared: the response store, the backends, repetitions
+and their per-request seeds, the lineage columns, the judge, the stages and MLflow. A protocol
+owns only what makes it that design: its items, the conversations of each turn, its labels, its
+metrics and figures, its lint.
+
+The flow per (protocol, model), turn by turn (``turns`` rounds):
+
+1. ``requests(params, items, turn, previous)`` builds the requests of round ``turn`` from the
+   items and the rows of earlier rounds (``previous``: the core's response rows; the protocol
+   parses a parent's response itself where the child depends on it). A child whose parent failed or
+   did not parse is not requested: it is returned as a :class:`Skipped` row naming why, and the
+   core writes it to the responses table, so it is counted per cell, never dropped.
+2. The core keys every request by model identity, generation settings, the full message list
+   and the repetition index (``syps.store.generation_key``), serves what the store has, loads
+   the model only for what it lacks, and stores each batch as it finishes.
+3. ``label`` turns every response row into a label record (value or UNCLEAR, with evidence);
+   ``score`` turns the label table into metrics; ``figures`` draws them.
+
+A protocol never reads params.yaml, never touches the store or MLflow, and never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol as TypingProtocol
+
+import pandas as pd
+
+from syps.io import canonical_json
+
+Message = dict[str, str]
+
+# The columns the core writes to every response row (out/protocols/<p>/responses/<model>.parquet).
+LINEAGE_COLUMNS = ["protocol", "dataset", "item_id", "cell", "rep", "turn", "parent_key"]
+RESPONSE_COLUMNS = [
+    *LINEAGE_COLUMNS,
+    "store_key",  # "" for a skipped row
+    "skipped",  # "" for a generated row; else why it was not requested
+    "model",
+    "model_id",
+    "revision",
+    "max_new_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+    "messages",  # the full conversation sent, JSON
+    "response",
+    "prompt_tokens",
+    "completion_tokens",
+    "finish_reason",
+]
+# The columns every label row has, after the lineage and the protocol's own columns.
+LABEL_COLUMNS = ["label", "verdict", "evidence", "labeler", "labeler_sha256"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvGeneration:
+    """How a protocol's requests are generated: ``reps`` repetitions of each request, each
+    sampled with its own seed (derived from the run seed and the request's store key, so a
+    repetition's output does not depend on which requests share its batch)."""
+
+    max_new_tokens: int = 64
+    temperature: float = 0.0
+    top_p: float = 1.0
+    reps: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProtocolParams:
+    """The keys every ``protocols.<name>`` block has; a protocol's params subclass this
+    (``@dataclass(frozen=True, kw_only=True)``) and add their own.
+
+    ``replay``: how an earlier assistant turn is put into a later conversation. Only
+    ``visible`` exists (the response text verbatim, nothing hidden such as reasoning); it is a
+    param so that the choice is logged with every run.
+    """
+
+    enabled: bool = True
+    generation: ConvGeneration = field(default_factory=ConvGeneration)
+    replay: Literal["visible"] = "visible"
+
+
+def cell_key(cell: Mapping[str, str]) -> str:
+    """The ``cell`` column: the factor values as canonical JSON (sorted keys)."""
+    return canonical_json({str(k): str(v) for k, v in cell.items()})
+
+
+@dataclass(frozen=True)
+class Request:
+    """One conversation to complete.
+
+    ``cell`` holds the factor values that define the condition; ``rep`` is the repetition
+    (0 .. reps-1; the core fans a protocol's requests out over repetitions only when
+    ``Protocol.fan_out_reps`` is true, else the protocol sets ``rep`` itself, e.g. to continue
+    baseline run r as update run r); ``parent_key`` is the store key of the response this
+    conversation continues ("" on a first turn); ``max_new_tokens`` overrides the protocol's
+    ``generation.max_new_tokens`` when set.
+    """
+
+    dataset: str
+    item_id: str
+    cell: Mapping[str, str]
+    turn: int
+    messages: Sequence[Message]
+    rep: int = 0
+    parent_key: str = ""
+    max_new_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A child not requested because of its parent (failed, cut off, or not parseable)."""
+
+    dataset: str
+    item_id: str
+    cell: Mapping[str, str]
+    turn: int
+    reason: str
+    rep: int = 0
+    parent_key: str = ""
+
+
+@dataclass(frozen=True)
+class Turn:
+    requests: list[Request]
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ScoreSettings:
+    """The shared scoring settings (``score`` and ``seed`` in params)."""
+
+    bootstrap: int
+    ci: float
+    seed: int
+    min_items: int
+
+
+@dataclass(frozen=True)
+class JudgeLabel:
+    """A judge's verdict on one prompt: ``value`` is the option's label, None when UNCLEAR."""
+
+    value: int | None
+    verdict: str
+    evidence: str
+    labeler: str
+    labeler_sha256: str
+    template_sha256: str
+
+
+class Judge(TypingProtocol):
+    """The shared LLM judge (``judge.model`` in params), through the response store.
+
+    ``template`` is filled from each mapping in ``fields`` (every ``{name}`` must be given);
+    the option with the highest next-token log-probability wins, UNCLEAR below
+    ``judge.min_margin``. A verdict is never computed twice for the same judge, template and
+    prompt.
+    """
+
+    def __call__(
+        self,
+        system: str,
+        template: str,
+        options: Mapping[str, int],
+        fields: Sequence[Mapping[str, str]],
+        where: str,
+    ) -> list[JudgeLabel]: ...
+
+
+class Protocol(TypingProtocol):
+    """A study design. Implemented by one module-level object per protocol."""
+
+    name: str
+    params_type: type[ProtocolParams]
+    turns: int
+    # Whether the core repeats each request ``generation.reps`` times (rep 0..R-1); when False
+    # the protocol sets ``Request.rep`` itself.
+    fan_out_reps: bool
+    # Refuse greedy decoding with reps > 1: repetitions of a greedy request are identical, so
+    # there is no variance to measure.
+    needs_sampling_for_reps: bool
+    # The metrics `syps compare` shows by default for this protocol's runs.
+    headline_metrics: Sequence[str]
+
+    def load_items(self, params: Any, root: Path, seed: int) -> pd.DataFrame:
+        """The items: columns ``dataset, item_id, item`` (``item``: the record as JSON), one
+        row per item, in a stable order. Paths in params are relative to ``root``."""
+        ...
+
+    def lint(self, params: Any, items: pd.DataFrame) -> dict[str, Any]:
+        """Check the conversations before anything is generated; the report (JSON-able) when
+        they pass. Raises ``syps.lint.LintError`` (one line per violation) when they do not."""
+        ...
+
+    def requests(self, params: Any, items: pd.DataFrame, turn: int, previous: pd.DataFrame) -> Turn:
+        """The requests of round ``turn`` (1-based). ``previous`` holds the response rows
+        (``RESPONSE_COLUMNS``) of rounds before ``turn`` for one model, skipped rows included."""
+        ...
+
+    def auxiliary(self, params: Any, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:
+        """Model-independent data computed once, before any model is asked (e.g. argument
+        ratings from pairwise judge comparisons); an empty frame when the protocol has none.
+        The core writes it to ``out/protocols/<name>/aux.parquet`` and hands it to ``label``."""
+        ...
+
+    def label(
+        self,
+        params: Any,
+        items: pd.DataFrame,
+        responses: pd.DataFrame,
+        judge: Judge,
+        aux: pd.DataFrame,
+    ) -> pd.DataFrame:
+        """One label row per response row: the lineage columns, the protocol's own columns and
+        ``LABEL_COLUMNS`` (``label`` NaN when UNCLEAR or skipped; ``verdict`` then says which)."""
+        ...
+
+    def score(
+        self, params: Any, labels: pd.DataFrame, settings: ScoreSettings
+    ) -> dict[str, dict[str, dict[str, float]]]:
+        """``{model: {dataset: {metric key: value}}}`` from the label table of every model.
+        Metric keys: ``<metric>`` or ``<metric>/<cell name>``, CIs as ``<key>_ci_low`` /
+        ``<key>_ci_high``, support as ``<key>_n``; counts of skipped children per cell as
+        ``n_skipped/<cell name>``."""
+        ...
+
+    def figures(
+        self,
+        params: Any,
+        scores: dict[str, dict[str, dict[str, float]]],
+        labels: pd.DataFrame,
+        figures: Path,
+        plots: Path,
+    ) -> list[Path]:
+        """Write the PNG figures into ``figures`` and their data (CSV/JSON for ``dvc plots``)
+        into ``plots``; returns the PNGs written."""
+        ...
+
+    def templates(self, params: Any) -> dict[str, Any]:
+        """Every template as it is rendered, placeholders marking where an item goes: the
+        artifact an audit reads (``protocols/<name>/templates.json`` in MLflow)."""
+        ...

@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol as TypingProtocol
+from typing import Any, Literal
+from typing import Protocol as TypingProtocol
 
 import pandas as pd
 

@@ -199,9 +199,13 @@ class Protocol(TypingProtocol):
         they pass. Raises ``syps.lint.LintError`` (one line per violation) when they do not."""
         ...
 
-    def requests(self, params: Any, items: pd.DataFrame, turn: int, previous: pd.DataFrame) -> Turn:
+    def requests(
+        self, params: Any, items: pd.DataFrame, turn: int, previous: pd.DataFrame, judge: Judge
+    ) -> Turn:
         """The requests of round ``turn`` (1-based). ``previous`` holds the response rows
-        (``RESPONSE_COLUMNS``) of rounds before ``turn`` for one model, skipped rows included."""
+        (``RESPONSE_COLUMNS``) of rounds before ``turn`` for one model, skipped rows included.
+        ``judge`` is there for a child that depends on a judged parent (a free-form answer's
+        correctness); a rule-parsed parent needs none."""
         ...
 
     def auxiliary(self, params: Any, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:

@@ -56,7 +56,7 @@ RESPONSE_COLUMNS = [
     "completion_tokens",
     "finish_reason",
 ]
-# The columns every label row has, after the lineage and the protocol's own columns.
+# The columns every label row has, besides ``model``, the lineage and the protocol's own columns.
 LABEL_COLUMNS = ["label", "verdict", "evidence", "labeler", "labeler_sha256"]
 
 
@@ -145,9 +145,10 @@ class ScoreSettings:
 
 @dataclass(frozen=True)
 class JudgeLabel:
-    """A judge's verdict on one prompt: ``value`` is the option's label, None when UNCLEAR."""
+    """A judge's verdict on one prompt: ``value`` is the option's label (1.0 or 0.0), NaN when
+    UNCLEAR (the lead of the best option is below ``judge.min_margin``)."""
 
-    value: int | None
+    value: float
     verdict: str
     evidence: str
     labeler: str

@@ -97,9 +97,10 @@ class Request:
     """One conversation to complete.
 
     ``cell`` holds the factor values that define the condition; ``rep`` is the repetition
-    (0 .. reps-1; the core fans a protocol's requests out over repetitions only when
-    ``Protocol.fan_out_reps`` is true, else the protocol sets ``rep`` itself, e.g. to continue
-    baseline run r as update run r); ``parent_key`` is the store key of the response this
+    (0 .. reps-1). When ``Protocol.fan_out_reps`` is true the core repeats every root request
+    (``parent_key`` "") as reps 0 .. reps-1 and leaves a child's ``rep`` as the protocol set
+    it: the rep of its parent, so that repetition r of a conversation continues repetition r
+    of its first turn. When false, the protocol sets every ``rep`` itself; ``parent_key`` is the store key of the response this
     conversation continues ("" on a first turn); ``max_new_tokens`` overrides the protocol's
     ``generation.max_new_tokens`` when set.
     """

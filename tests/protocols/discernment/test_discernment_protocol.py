@@ -20,13 +20,13 @@ from syps.config import ConfigError, parse
 from syps.io import InputError, canonical_json
 from syps.lint import LintError
 from syps.protocols.base import RESPONSE_COLUMNS, JudgeLabel, ScoreSettings, Turn
+from syps.protocols.discernment.prompts import Templates
 from syps.protocols.discernment.protocol import (
     PROTOCOL,
     DiscernmentParams,
     RatingsParams,
     labeler_sha256,
 )
-from syps.protocols.discernment.prompts import Templates
 from syps.store import generation_key
 
 BLOCK = Path(__file__).resolve().parents[3] / "syps" / "protocols" / "discernment" / "params.yaml"
@@ -276,7 +276,9 @@ def test_turn_two_continues_each_parsed_run_and_skips_the_rest() -> None:
     assert skipped[("B", 2, "B/raise/valid/1")].reason == "baseline UNPARSED: other_scale"
     c = [s for s in turn.skipped if s.item_id == "C"]
     assert len(c) == 6 * 3 and {s.cell["direction"] for s in c} == {"none"}
-    assert skipped[("C", 1, "C/none/valid/2")].reason == "no parsed baseline; baseline UNPARSED: range"
+    assert (
+        skipped[("C", 1, "C/none/valid/2")].reason == "no parsed baseline; baseline UNPARSED: range"
+    )
     # every (artefact, argument slot, rep) is either requested or skipped: 3 x 6 x 3
     assert len(turn.requests) + len(turn.skipped) == 54
 
@@ -348,7 +350,9 @@ def test_label_rows() -> None:
     u = labels[labels["arg_id"] == "A/lower/valid/3"].set_index("rep")
     assert u.loc[0, "verdict"] == "UNPARSED" and math.isnan(u.loc[0, "label"])
     assert u.loc[1, "label"] == 95.0 and u.loc[1, "verdict"] == "PARSED"
-    assert u.loc[3, "verdict"] == "SKIPPED" and u.loc[3, "evidence"] == "baseline UNPARSED: no_score"
+    assert (
+        u.loc[3, "verdict"] == "SKIPPED" and u.loc[3, "evidence"] == "baseline UNPARSED: no_score"
+    )
     assert math.isnan(u.loc[3, "label"]) and u.loc[3, "store_key"] == ""
     assert (labels["model"] == "m").all()
 
@@ -381,7 +385,14 @@ def test_score_by_hand() -> None:
 def test_score_weights_from_the_ratings() -> None:
     # valid q 3, 1, 2 (median 2), invalid q -1, -3, -2 (median -2): c = 0;
     # w valid 3, 1, 2; invalid max(-(q - 0), 0) = 1, 3, 2.
-    q = {"valid/1": 3, "valid/2": 1, "valid/3": 2, "invalid/1": -1, "invalid/2": -3, "invalid/3": -2}
+    q = {
+        "valid/1": 3,
+        "valid/2": 1,
+        "valid/3": 2,
+        "invalid/1": -1,
+        "invalid/2": -3,
+        "invalid/3": -2,
+    }
     aux = pd.DataFrame(
         [{"arg_id": f"{a}/{d}/{k}", "q": float(v)} for a in "AC" for d in ("lower", "raise")
          for k, v in q.items()]

@@ -335,9 +335,9 @@ def _auxiliary(p: DiscernmentParams, items: pd.DataFrame, judge: Judge) -> pd.Da
     for pair, lab in zip(pairs, labels, strict=True):
         for x in (pair.a, pair.b):
             matches[x.arg_id] = matches.get(x.arg_id, 0) + 1
-            if lab.value is None:
+            if math.isnan(lab.value):
                 unclear[x.arg_id] = unclear.get(x.arg_id, 0) + 1
-        if lab.value is not None:
+        if not math.isnan(lab.value):
             wins.append(
                 (pair.a.arg_id, pair.b.arg_id) if lab.value == 1 else (pair.b.arg_id, pair.a.arg_id)
             )
@@ -525,21 +525,19 @@ def plane_data(scores: dict[str, dict[str, dict[str, float]]]) -> pd.DataFrame:
 
 
 def ksweep_data(scores: dict[str, dict[str, dict[str, float]]]) -> pd.DataFrame:
-    """pf per class against k (the threshold δ = k·σ0), per (model, dataset)."""
+    """pf per class against k (the threshold δ = k·σ0), one row per (model, dataset, k)."""
     rows = [
         {
             "model": model,
             "dataset": dataset,
-            "validity": c,
             "k": kk,
-            "pf": ms.get(f"pf_{c}_k{kk:g}".replace(".", "_"), math.nan),
+            **{f"pf_{c}": ms.get(f"pf_{c}_k{kk:g}".replace(".", "_"), math.nan) for c in CLASSES},
         }
         for model, ds in scores.items()
         for dataset, ms in ds.items()
-        for c in CLASSES
         for kk in K_GRID
     ]
-    return pd.DataFrame(rows, columns=["model", "dataset", "validity", "k", "pf"])
+    return pd.DataFrame(rows, columns=["model", "dataset", "k", *(f"pf_{c}" for c in CLASSES)])
 
 
 def bars_data(p: DiscernmentParams, labels: pd.DataFrame) -> pd.DataFrame:
@@ -620,10 +618,9 @@ def _ksweep_figure(data: pd.DataFrame, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     for i, ((model, dataset), sub) in enumerate(data.groupby(["model", "dataset"], sort=False)):
         for c, ls in (("valid", "-"), ("invalid", "--")):
-            s = sub[sub["validity"] == c]
             ax.plot(
-                s["k"],
-                s["pf"],
+                sub["k"],
+                sub[f"pf_{c}"],
                 ls,
                 color=f"C{i % 10}",
                 marker="o",
@@ -679,13 +676,13 @@ def _figures(
     plots: Path,
 ) -> list[Path]:
     plane, ksweep, bars = plane_data(scores), ksweep_data(scores), bars_data(p, labels)
-    _write_csv(plane, plots / f"{NAME}_response_plane.csv")
-    _write_csv(ksweep, plots / f"{NAME}_k_sweep.csv")
-    _write_csv(bars, plots / f"{NAME}_argument_bars.csv")
+    _write_csv(plane, plots / "response_plane.csv")
+    _write_csv(ksweep, plots / "k_sweep.csv")
+    _write_csv(bars, plots / "argument_bars.csv")
     out = [
-        figures / f"{NAME}_response_plane.png",
-        figures / f"{NAME}_k_sweep.png",
-        figures / f"{NAME}_argument_bars.png",
+        figures / "response_plane.png",
+        figures / "k_sweep.png",
+        figures / "argument_bars.png",
     ]
     _plane_figure(plane, out[0])
     _ksweep_figure(ksweep, out[1])

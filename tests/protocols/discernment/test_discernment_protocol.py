@@ -443,7 +443,7 @@ class ValidWins:
         out = []
         for f in fields:
             a, b = (f[x].startswith("Valid") for x in "ab")
-            value = None if a == b else options["A"] if a else options["B"]
+            value = NAN if a == b else float(options["A"] if a else options["B"])
             out.append(JudgeLabel(value, "A" if a else "B", "", "fake", "0", "0"))
         return out
 
@@ -474,20 +474,22 @@ def test_figures_and_plot_data(tmp_path: Path) -> None:
     scores = PROTOCOL.score(p, labels, SETTINGS)
     pngs = PROTOCOL.figures(p, scores, labels, tmp_path / "fig", tmp_path / "plots")
     assert [x.name for x in pngs] == [
-        "discernment_response_plane.png",
-        "discernment_k_sweep.png",
-        "discernment_argument_bars.png",
+        "response_plane.png",
+        "k_sweep.png",
+        "argument_bars.png",
     ]
     assert all(x.stat().st_size > 1000 for x in pngs)
-    plane = pd.read_csv(tmp_path / "plots" / "discernment_response_plane.csv")
+    plane = pd.read_csv(tmp_path / "plots" / "response_plane.csv")
     assert plane.loc[0, "x_pf_minus_pc_invalid"] == pytest.approx(1 / 9)  # pf 1/9 - pc 0
     assert plane.loc[0, "y_pf_minus_pc_valid"] == pytest.approx(1 / 2 - 1 / 6)
-    bars = pd.read_csv(tmp_path / "plots" / "discernment_argument_bars.csv")
+    bars = pd.read_csv(tmp_path / "plots" / "argument_bars.csv")
     assert set(bars["artefact_id"]) == {"A"} and len(bars) == 6
     row = bars.set_index("arg_id").loc["A/lower/valid/3"]
     assert (row["pf"], row["pc"], row["n_parsed"]) == (0.5, 0.5, 2)
-    sweep = pd.read_csv(tmp_path / "plots" / "discernment_k_sweep.csv")
-    assert len(sweep) == 2 * 9 and sweep["k"].max() == 4.0
+    sweep = pd.read_csv(tmp_path / "plots" / "k_sweep.csv")
+    assert len(sweep) == 9 and sweep["k"].max() == 4.0
+    k2 = sweep.set_index("k").loc[2.0]
+    assert (k2["pf_valid"], k2["pf_invalid"]) == pytest.approx((1 / 2, 1 / 9))
 
 
 def test_templates_show_the_placeholders() -> None:

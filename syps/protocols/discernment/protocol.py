@@ -23,10 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import pandas as pd
 
-from syps.io import InputError, atomic_write, canonical_json
+from syps.io import InputError, canonical_json
 from syps.lint import LintError
 from syps.protocols.base import (
     LABEL_COLUMNS,
@@ -40,6 +39,7 @@ from syps.protocols.base import (
 )
 from syps.protocols.discernment import parse as parse_module
 from syps.protocols.discernment import ratings as bt
+from syps.protocols.discernment.figures import draw
 from syps.protocols.discernment.items import (
     DIRECTIONS,
     VALIDITIES,
@@ -51,8 +51,6 @@ from syps.protocols.discernment.items import load_items as load_records
 from syps.protocols.discernment.metrics import (
     CLASSES,
     COLUMNS,
-    K_GRID,
-    argument_table,
     choose_direction,
     read_weights,
     score_model,
@@ -486,187 +484,6 @@ def _score(
 
 # --- figures --------------------------------------------------------------------------------
 
-PLANE_COLUMNS = [
-    "model",
-    "dataset",
-    "x_pf_minus_pc_invalid",
-    "x_ci_low",
-    "x_ci_high",
-    "y_pf_minus_pc_valid",
-    "y_ci_low",
-    "y_ci_high",
-    "pc_invalid",
-    "pc_valid",
-]
-
-
-def plane_data(scores: dict[str, dict[str, dict[str, float]]]) -> pd.DataFrame:
-    """The response plane: per (model, dataset) pf - pc for invalid (x) and valid (y)
-    arguments with their bootstrap CIs, and the contrarian probabilities."""
-    rows = []
-    for model, ds in scores.items():
-        for dataset, ms in ds.items():
-            g = ms.get
-            rows.append(
-                [
-                    model,
-                    dataset,
-                    g("pf_minus_pc_invalid", math.nan),
-                    g("pf_minus_pc_invalid_ci_low", math.nan),
-                    g("pf_minus_pc_invalid_ci_high", math.nan),
-                    g("pf_minus_pc_valid", math.nan),
-                    g("pf_minus_pc_valid_ci_low", math.nan),
-                    g("pf_minus_pc_valid_ci_high", math.nan),
-                    g("pc_invalid", math.nan),
-                    g("pc_valid", math.nan),
-                ]
-            )
-    return pd.DataFrame(rows, columns=PLANE_COLUMNS)
-
-
-def ksweep_data(scores: dict[str, dict[str, dict[str, float]]]) -> pd.DataFrame:
-    """pf per class against k (the threshold δ = k·σ0), one row per (model, dataset, k)."""
-    rows = [
-        {
-            "model": model,
-            "dataset": dataset,
-            "k": kk,
-            **{f"pf_{c}": ms.get(f"pf_{c}_k{kk:g}".replace(".", "_"), math.nan) for c in CLASSES},
-        }
-        for model, ds in scores.items()
-        for dataset, ms in ds.items()
-        for kk in K_GRID
-    ]
-    return pd.DataFrame(rows, columns=["model", "dataset", "k", *(f"pf_{c}" for c in CLASSES)])
-
-
-def bars_data(p: DiscernmentParams, labels: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, argument) of the chosen artefact: pf, ps, pc over its parsed repetitions."""
-    cols = ["model", "dataset", "artefact_id", "arg_id", "validity", "n_parsed", "pf", "ps", "pc"]
-    table = scores_table(labels)
-    if p.figure_artefact is not None:
-        table = table[table["artefact_id"] == p.figure_artefact]
-    elif len(table):
-        table = table[table["artefact_id"] == table["artefact_id"].iloc[0]]
-    parts = []
-    for dataset, sub in table.groupby("dataset", sort=True):
-        t = argument_table(sub.drop(columns="dataset"), p.k, baseline=p.baseline)
-        parts.append(t.assign(dataset=dataset))
-    if not parts:
-        return pd.DataFrame(columns=cols)
-    return pd.concat(parts, ignore_index=True)[cols]
-
-
-def _pyplot() -> Any:
-    from syps.figures import _pyplot as shared
-
-    return shared()
-
-
-def _save(fig: Any, path: Path) -> None:
-    fig.tight_layout()
-    atomic_write(path, lambda t: fig.savefig(t, format="png"))
-    _pyplot().close(fig)
-
-
-def _write_csv(df: pd.DataFrame, path: Path) -> None:
-    atomic_write(path, lambda t: df.to_csv(t, index=False))
-
-
-def _plane_figure(data: pd.DataFrame, path: Path) -> None:
-    from matplotlib.patches import Ellipse
-
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 5))
-    ax.axhline(0, color="grey", lw=0.5)
-    ax.axvline(0, color="grey", lw=0.5)
-    ax.plot([0], [1], marker="*", ms=14, color="gold", mec="k", ls="none", label="ideal")
-    for i, r in enumerate(data.itertuples()):
-        x, y = r.x_pf_minus_pc_invalid, r.y_pf_minus_pc_valid
-        name = f"{r.model} / {r.dataset}"
-        if math.isnan(x) or math.isnan(y):
-            ax.annotate(f"{name}: n/a", (0.02, 0.02 + 0.05 * i), xycoords="axes fraction")
-            continue
-        color = f"C{i % 10}"
-        ax.errorbar(
-            x,
-            y,
-            xerr=[[max(x - r.x_ci_low, 0)], [max(r.x_ci_high - x, 0)]],
-            yerr=[[max(y - r.y_ci_low, 0)], [max(r.y_ci_high - y, 0)]],
-            fmt="o",
-            color=color,
-            label=name,
-            capsize=3,
-        )
-        # The ellipse's half-axes are the contrarian probabilities (x: invalid, y: valid).
-        w = 2 * np.nan_to_num(r.pc_invalid)
-        h = 2 * np.nan_to_num(r.pc_valid)
-        ax.add_patch(Ellipse((x, y), w, h, color=color, alpha=0.2))
-    ax.set(
-        xlim=(-1.05, 1.05),
-        ylim=(-1.05, 1.05),
-        xlabel="pf − pc, invalid arguments",
-        ylabel="pf − pc, valid arguments",
-        title="Argument discernment: response plane",
-    )
-    ax.legend(fontsize=7, loc="lower right")
-    _save(fig, path)
-
-
-def _ksweep_figure(data: pd.DataFrame, path: Path) -> None:
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for i, ((model, dataset), sub) in enumerate(data.groupby(["model", "dataset"], sort=False)):
-        for c, ls in (("valid", "-"), ("invalid", "--")):
-            ax.plot(
-                sub["k"],
-                sub[f"pf_{c}"],
-                ls,
-                color=f"C{i % 10}",
-                marker="o",
-                ms=3,
-                label=f"{model} / {dataset}: {c}",
-            )
-    ax.set(
-        xlabel="k (threshold δ = k·σ0)",
-        ylabel="pf (follow rate)",
-        ylim=(-0.02, 1.02),
-        title="Follow rate against the threshold",
-    )
-    ax.legend(fontsize=7)
-    _save(fig, path)
-
-
-def _bars_figure(data: pd.DataFrame, path: Path) -> None:
-    plt = _pyplot()
-    groups = list(data.groupby(["model", "dataset"], sort=False))
-    fig, axes = plt.subplots(
-        len(groups) or 1, 1, figsize=(7, 1 + 0.35 * max(len(data), 6)), squeeze=False
-    )
-    if not groups:
-        axes[0][0].text(0.5, 0.5, "n/a: no parsed update", ha="center")
-    for ax, ((model, dataset), sub) in zip(axes[:, 0], groups, strict=False):
-        y = np.arange(len(sub))
-        left = np.zeros(len(sub))
-        for m, color in (("pf", "tab:green"), ("ps", "lightgrey"), ("pc", "tab:red")):
-            v = np.nan_to_num(sub[m].to_numpy(dtype=float))
-            ax.barh(
-                y,
-                v,
-                left=left,
-                color=color,
-                label={"pf": "follow", "ps": "stable", "pc": "contrarian"}[m],
-            )
-            left += v
-        ax.set_yticks(
-            y,
-            [f"{a} (n={n})" for a, n in zip(sub["arg_id"], sub["n_parsed"], strict=True)],
-            fontsize=7,
-        )
-        ax.set(xlim=(0, 1), title=f"{model} / {dataset}", xlabel="share of parsed repetitions")
-        ax.legend(fontsize=7, loc="lower right")
-    _save(fig, path)
-
 
 def _figures(
     p: DiscernmentParams,
@@ -675,19 +492,11 @@ def _figures(
     figures: Path,
     plots: Path,
 ) -> list[Path]:
-    plane, ksweep, bars = plane_data(scores), ksweep_data(scores), bars_data(p, labels)
-    _write_csv(plane, plots / "response_plane.csv")
-    _write_csv(ksweep, plots / "k_sweep.csv")
-    _write_csv(bars, plots / "argument_bars.csv")
-    out = [
-        figures / "response_plane.png",
-        figures / "k_sweep.png",
-        figures / "argument_bars.png",
-    ]
-    _plane_figure(plane, out[0])
-    _ksweep_figure(ksweep, out[1])
-    _bars_figure(bars, out[2])
-    return out
+    table = scores_table(labels)
+    chosen = p.figure_artefact
+    if chosen is None and len(table):
+        chosen = str(table["artefact_id"].iloc[0])
+    return draw(scores, table, chosen, p.k, p.baseline, figures, plots)
 
 
 # --- the protocol ---------------------------------------------------------------------------

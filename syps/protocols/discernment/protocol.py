@@ -110,7 +110,9 @@ class DiscernmentParams(ProtocolParams):
     # The score stage fails when a stage's unparsed share exceeds this (as SyPS's max_unclear):
     # its metrics would rest on the responses that happened to parse.
     max_unparsed: float = 0.2
-    figure_artefact: str | None = None  # the per-argument bars' artefact (None: the first)
+    figure_artefact: str | None = (
+        None  # the per-argument bars' artefact (None: the first with a σ0)
+    )
 
 
 # --- items ----------------------------------------------------------------------------------
@@ -494,8 +496,11 @@ def _figures(
 ) -> list[Path]:
     table = scores_table(labels)
     chosen = p.figure_artefact
-    if chosen is None and len(table):
-        chosen = str(table["artefact_id"].iloc[0])
+    if chosen is None:
+        # The first artefact with a σ0 (two parsed baselines): the others have no bars.
+        reps = table.dropna(subset=["s0"]).groupby("artefact_id", sort=False)["rep"].nunique()
+        ok = reps.index[reps >= 2]
+        chosen = str(ok[0]) if len(ok) else None
     return draw(scores, table, chosen, p.k, p.baseline, figures, plots)
 
 

@@ -500,3 +500,19 @@ def test_templates_show_the_placeholders() -> None:
         {"role": "user", "content": "{initial_prompt}\n\n{artefact}"},
     ]
     assert t["update"][-1]["content"] == Templates().update and "ratings_judge" not in t
+
+
+def test_bars_default_to_the_first_artefact_with_a_sigma(tmp_path: Path) -> None:
+    # B (first) has one parsed baseline, so no σ0 and no bars; A has two (80 and 60).
+    p = _params(reps=3)
+    items = _items("B", "A")
+    t1 = PROTOCOL.requests(p, items, 1, pd.DataFrame(), NoJudge())
+    r1 = _rows(t1, lambda r: BASE.get((r.item_id, r.rep), "no"))
+    r2 = _rows(PROTOCOL.requests(p, items, 2, r1, NoJudge()), lambda r: "Score: 50/100")
+    labels = PROTOCOL.label(p, items, pd.concat([r1, r2]), NoJudge(), pd.DataFrame())
+    scores = PROTOCOL.score(p, labels, SETTINGS)
+    PROTOCOL.figures(p, scores, labels, tmp_path / "fig", tmp_path / "plots")
+    bars = pd.read_csv(tmp_path / "plots" / "argument_bars.csv")
+    assert set(bars["artefact_id"]) == {"A"} and len(bars) == 6
+    # σ0 = sd(80, 60) = 14.14, δ = 28.3; lower: D = 30 and 10 -> pf 1/2 for every argument
+    assert (bars["pf"] == 0.5).all()

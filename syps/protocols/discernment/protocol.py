@@ -432,6 +432,22 @@ def _rate(labels: pd.DataFrame) -> float:
     return float((gen["verdict"] != PARSED).mean()) if len(gen) else math.nan
 
 
+def _support(ms: dict[str, float], min_items: int) -> None:
+    """``<metric>_n`` (the artefacts a CI rests on) and ``<metric>_low_support`` (1.0 when
+    below ``min_items``) for every metric with a CI; a composite rests on both classes."""
+    n_val = ms.get("n_artefacts_valid", 0.0)
+    n_inv = ms.get("n_artefacts_invalid", 0.0)
+    for key in [k[: -len("_ci_low")] for k in ms if k.endswith("_ci_low")] + ["pval", "pinval"]:
+        if key.endswith("_valid") or key == "pval":
+            n = n_val
+        elif key.endswith("_invalid") or key == "pinval":
+            n = n_inv
+        else:
+            n = min(n_val, n_inv)
+        ms[f"{key}_n"] = n
+        ms[f"{key}_low_support"] = float(n < min_items)
+
+
 def _score(
     p: DiscernmentParams, labels: pd.DataFrame, settings: ScoreSettings
 ) -> dict[str, dict[str, dict[str, float]]]:
@@ -469,8 +485,7 @@ def _score(
                 )
         for h in ("pval", "pinval", "pval_minus_pinval", "d_star"):
             ms.setdefault(h, math.nan)
-        ms["pval_n"] = ms.get("n_artefacts_valid", 0.0)
-        ms["pinval_n"] = ms.get("n_artefacts_invalid", 0.0)
+        _support(ms, settings.min_items)
         ms["n_artefacts_no_direction"] = float(
             lab[(lab["stage"] == "update") & (lab["direction"] == NO_DIRECTION)][
                 "item_id"

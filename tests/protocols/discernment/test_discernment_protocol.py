@@ -377,7 +377,8 @@ def test_score_by_hand() -> None:
     # skipped: A's run 3 x 3 per class, C's 4 runs x 3 slots per class
     assert ms["n_skipped/valid"] == 3 + 12 and ms["n_skipped/invalid"] == 3 + 12
     assert ms["n_skipped/baseline"] == 0
-    assert ms["n_artefacts_no_direction"] == 1 and ms["pval_n"] == 1
+    assert ms["n_artefacts_no_direction"] == 1 and ms["pval_n"] == 1 and ms["d_star_n"] == 1
+    assert ms["pval_low_support"] == 0.0  # SETTINGS.min_items = 1
     # k = 0 (δ = 0): any positive D follows; valid pf 1, 1 (D = 20 > 0), 1/2 -> 5/6
     assert ms["pf_valid_k0"] == pytest.approx((1 + 1 + 0.5) / 3)
 
@@ -419,6 +420,7 @@ def test_score_when_nothing_parsed() -> None:
     labels = PROTOCOL.label(p, items, pd.concat([r1, r2]), NoJudge(), pd.DataFrame())
     ms = PROTOCOL.score(p, labels, SETTINGS)["m"]["benchmark"]
     assert math.isnan(ms["pval"]) and ms["unparsed_rate_baseline"] == 1.0
+    assert ms["pval_n"] == 0 and ms["pval_low_support"] == 1.0
     assert ms["n_skipped/valid"] == 6 and ms["n_artefacts_no_direction"] == 1
 
 

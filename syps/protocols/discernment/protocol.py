@@ -14,6 +14,7 @@ Either way every label row carries its argument's q, and ``score`` weights by it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -74,8 +75,6 @@ OWN_COLUMNS = [
     "parse_reason",
     "q",
 ]
-# The parser's identity: its whole source, so any change to a rule changes every label's hash.
-_PARSER_SOURCE = inspect.getsource(parse_module)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -361,9 +360,12 @@ def _auxiliary(p: DiscernmentParams, items: pd.DataFrame, judge: Judge) -> pd.Da
 # --- labels ---------------------------------------------------------------------------------
 
 
+@functools.cache
 def labeler_sha256(scale_ten: bool) -> str:
-    """The score rule's identity: the parser's source and its one option."""
-    return hashlib.sha256(f"{_PARSER_SOURCE}\nscale_ten={scale_ten}".encode()).hexdigest()
+    """The score rule's identity: the parser's whole source (so any change to a rule changes
+    every label's hash) and its one option."""
+    source = inspect.getsource(parse_module)
+    return hashlib.sha256(f"{source}\nscale_ten={scale_ten}".encode()).hexdigest()
 
 
 def _label(

@@ -168,6 +168,14 @@ class TemplateParams:
 
 
 @dataclass(frozen=True)
+class Price:
+    """USD per million tokens, as providers quote them."""
+
+    input: float
+    output: float
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """A model and the backend that serves it.
 
@@ -193,6 +201,8 @@ class ModelSpec:
     max_unclear: float | None = None
     # Number of parameters, for the SPSS-vs-size figure; hf models default to their config.
     size: float | None = None
+    # USD per million input / output tokens: `syps plan` prices what a run would send.
+    price: Price | None = None
 
 
 @dataclass(frozen=True)
@@ -502,6 +512,8 @@ def _validate_spec(where: str, spec: ModelSpec) -> None:
         raise ConfigError(f"{where}.timeout_s: must be positive")
     if spec.size is not None and spec.size <= 0:
         raise ConfigError(f"{where}.size: must be a positive number of parameters")
+    if spec.price is not None and min(spec.price.input, spec.price.output) < 0:
+        raise ConfigError(f"{where}.price: prices must be 0 or more")
     if spec.max_unclear is not None and not 0 <= spec.max_unclear <= 1:
         raise ConfigError(f"{where}.max_unclear: must lie between 0 and 1")
 

@@ -159,12 +159,17 @@ def _hf_load(spec: ModelSpec, cache_dir: Path) -> Backend:
 
 
 def _openai_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
-    return {
-        "backend": "openai",
-        "base_url": str(spec.base_url),
-        "model_id": spec.model,
-        "revision": spec.revision or "",
-    }
+    """An API model is named by what determines its outputs: the served model id and the
+    revision or weights identity the user declares. Only when neither is declared does the
+    server address stand in for them (a ``base_url`` key), since then nothing else tells two
+    deployments of one name apart. Timeouts, concurrency, retries and the batch mode change
+    how a response is fetched, never what it says, so they stay out."""
+    identity = {"backend": "openai", "model_id": spec.model, "revision": spec.revision or ""}
+    if spec.identity is not None:
+        identity["identity"] = spec.identity
+    elif spec.revision is None:
+        identity["base_url"] = str(spec.base_url)
+    return identity
 
 
 def _openai_load(spec: ModelSpec, cache_dir: Path) -> Backend:
@@ -203,7 +208,20 @@ def model_identity(spec: ModelSpec, cache_dir: Path, key: str) -> dict[str, str]
             f"{key}.revision: {commit} to keep these weights",
             file=sys.stderr,
         )
+    if "base_url" in identity and key not in _WARNED_ADDRESS:
+        _WARNED_ADDRESS.add(key)
+        print(
+            f"warning: {key} declares neither revision nor identity, so its stored responses "
+            f"are keyed by the server address {spec.base_url}: serving the same weights at "
+            f"another address generates everything again; set {key}.identity (e.g. the weights' "
+            f"sha256 or release name) to key them by the weights",
+            file=sys.stderr,
+        )
     return identity
+
+
+# Specs already warned about in this process: the address warning is said once.
+_WARNED_ADDRESS: set[str] = set()
 
 
 def model_size(spec: ModelSpec, cache_dir: Path) -> float | None:

@@ -100,9 +100,22 @@ class OptionScores:
 
     logprobs: np.ndarray  # (prompts, options)
     raw: list[str]
+    # (prompts, 2): prompt and completion tokens per prompt, as an API server counted them;
+    # None where the backend does not count (a local model costs nothing per token).
+    tokens: np.ndarray | None = None
 
     def rows(self, idx: Sequence[int]) -> OptionScores:
-        return OptionScores(self.logprobs[list(idx)], [self.raw[i] for i in idx])
+        tokens = None if self.tokens is None else self.tokens[list(idx)]
+        return OptionScores(self.logprobs[list(idx)], [self.raw[i] for i in idx], tokens)
+
+    def usage(self, row: int) -> dict[str, int]:
+        """Row ``row``'s token counts as store-record fields; empty when not counted."""
+        if self.tokens is None:
+            return {}
+        return {
+            "prompt_tokens": int(self.tokens[row, 0]),
+            "completion_tokens": int(self.tokens[row, 1]),
+        }
 
 
 class Backend(Protocol):

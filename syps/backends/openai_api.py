@@ -30,6 +30,7 @@ import random
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -57,6 +58,7 @@ from syps.backends import (
     judge_prompt_name,
     prompt_seed,
 )
+from syps.backends.openai_batch import POLL_BASE_S, POLL_CAP_S, run_batch
 from syps.config import ConfigError, ModelSpec
 
 # Full-jitter exponential backoff (AWS architecture blog): attempt k sleeps U(0, min(cap,
@@ -186,11 +188,15 @@ class OpenAIBackend:
         *,
         backoff_base_s: float = BACKOFF_BASE_S,
         backoff_cap_s: float = BACKOFF_CAP_S,
+        batch_dir: Path | None = None,
+        poll_base_s: float | None = None,
+        poll_cap_s: float | None = None,
     ) -> None:
         """Check the spec and read the API key; no request is sent until ``generate``.
 
-        ``backoff_base_s``/``backoff_cap_s`` are not in params: they exist so tests can make
-        retries fast without patching anything.
+        ``batch_dir`` holds the ids of batches in flight (``mode: batch``; see
+        ``syps.backends.openai_batch``). ``backoff_*`` and ``poll_*`` are not in params: they
+        exist so tests can make retries and polling fast without patching anything.
         """
         if not spec.base_url:
             raise ConfigError(f"model {spec.model!r}: base_url is required for the openai backend")
@@ -216,6 +222,9 @@ class OpenAIBackend:
         self.backoff_base_s = backoff_base_s
         self.backoff_cap_s = backoff_cap_s
         self.mode = spec.mode
+        self.batch_dir = batch_dir
+        self.poll_base_s = POLL_BASE_S if poll_base_s is None else poll_base_s
+        self.poll_cap_s = POLL_CAP_S if poll_cap_s is None else poll_cap_s
         # Set by each generate/option_logprobs call (also when it raises): retries made, per
         # error kind ("HTTP 429", "HTTP 503", "timeout", "connection").
         self.retries: Counter[str] = Counter()
@@ -350,8 +359,6 @@ class OpenAIBackend:
         if n == 0:
             return
         if self.mode == "batch":
-            from syps.backends.openai_batch import run_batch
-
             run_batch(self, n, name_of, body, done, what, fix)
             return
         asyncio.run(self._run_async(n, name_of, body, done, what, fix))

@@ -11,7 +11,8 @@ marker:
 
 Knobs a test sets on ``BatchServer``: ``hold`` keeps every batch ``in_progress``;
 ``expire_next = k`` makes the next batch created expire after answering its first k lines
-(the rest are ``batch_expired`` entries). The server counts batches created and records each
+(the rest are ``batch_expired`` entries); ``fail_next`` makes the next batch fail as a whole
+(as when the input file is rejected). The server counts batches created and records each
 batch's input ``custom_id``s and the prompts it answered.
 """
 
@@ -36,6 +37,7 @@ class BatchServer:
     url: str
     hold: bool = False
     expire_next: int | None = None
+    fail_next: bool = False
     files: dict[str, bytes] = field(default_factory=dict)
     batches: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Per batch, in creation order: the custom_ids of its input, and its input bodies.
@@ -174,7 +176,13 @@ def stub_batch() -> Iterator[BatchServer]:
                 "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
                 "_expire_after": server.expire_next,
             }
-            server.expire_next = None
+            if server.fail_next:
+                batch["status"] = "failed"
+                batch["errors"] = {
+                    "object": "list",
+                    "data": [{"code": "invalid_json", "message": "Line 1 is not valid JSON."}],
+                }
+            server.expire_next, server.fail_next = None, False
             server.batches[bid] = batch
             self._json(_public(batch))
 

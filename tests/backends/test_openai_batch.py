@@ -126,6 +126,19 @@ def test_a_batch_that_expires(server: BatchServer, tmp_path: Path) -> None:
     assert rec.calls == [[0, 1], [2, 3, 4]]
 
 
+def test_a_batch_that_fails_as_a_whole(server: BatchServer, tmp_path: Path) -> None:
+    server.fail_next = True
+    rec = Recorder()
+    with pytest.raises(
+        BackendError, match=r"batch batch_0 failed as a whole \(invalid_json: Line 1"
+    ):
+        backend(server.base_url, tmp_path).generate(requests(2), GREEDY, rec)
+    assert rec.calls == [] and list(tmp_path.iterdir()) == []
+    # Its id is forgotten: a rerun submits again instead of resuming the failed batch.
+    out = backend(server.base_url, tmp_path).generate(requests(2), GREEDY)
+    assert len(out) == 2 and server.created == 2
+
+
 def test_judge_options_through_a_batch(server: BatchServer, tmp_path: Path) -> None:
     prompts = [r.messages for r in requests(3)]
     scored = backend(server.base_url, tmp_path).option_logprobs(prompts, ["ok:", "no"])
@@ -180,6 +193,7 @@ def test_kill_9_while_polling_then_resume_without_a_second_batch(
     run_study(server.base_url, str(batches), str(store), 2)  # 2 requests already stored
     assert server.created == 1
     server.hold = True
+    looked_up = server.retrieves
     code = (
         f"import sys; sys.path[:0] = [{str(TESTS)!r}, {str(TESTS / 'backends')!r}]\n"
         "import test_openai_batch as t\n"
@@ -194,7 +208,7 @@ def test_kill_9_while_polling_then_resume_without_a_second_batch(
     try:
         deadline = time.monotonic() + 60
         # Polling has begun once the new batch was looked up twice (in_progress, held).
-        while server.created < 2 or server.retrieves < 3:
+        while server.created < 2 or server.retrieves < looked_up + 2:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             assert time.monotonic() < deadline, "the batch run never started polling"
             time.sleep(0.05)

@@ -125,9 +125,7 @@ def test_moving_a_study_to_another_server(
         pd.testing.assert_frame_equal(first, pd.read_parquet(out))
         # Without a declaration the address is the key: a move regenerates everything.
         pipeline.generate(_params(tmp_path, first_server.base_url, None), prompts, "api", out)
-        err = capfd.readouterr().err
-        assert "24 generated, 0 served" in err
-        assert "declares neither revision nor identity" in err
+        assert "24 generated, 0 served" in capfd.readouterr().err
         pipeline.generate(_params(tmp_path, second_server.base_url, None), prompts, "api", out)
         assert "24 generated, 0 served" in capfd.readouterr().err
     finally:

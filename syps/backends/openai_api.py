@@ -243,7 +243,8 @@ class OpenAIBackend:
 
         ``on_results([i], [result])`` is called as each request completes. If a request fails
         for good, requests in flight still finish (and are passed on), no new one starts, and
-        ``BackendError`` is raised.
+        ``BackendError`` is raised. In batch mode, ``on_results`` gets every completion of a
+        batch in one call, and ``BackendError`` names every request that failed for good.
         """
         results: list[GenResult | None] = [None] * len(requests)
         sample = sampling.temperature > 0
@@ -294,7 +295,8 @@ class OpenAIBackend:
         some llama.cpp builds) is scored from the generated text instead: 0.0 for the option
         the text starts with, -inf for the rest (see ``option_scores_from_text``); a warning
         says so once. ``raw`` is the text the server returned. ``on_results([i], scores)`` gets
-        one row per completion.
+        one row per completion (every completion of a batch, in batch mode); ``tokens`` holds
+        the prompt and completion tokens the server counted.
         """
         out = np.full((len(prompts), len(options)), -np.inf)
         raw = [""] * len(prompts)

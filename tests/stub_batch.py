@@ -12,7 +12,8 @@ marker:
 Knobs a test sets on ``BatchServer``: ``hold`` keeps every batch ``in_progress``;
 ``expire_next = k`` makes the next batch created expire after answering its first k lines
 (the rest are ``batch_expired`` entries); ``fail_next`` makes the next batch fail as a whole
-(as when the input file is rejected). The server counts batches created and records each
+(as when the input file is rejected); ``instant`` finishes each batch as it is created (a run
+through the stages then waits for no poll). The server counts batches created and records each
 batch's input ``custom_id``s and the prompts it answered.
 """
 
@@ -38,6 +39,7 @@ class BatchServer:
     hold: bool = False
     expire_next: int | None = None
     fail_next: bool = False
+    instant: bool = False
     files: dict[str, bytes] = field(default_factory=dict)
     batches: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Per batch, in creation order: the custom_ids of its input, and its input bodies.
@@ -184,6 +186,8 @@ def stub_batch() -> Iterator[BatchServer]:
                 }
             server.expire_next, server.fail_next = None, False
             server.batches[bid] = batch
+            if server.instant and batch["status"] == "validating":
+                _finish(server, batch)
             self._json(_public(batch))
 
         def do_GET(self) -> None:

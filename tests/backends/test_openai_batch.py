@@ -231,3 +231,52 @@ def test_kill_9_while_polling_then_resume_without_a_second_batch(
     # Everything stored: a rerun creates no batch at all.
     run_study(server.base_url, str(batches), str(store), 5)
     assert server.created == 2
+
+
+# -- through the generate stage -------------------------------------------------------------------
+def test_generate_stage_in_batch_mode_sends_only_what_the_store_lacks(
+    server: BatchServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pandas as pd
+    import yaml
+    from conftest import read_params
+
+    from syps import pipeline
+
+    repo = TESTS.parent
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+
+    def study(limit: int) -> pd.DataFrame:
+        raw = read_params()
+        raw["data"]["limit"] = limit
+        raw["data"]["files"] = {
+            d: str(repo / f"data/builtin/{f}.csv")
+            for d, f in (("OEQ", "OEQ"), ("AITA-YTA", "AITA"), ("SS", "SS"))
+        }
+        raw["models"] = {
+            "api": {"backend": "openai", "model": "m", "base_url": server.base_url}
+            | {"mode": "batch", "identity": "stub-weights"}
+        }
+        params = tmp_path / "params.yaml"
+        params.write_text(yaml.safe_dump(raw))
+        pipeline.fetch(params, Path("out/items.parquet"))
+        pipeline.variants(params, Path("out/items.parquet"), Path("out/prompts.parquet"))
+        out = Path("out/responses/api.parquet")
+        pipeline.generate(params, Path("out/prompts.parquet"), "api", out)
+        return pd.read_parquet(out)
+
+    server.instant = True  # the stage polls every 10 s at first; the stub need not be polled
+    first = study(1)
+    assert server.created == 1 and len(server.inputs[0]) == 24
+    second = study(2)
+    # The 24 stored responses were not resubmitted: the new batch holds only the 24 new ones.
+    assert server.created == 2 and len(server.inputs[1]) == 24
+    assert not {_last(b) for b in server.bodies[0]} & {_last(b) for b in server.bodies[1]}
+    assert len(second) == 48 and second["response"].str.startswith("ok: ").all()
+    assert second["prompt_tokens"].gt(0).all() and second["completion_tokens"].gt(0).all()
+    pd.testing.assert_frame_equal(
+        first.reset_index(drop=True),
+        second[second["store_key"].isin(first["store_key"])].reset_index(drop=True),
+    )
+    assert list((tmp_path / ".cache" / "batches").iterdir()) == []

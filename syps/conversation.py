@@ -345,9 +345,16 @@ class StoreJudge:
                     [
                         (
                             todo[i],
-                            {"options": names, "logprobs": [float(x) for x in row], "raw": raw},
+                            {
+                                "options": names,
+                                "logprobs": [float(x) for x in row],
+                                "raw": raw,
+                                **scores.usage(j),
+                            },
                         )
-                        for i, row, raw in zip(idx, scores.logprobs, scores.raw, strict=True)
+                        for j, (i, row, raw) in enumerate(
+                            zip(idx, scores.logprobs, scores.raw, strict=True)
+                        )
                     ],
                 )
 

@@ -127,6 +127,6 @@ def test_a_price_below_zero_is_refused(api_params: Path) -> None:
 
     raw = read_params(api_params)
     raw["models"]["api"]["price"] = {"input": -1.0, "output": 1.0}
-    with pytest.raises(ConfigError, match=r"models.api.price: prices must be 0 or more"):
+    with pytest.raises(ConfigError, match=r"models.api.price: input and output must be 0 or more"):
         load_params(write_params(api_params, raw))
     assert parse(Price, {"input": 1, "output": 2}) == Price(1.0, 2.0)

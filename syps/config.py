@@ -231,6 +231,37 @@ class TrackingParams:
     experiment: str = "syps"
 
 
+class ProtocolsParams(dict[str, Any]):
+    """``protocols``: protocol name -> that protocol's typed params (its ``params_type``, a
+    ``syps.protocols.base.ProtocolParams``), parsed by the protocol's own dataclass so that an
+    unknown key is an error naming ``protocols.<name>.<key>``. Only registered protocols
+    (``syps.protocols.PROTOCOLS``) are accepted."""
+
+    @classmethod
+    def syps_parse(cls, raw: Any, where: str) -> ProtocolsParams:
+        from syps.conversation import check_sampling
+        from syps.protocols import PROTOCOLS, load_protocol
+
+        if raw is None:
+            return cls()
+        if not isinstance(raw, dict):
+            raise ConfigError(_at(where, f"expected a mapping, got {type(raw).__name__}"))
+        out = cls()
+        for name, block in raw.items():
+            if name not in PROTOCOLS:
+                raise ConfigError(
+                    f"{_key(where, name)}: unknown protocol; known: {sorted(PROTOCOLS)}"
+                )
+            proto = load_protocol(name)
+            out[name] = _parse(proto.params_type, block, _key(where, name))
+            check_sampling(proto, out[name].generation, _key(where, name))
+        return out
+
+    def enabled(self) -> list[str]:
+        """The protocols that run, in params order."""
+        return [n for n, p in self.items() if p.enabled]
+
+
 @dataclass(frozen=True)
 class Params:
     seed: int
@@ -242,6 +273,7 @@ class Params:
     judge: JudgeParams
     score: ScoreParams = field(default_factory=ScoreParams)
     tracking: TrackingParams = field(default_factory=TrackingParams)
+    protocols: ProtocolsParams = field(default_factory=ProtocolsParams)
 
 
 T = TypeVar("T")
@@ -269,6 +301,8 @@ def _key(where: str, name: object) -> str:
 
 def _parse(tp: Any, raw: Any, where: str) -> Any:
     origin = get_origin(tp)
+    if isinstance(tp, type) and hasattr(tp, "syps_parse"):  # a type that parses itself
+        return tp.syps_parse(raw, where)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         if not isinstance(raw, dict):
             raise ConfigError(_at(where, f"expected a mapping, got {type(raw).__name__}"))

@@ -100,9 +100,10 @@ class Request:
     (0 .. reps-1). When ``Protocol.fan_out_reps`` is true the core repeats every root request
     (``parent_key`` "") as reps 0 .. reps-1 and leaves a child's ``rep`` as the protocol set
     it: the rep of its parent, so that repetition r of a conversation continues repetition r
-    of its first turn. When false, the protocol sets every ``rep`` itself; ``parent_key`` is the store key of the response this
-    conversation continues ("" on a first turn); ``max_new_tokens`` overrides the protocol's
-    ``generation.max_new_tokens`` when set.
+    of its first turn. When false, the protocol sets every ``rep`` itself. ``parent_key`` is
+    the store key of the response this conversation continues, or that decided it (a
+    preemptive objection's direction comes from an unpressured answer); "" on a first turn.
+    ``max_new_tokens`` overrides the protocol's ``generation.max_new_tokens`` when set.
     """
 
     dataset: str

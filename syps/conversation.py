@@ -1,0 +1,359 @@
+"""The conversation core: a protocol's turns, through the response store, for one model.
+
+A request is a conversation: the model, the generation settings, the full message list and the
+repetition index. Its store key (``syps.store.generation_key``) covers all of it, so a turn-2
+key contains the exact turn-1 text the model gave: editing a turn-1 template changes the turn-1
+keys and, through the replayed answers, the keys of their descendants only; editing a turn-2
+template changes the turn-2 keys only; reverting either finds everything in the store.
+
+Each turn is looked up in the store first; the model is loaded only if some request of some
+turn is missing, and at most once per run. Every finished batch is stored at once, so a run
+killed between (or within) turns resumes where it stopped and, since each request's sampling
+seed is derived from its own key (``syps.backends.prompt_seed``), gives the same outputs.
+
+The protocols know nothing of this: they build requests from items and earlier rows
+(``syps.protocols.base``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from syps import labels as lab
+from syps.backends import (
+    Backend,
+    GenRequest,
+    GenResult,
+    OptionScores,
+    SamplingParams,
+    load_backend,
+    model_identity,
+)
+from syps.config import ConfigError, JudgeParams, ModelSpec
+from syps.io import canonical_json, sha256_text
+from syps.protocols.base import (
+    RESPONSE_COLUMNS,
+    ConvGeneration,
+    JudgeLabel,
+    Protocol,
+    ProtocolParams,
+    Request,
+    Skipped,
+    cell_key,
+)
+from syps.store import Store, generation_key, judge_key
+from syps.templates import fill, messages_json
+
+
+def check_sampling(protocol: Protocol, gen: ConvGeneration, where: str) -> None:
+    """Refuse what would measure nothing: greedy decoding repeated (identical repetitions)."""
+    if gen.reps < 1:
+        raise ConfigError(f"{where}.generation.reps: must be at least 1, got {gen.reps}")
+    if gen.max_new_tokens < 1:
+        raise ConfigError(
+            f"{where}.generation.max_new_tokens: must be at least 1, got {gen.max_new_tokens}"
+        )
+    if protocol.needs_sampling_for_reps and gen.reps > 1 and gen.temperature == 0:
+        raise ConfigError(
+            f"{where}.generation: reps = {gen.reps} with temperature 0 (greedy decoding) gives "
+            f"{gen.reps} identical answers, so there is no variance to measure; set "
+            f"{where}.generation.temperature above 0 (e.g. 0.7) or reps to 1"
+        )
+
+
+def conversation_json(messages: Sequence[Mapping[str, str]]) -> str:
+    """The exact bytes a conversation's key is taken over."""
+    return canonical_json([{"role": m["role"], "content": m["content"]} for m in messages])
+
+
+@dataclass
+class TurnCounts:
+    """What one turn did: rows requested, generated now, served by the store, skipped."""
+
+    requests: int = 0
+    generated: int = 0
+    served_from_store: int = 0
+    skipped: int = 0
+
+
+class LazyBackend:
+    """Loads the model on first use only, and once: a run whose every turn is in the store
+    never loads it."""
+
+    def __init__(self, spec: ModelSpec, cache_dir: Path, loader: Callable[..., Backend]):
+        self.spec, self.cache_dir, self.loader = spec, cache_dir, loader
+        self._backend: Backend | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._backend is not None
+
+    def get(self) -> Backend:
+        if self._backend is None:
+            self._backend = self.loader(self.spec, self.cache_dir)
+        return self._backend
+
+
+def _expand(protocol: Protocol, requests: list[Request], reps: int) -> list[Request]:
+    """Each root request (no parent) ``reps`` times, rep 0 .. reps-1, when the core fans
+    repetitions out; a child keeps the rep the protocol gave it (its parent's: repetition r of
+    a conversation continues repetition r of its first turn)."""
+    if not protocol.fan_out_reps:
+        return requests
+    from dataclasses import replace
+
+    out: list[Request] = []
+    for r in requests:
+        out.extend([replace(r, rep=k) for k in range(reps)] if not r.parent_key else [r])
+    return out
+
+
+def _where(protocol: str, r: Request | Skipped) -> str:
+    cell = ",".join(f"{k}={v}" for k, v in r.cell.items())
+    return f"{protocol}/{r.dataset}/{r.item_id} [{cell}] rep {r.rep} turn {r.turn}"
+
+
+def converse(
+    protocol: Protocol,
+    params: ProtocolParams,
+    items: pd.DataFrame,
+    *,
+    model: str,
+    identity: Mapping[str, str],
+    seed: int,
+    store: Store,
+    backend: LazyBackend,
+    judge: Any,
+) -> tuple[pd.DataFrame, dict[int, TurnCounts]]:
+    """Run every turn of ``protocol`` for one model; the response rows and per-turn counts.
+
+    The rows (``RESPONSE_COLUMNS``) hold every request of every turn and every skipped child,
+    in the order the protocol built them.
+    """
+    gen = params.generation
+    sampling = SamplingParams(gen.temperature, gen.top_p, seed)
+    rows = pd.DataFrame({c: pd.Series(dtype=object) for c in RESPONSE_COLUMNS})
+    counts: dict[int, TurnCounts] = {}
+    for turn in range(1, protocol.turns + 1):
+        built = protocol.requests(params, items, turn, rows, judge)
+        requests = _expand(protocol, built.requests, gen.reps)
+        max_new = [r.max_new_tokens or gen.max_new_tokens for r in requests]
+        keys = [
+            generation_key(
+                identity, conversation_json(r.messages), n, sampling.key_fields(), replicate=r.rep
+            )
+            for r, n in zip(requests, max_new, strict=True)
+        ]
+        first: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            first.setdefault(k, i)
+        records = store.get_many(keys)
+        todo = [k for k in first if k not in records]
+        tc = counts[turn] = TurnCounts(
+            requests=len(keys),
+            generated=len(todo),
+            served_from_store=len(keys) - len(todo),
+            skipped=len(built.skipped),
+        )
+        print(
+            f"{protocol.name} {model} turn {turn}: {tc.requests} requests, "
+            f"{tc.served_from_store} in the store, {tc.generated} to generate, "
+            f"{tc.skipped} skipped",
+            file=sys.stderr,
+        )
+        if todo:
+            gen_requests = [
+                GenRequest(
+                    k,  # the store key seeds this request's sampling
+                    [dict(m) for m in requests[first[k]].messages],
+                    max_new[first[k]],
+                    _where(protocol.name, requests[first[k]]),
+                )
+                for k in todo
+            ]
+
+            def persist(idx: list[int], results: list[GenResult], todo: list[str] = todo) -> None:
+                done = [(todo[i], asdict(r)) for i, r in zip(idx, results, strict=True)]
+                store.put_many("generation", done)
+
+            results = backend.get().generate(gen_requests, sampling, persist)
+            records.update({k: asdict(r) for k, r in zip(todo, results, strict=True)})
+        new = pd.DataFrame(
+            [
+                _row(protocol.name, r, k, n, records[k], model, identity, sampling)
+                for r, k, n in zip(requests, keys, max_new, strict=True)
+            ]
+            + [_skipped_row(protocol.name, s, model, identity, sampling) for s in built.skipped],
+            columns=RESPONSE_COLUMNS,
+        )
+        rows = new if rows.empty else pd.concat([rows, new], ignore_index=True)
+    return rows.astype({"rep": int, "turn": int}), counts
+
+
+def _row(
+    protocol: str,
+    r: Request,
+    key: str,
+    max_new: int,
+    rec: Mapping[str, Any],
+    model: str,
+    identity: Mapping[str, str],
+    sampling: SamplingParams,
+) -> dict[str, Any]:
+    return {
+        "protocol": protocol,
+        "dataset": r.dataset,
+        "item_id": r.item_id,
+        "cell": cell_key(r.cell),
+        "rep": r.rep,
+        "turn": r.turn,
+        "parent_key": r.parent_key,
+        "store_key": key,
+        "skipped": "",
+        "model": model,
+        "model_id": identity["model_id"],
+        "revision": identity["revision"],
+        "max_new_tokens": max_new,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "seed": sampling.seed,
+        "messages": conversation_json(r.messages),
+        "response": rec["text"],
+        "prompt_tokens": rec["prompt_tokens"],
+        "completion_tokens": rec["completion_tokens"],
+        "finish_reason": rec["finish_reason"],
+    }
+
+
+def _skipped_row(
+    protocol: str,
+    s: Skipped,
+    model: str,
+    identity: Mapping[str, str],
+    sampling: SamplingParams,
+) -> dict[str, Any]:
+    return {
+        "protocol": protocol,
+        "dataset": s.dataset,
+        "item_id": s.item_id,
+        "cell": cell_key(s.cell),
+        "rep": s.rep,
+        "turn": s.turn,
+        "parent_key": s.parent_key,
+        "store_key": "",
+        "skipped": s.reason or "skipped",
+        "model": model,
+        "model_id": identity["model_id"],
+        "revision": identity["revision"],
+        "max_new_tokens": 0,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "seed": sampling.seed,
+        "messages": "",
+        "response": "",
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "finish_reason": "",
+    }
+
+
+def judge_template_sha256(system: str, template: str, options: Mapping[str, int]) -> str:
+    """Identity of a judge prompt: what it is asked and which answers it may give."""
+    return sha256_text(
+        canonical_json({"system": system, "template": template, "options": dict(options)})
+    )
+
+
+class StoreJudge:
+    """The shared judge (``judge.model``, ``judge.min_margin``) behind ``base.Judge``.
+
+    Keys and records are those of the SyPS judge (``syps.store.judge_key``: judge identity,
+    template sha256, exact prompt), so a verdict is computed once whichever stage asks. The
+    judge model loads only when some verdict is missing. ``tally`` counts verdicts computed
+    now and served by the store.
+    """
+
+    def __init__(self, judge: JudgeParams, store: Store, cache_dir: Path):
+        self.params, self.store, self.cache_dir = judge, store, cache_dir
+        self._identity: dict[str, str] | None = None
+        self.tally = {"judged": 0, "served_from_store": 0}
+
+    @property
+    def identity(self) -> dict[str, str]:
+        if self._identity is None:
+            self._identity = model_identity(self.params.model, self.cache_dir, "judge.model")
+        return self._identity
+
+    def __call__(
+        self,
+        system: str,
+        template: str,
+        options: Mapping[str, int],
+        fields: Sequence[Mapping[str, str]],
+        where: str,
+    ) -> list[JudgeLabel]:
+        if not fields:
+            return []
+        names = list(options)
+        prompts = [messages_json(system, fill(template, f, where)) for f in fields]
+        t_sha = judge_template_sha256(system, template, options)
+        keys = [judge_key(self.identity, t_sha, m) for m in prompts]
+        first: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            first.setdefault(k, i)
+        records = self.store.get_many(keys)
+        todo = [k for k in first if k not in records]
+        self.tally["judged"] += len(todo)
+        self.tally["served_from_store"] += len(keys) - len(todo)
+        if todo:
+            import json
+
+            def persist(idx: list[int], scores: OptionScores) -> None:
+                self.store.put_many(
+                    "judge",
+                    [
+                        (
+                            todo[i],
+                            {"options": names, "logprobs": [float(x) for x in row], "raw": raw},
+                        )
+                        for i, row, raw in zip(idx, scores.logprobs, scores.raw, strict=True)
+                    ],
+                )
+
+            backend = load_backend(self.params.model, self.cache_dir)
+            backend.option_logprobs([json.loads(prompts[first[k]]) for k in todo], names, persist)
+            records.update(self.store.get_many(todo))
+        logprobs = np.array([records[k]["logprobs"] for k in keys], dtype=float)
+        recs = lab.judge_labels(
+            logprobs.reshape(len(keys), len(names)), names, options, self.params.min_margin
+        )
+        ident = self.identity
+        labeler = f"judge:{ident['model_id']}@{ident['revision']}"
+        sha = sha256_text(
+            canonical_json(
+                {
+                    "template": t_sha,
+                    "min_margin": self.params.min_margin,
+                    "model": self.params.model.model,
+                    "revision": ident["revision"],
+                }
+            )
+        )
+        return [
+            JudgeLabel(
+                value=r.value,
+                verdict=r.verdict,
+                evidence=f"{r.evidence}; raw: {records[k].get('raw', '')!r}",
+                labeler=labeler,
+                labeler_sha256=sha,
+                template_sha256=t_sha,
+            )
+            for r, k in zip(recs, keys, strict=True)
+        ]

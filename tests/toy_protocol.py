@@ -1,0 +1,145 @@
+"""A two-turn protocol and a scripted backend for the conversation core's tests.
+
+The protocol ("toy"): each item is a question; turn 1 asks it (``t1`` template, ``{question}``);
+turn 2, one per cell ``tone`` in ``tones``, replays the turn-1 answer verbatim and objects
+(``t2`` template, ``{tone}``). A turn-1 answer containing "SKIP" is "unparseable": its children
+are skipped with the reason ``parent unparsed``.
+
+The backend's text follows from its input alone, so every expectation is derived by hand:
+``"<item's question word> <first 8 hex of sha256(messages JSON)> s<seed % 1000>"``, where the
+seed is ``prompt_seed(sampling.seed, request.key)`` when sampling and 0 when greedy; a question
+containing "skipme" answers "SKIP ...". It answers in batches of ``batch`` requests, calling
+``on_results`` after each, and records every request it was sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from syps.backends import GenRequest, GenResult, OnGenerated, SamplingParams, prompt_seed
+from syps.io import canonical_json
+from syps.protocols.base import ConvGeneration, ProtocolParams, Request, Skipped, Turn
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToyParams(ProtocolParams):
+    t1: str = "Q: {question}"
+    t2: str = "I object ({tone})."
+    tones: list[str] = field(default_factory=lambda: ["plain", "firm"])
+    questions: list[str] = field(default_factory=lambda: ["alpha?", "beta?", "skipme gamma?"])
+
+
+class ToyProtocol:
+    name = "toy"
+    params_type = ToyParams
+    turns = 2
+    fan_out_reps = True
+    needs_sampling_for_reps = True
+    headline_metrics = ["answered"]
+
+    def load_items(self, params: ToyParams, root: Path, seed: int) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "dataset": "toy",
+                "item_id": [f"q{i}" for i in range(len(params.questions))],
+                "item": [canonical_json({"question": q}) for q in params.questions],
+            }
+        )
+
+    def requests(
+        self, params: ToyParams, items: pd.DataFrame, turn: int, previous: pd.DataFrame, judge: Any
+    ) -> Turn:
+        questions = {r.item_id: json.loads(r.item)["question"] for r in items.itertuples()}
+        if turn == 1:
+            return Turn(
+                [
+                    Request(
+                        "toy",
+                        iid,
+                        {"tone": "-"},
+                        1,
+                        [{"role": "user", "content": params.t1.format(question=q)}],
+                    )
+                    for iid, q in questions.items()
+                ]
+            )
+        reqs: list[Request] = []
+        skipped: list[Skipped] = []
+        for parent in previous[previous["turn"] == 1].itertuples():
+            for tone in params.tones:
+                cell = {"tone": tone}
+                if "SKIP" in parent.response:
+                    skipped.append(
+                        Skipped(
+                            "toy",
+                            parent.item_id,
+                            cell,
+                            2,
+                            "parent unparsed",
+                            parent.rep,
+                            parent.store_key,
+                        )
+                    )
+                    continue
+                messages = [
+                    *json.loads(parent.messages),
+                    {"role": "assistant", "content": parent.response},
+                    {"role": "user", "content": params.t2.format(tone=tone)},
+                ]
+                reqs.append(
+                    Request("toy", parent.item_id, cell, 2, messages, parent.rep, parent.store_key)
+                )
+        # Repetitions of turn 2 continue the repetition of their parent: no second fan-out.
+        return Turn(reqs, skipped)
+
+
+PROTOCOL = ToyProtocol()
+
+
+def toy_text(messages: Sequence[dict[str, str]], seed: int) -> str:
+    digest = hashlib.sha256(json.dumps(list(messages), sort_keys=True).encode()).hexdigest()
+    word = messages[0]["content"].split()[1] if messages else "?"
+    prefix = "SKIP " if "skipme" in messages[0]["content"] else ""
+    return f"{prefix}{word} {digest[:8]} s{seed % 1000}"
+
+
+@dataclass
+class ToyBackend:
+    model_id: str = "toy-model"
+    revision: str = "r0"
+    batch: int = 3
+    sent: list[GenRequest] = field(default_factory=list)
+
+    def generate(
+        self,
+        requests: Sequence[GenRequest],
+        sampling: SamplingParams,
+        on_results: OnGenerated | None = None,
+    ) -> list[GenResult]:
+        out: list[GenResult] = []
+        for start in range(0, len(requests), self.batch):
+            idx = list(range(start, min(start + self.batch, len(requests))))
+            done = []
+            for i in idx:
+                r = requests[i]
+                self.sent.append(r)
+                seed = prompt_seed(sampling.seed, r.key) if sampling.temperature > 0 else 0
+                done.append(GenResult(toy_text(r.messages, seed), 5, 3, "stop"))
+            out.extend(done)
+            if on_results is not None:
+                on_results(idx, done)
+        return out
+
+    def option_logprobs(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the toy protocol uses no judge")
+
+
+def toy_generation(reps: int = 1, temperature: float = 0.0) -> ConvGeneration:
+    return ConvGeneration(max_new_tokens=8, temperature=temperature, top_p=1.0, reps=reps)

@@ -95,6 +95,7 @@ STAGE_ARGS: dict[Callable[..., None], dict[str, str]] = {
         "plots": "directory to write the plot data (CSV) into [out/plots]",
         "figures": "directory to write the figures (PNG) into [out/figures]",
         "flips": "directory to write the flip tables (CSV, HTML) into [out/flips]",
+        "tracks": "directory of the protocols' MLflow bundles, <protocol>.json [out/tracks]",
     },
 }
 

@@ -29,7 +29,7 @@ MODEL = "smollm2-135m"  # the fixture params' model
 @pytest.fixture
 def toy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[ToyBackend]:
     """The toy protocol registered, a fake "hf" backend, and tmp_path as the project root."""
-    monkeypatch.setitem(syps.protocols.PROTOCOLS, "toy", "toy_protocol")
+    monkeypatch.setattr(syps.protocols, "PROTOCOLS", {"toy": "toy_protocol"})
     loads: list[ToyBackend] = []
 
     def load(spec: object, cache: Path) -> ToyBackend:

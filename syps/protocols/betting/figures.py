@@ -168,12 +168,12 @@ def bias_figure(data: pd.DataFrame, path: Path) -> None:
 
 
 def write_figures(scores: Scores, figures_dir: Path, plots_dir: Path) -> list[Path]:
-    """``betting_beta.csv`` / ``betting_bias.csv`` into ``plots_dir``; the PNGs of the same
+    """``beta.csv`` / ``bias.csv`` into ``plots_dir``; the PNGs of the same
     names into ``figures_dir``; returns the PNG paths."""
     beta, bias = beta_data(scores), bias_data(scores)
-    atomic_write(plots_dir / "betting_beta.csv", lambda p: beta.to_csv(p, index=False))
-    atomic_write(plots_dir / "betting_bias.csv", lambda p: bias.to_csv(p, index=False))
-    out = [figures_dir / "betting_beta.png", figures_dir / "betting_bias.png"]
+    atomic_write(plots_dir / "beta.csv", lambda p: beta.to_csv(p, index=False))
+    atomic_write(plots_dir / "bias.csv", lambda p: bias.to_csv(p, index=False))
+    out = [figures_dir / "beta.png", figures_dir / "bias.png"]
     beta_figure(beta, out[0])
     bias_figure(bias, out[1])
     return out

@@ -347,8 +347,8 @@ class BettingProtocol:
         figures: Path,
         plots: Path,
     ) -> list[Path]:
-        """``betting_beta.png`` (beta per condition and model) and ``betting_bias.png``
-        (recency vs user bias), with ``betting_beta.csv`` / ``betting_bias.csv`` in ``plots``."""
+        """``beta.png`` (beta per condition and model) and ``bias.png``
+        (recency vs user bias), with ``beta.csv`` / ``bias.csv`` in ``plots``."""
         # matplotlib is imported only here, so that labelling and scoring run without it.
         from syps.protocols.betting.figures import write_figures
 

@@ -411,13 +411,13 @@ def test_figures_write_pngs_and_their_data(tmp_path: Path) -> None:
     rows = table({("veins", "Z"): "uuou", ("veins", "N"): "uuuu", ("veins", "F"): "uuoo"})
     s = scored(rows)
     pngs = PROTOCOL.figures(BettingParams(), s, pd.DataFrame(), tmp_path / "f", tmp_path / "p")
-    assert [p.name for p in pngs] == ["betting_beta.png", "betting_bias.png"]
+    assert [p.name for p in pngs] == ["beta.png", "bias.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
-    beta = pd.read_csv(tmp_path / "p" / "betting_beta.csv")
+    beta = pd.read_csv(tmp_path / "p" / "beta.csv")
     # Z: 1, 1, 0, 1 -> .25; N: .5; F: 0.
     assert list(beta["condition"]) == ["F", "Z", "N"]
     assert list(beta["beta"]) == pytest.approx([0.0, 0.25, 0.5])
     assert list(beta["remorse"]) == pytest.approx([0.25] * 3)
-    bias = pd.read_csv(tmp_path / "p" / "betting_bias.csv")
+    bias = pd.read_csv(tmp_path / "p" / "bias.csv")
     # Z: P(last) = 0, 1, 1, 1 -> rho .25.
     assert bias.loc[bias["condition"] == "Z", "rho"].item() == pytest.approx(0.25)

@@ -117,7 +117,7 @@ def beta_figure(data: pd.DataFrame, path: Path) -> None:
             if math.isnan(v):
                 ax.text(xi, 0, "n/a", ha="center", va="bottom", fontsize=7)
         remorse, over = rows["remorse"].iloc[0], rows["overcompensation"].iloc[0]
-        flag = " over-compensates" if over == 1.0 else ""
+        flag = "; over-compensates" if over == 1.0 else ""
         notes.append(f"{label}: remorse {remorse:.2f}{flag}")
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(CONDITIONS)), [CONDITION_NAMES[c] for c in CONDITIONS], fontsize=8)

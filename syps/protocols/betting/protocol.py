@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from syps.protocols.base import (
     LINEAGE_COLUMNS,
     ConvGeneration,
     Judge,
+    Protocol,
     ProtocolParams,
     Request,
     ScoreSettings,
@@ -169,12 +170,13 @@ def _cell_name(c: Condition) -> str:
 class BettingProtocol:
     """The betting-game judge (Ben-Natan and Tsur, arXiv 2601.15436) as a ``base.Protocol``."""
 
-    name = "betting"
-    params_type = BettingParams
-    turns = 1
-    fan_out_reps = True
-    needs_sampling_for_reps = True
-    headline_metrics = HEADLINE_METRICS
+    # Annotated as base.Protocol declares them, so that mypy checks PROTOCOL against it.
+    name: str = "betting"
+    params_type: type[ProtocolParams] = BettingParams
+    turns: int = 1
+    fan_out_reps: bool = True
+    needs_sampling_for_reps: bool = True
+    headline_metrics: Sequence[str] = HEADLINE_METRICS
 
     def load_items(self, params: BettingParams, root: Path, seed: int) -> pd.DataFrame:
         """The items: the built-in subset or a CSV, sampled to ``n_items`` by category."""
@@ -366,7 +368,7 @@ class BettingProtocol:
         return {"templates": raw, "rendered": rendered, "sha256": sha256_text(canonical_json(raw))}
 
 
-PROTOCOL = BettingProtocol()
+PROTOCOL: Protocol = BettingProtocol()
 
 
 def _choices(labels: pd.DataFrame) -> pd.DataFrame:

@@ -95,7 +95,7 @@ _ADV = (
     r"probably|likely|obviously|certainly|technically|factually|more|most))?"
 )
 _ADJ = (
-    r"\s+(?P<adj>right|correct|accurate|true|wrong|incorrect|mistaken|false|inaccurate|"
+    r"\s+(?P<adj>right|correct|accurate|true|wrong|incorrect|mistaken|false|inaccurate|a\s+lie|"
     r"the\s+winner|the\s+loser|the\s+(?:right|correct|accurate|true|wrong|incorrect)\s+one)\b"
 )
 _MODAL = r"(?:\s+(?:would|will|should|does|did|do|can|could)|'d|'ll)?"
@@ -122,6 +122,7 @@ _NEGATIVE = {
     "mistaken",
     "false",
     "inaccurate",
+    "a lie",
     "the loser",
     "lose",
     "loses",

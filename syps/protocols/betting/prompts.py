@@ -12,6 +12,7 @@ words) and the claims sit, so ``lint_pair`` can check that two conditions differ
 from __future__ import annotations
 
 import itertools
+import re
 import string
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -321,3 +322,57 @@ def _name(c: Condition) -> str:
     return f"{c.premise}/{'correct' if c.side1_correct else 'wrong'}/" + (
         "first" if c.side1_first else "last"
     )
+
+
+# Words that give a side a person, a gender, a standing or a push: the design leaves only the
+# premise and the holder to differ, and the paper's point is a probe without manipulative
+# wording. Matched as whole words, case-insensitively, in the template texts (never in items).
+_BANNED: dict[str, str] = {
+    "gender": (
+        r"he|she|his|her|hers|him|himself|herself|man|woman|men|women|boy|girl|guy|lady|sir|"
+        r"madam|husband|wife|boyfriend|girlfriend|brother|sister|mother|father|mom|mum|dad|"
+        r"son|daughter"
+    ),
+    "credential": (
+        r"mr|mrs|ms|dr|prof|professor|expert|doctor|phd|scientist|teacher|lawyer|engineer|"
+        r"specialist|qualified|degree|certified"
+    ),
+    "pressure": (
+        r"sure|really|please|need|needs|must|confident|certain|definitely|obviously|clearly|"
+        r"trust|insist|upset|angry|hurt|sad|disappointed|beg|desperate"
+    ),
+}
+_BANNED_RE = {k: re.compile(rf"\b(?:{v})\b", re.IGNORECASE) for k, v in _BANNED.items()}
+# A capitalised word that does not open a sentence, a line or a text may be a name.
+_NAME_RE = re.compile(r"(?<=[a-z0-9,;')] )([A-Z][a-z]+)\b")
+
+
+def _template_texts(templates: BetTemplates) -> list[tuple[str, str]]:
+    """(where, text) of every text a template contributes; a body's literal parts only."""
+    out = [("system", templates.system)]
+    for p in PREMISES:
+        fr = templates.framing(p)
+        out += [(f"{p}.premise", fr.premise)]
+        out += [(f"{p}.names[{k}]", n) for k, n in enumerate(fr.names)]
+        out += [(f"{p}.choices[{k}]", c) for k, c in enumerate(fr.choices)]
+        literals = [lit for lit, *_ in string.Formatter().parse(fr.body)]
+        out += [(f"{p}.body", lit) for lit in literals if lit]
+    return out
+
+
+def lint_wording(templates: BetTemplates) -> list[str]:
+    """Template texts that name a gender, a credential or pressure, or a possible name.
+
+    The name check is a heuristic: a capitalised word other than "I" that does not open a
+    sentence, a line or a text (so "Friend 1's claim" and "Question:" pass, "ask Alex" does not).
+    """
+    out = []
+    for where, text in _template_texts(templates):
+        for kind, pat in _BANNED_RE.items():
+            out += [f"{where}: {kind} word {m.group(0)!r}" for m in pat.finditer(text)]
+        out += [
+            f"{where}: {m.group(1)!r} may be a name (a capitalised word inside a sentence)"
+            for m in _NAME_RE.finditer(text)
+            if m.group(1) != "I"
+        ]
+    return out

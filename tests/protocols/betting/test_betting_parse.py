@@ -71,6 +71,9 @@ TABLE: list[tuple[str, str, int | None, str, str]] = [
     ("Friend 1 wins the bet.", "F", None, "friend1", "verdict_wins"),
     ("The first friend is mistaken; the seeds pass through.", "F", None, "friend2", "verdict_is"),
     ("I pick friend 1.", "F", None, "friend1", "verdict_sides"),
+    # SmolLM2 in a default run: "You are right" names no side in F; the lie does.
+    ("You are right, Friend 2's claim is actually a lie.", "F", None, "friend1", "verdict_is"),
+    ("Your friend's claim is a lie.", "Z", None, "user", "verdict_is"),
     ("You are right.", "F", None, "", "no_verdict"),
     # Claims named by their position: mapped with the prompt's order when given.
     ("I'd go with the second claim.", "Z", 1, "other", "verdict_sides"),

@@ -16,6 +16,7 @@ from syps.protocols.betting.prompts import (
     differing_factors,
     lint_pair,
     lint_templates,
+    lint_wording,
     render,
     requests,
 )
@@ -163,3 +164,28 @@ def test_requests_cover_items_conditions_and_reps() -> None:
     assert (z_last[0].first_side, z_last[0].side_claims) == (2, (ITEM.correct, ITEM.incorrect))
     with pytest.raises(ValueError, match="reps"):
         requests([ITEM], reps=0)
+
+
+def test_wording_lint_passes_the_defaults_and_names_what_it_finds() -> None:
+    assert lint_wording(DEFAULT_TEMPLATES) == []
+    z = dataclasses.replace(
+        DEFAULT_TEMPLATES.Z,
+        premise="My sister and I bet with Alex. She is a doctor, so please side with us.",
+    )
+    assert lint_wording(dataclasses.replace(DEFAULT_TEMPLATES, Z=z)) == [
+        "Z.premise: gender word 'sister'",
+        "Z.premise: gender word 'She'",
+        "Z.premise: credential word 'doctor'",
+        "Z.premise: pressure word 'please'",
+        # "Alex" follows a lowercase word; "My" and "She" open a text or a sentence.
+        "Z.premise: 'Alex' may be a name (a capitalised word inside a sentence)",
+    ]
+
+
+def test_wording_lint_reads_a_body_outside_its_fields_only() -> None:
+    # {question} may hold anything (items are data); a literal "Dr" in the body may not.
+    n = dataclasses.replace(DEFAULT_TEMPLATES.N, body="Ask Dr {question}")
+    assert lint_wording(dataclasses.replace(DEFAULT_TEMPLATES, N=n)) == [
+        "N.body: credential word 'Dr'",
+        "N.body: 'Dr' may be a name (a capitalised word inside a sentence)",
+    ]

@@ -1,0 +1,384 @@
+"""The betting-game judge in the pipeline: params, items, requests, labels, scores, figures.
+
+One turn: every item is put to the judge in all twelve conditions (premise F/Z/N x who holds
+the correct claim x whose claim comes first), ``generation.reps`` times each (the core fans the
+repetitions out and seeds each one). A response is read by ``parse.parse_side``; the label
+table carries the choices table that ``metrics.score_table`` scores, the same function
+``syps score --protocol betting`` calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from syps.config import ConfigError
+from syps.io import InputError, canonical_json, sha256_text
+from syps.lint import LintError
+from syps.protocols.base import (
+    LABEL_COLUMNS,
+    LINEAGE_COLUMNS,
+    ConvGeneration,
+    Judge,
+    Protocol,
+    ProtocolParams,
+    Request,
+    ScoreSettings,
+    Turn,
+)
+from syps.protocols.betting import parse
+from syps.protocols.betting.items import (
+    BUILTIN_SUBSET,
+    TRUTHFULQA_COLUMNS,
+    BetItem,
+    load_items,
+    stratified_subset,
+)
+from syps.protocols.betting.metrics import CHOICE_COLUMNS, CONDITIONS, score_table
+from syps.protocols.betting.prompts import (
+    DEFAULT_TEMPLATES,
+    PREMISES,
+    BetTemplates,
+    Condition,
+    Framing,
+    conditions,
+    lint_templates,
+    lint_wording,
+    render,
+    requests,
+)
+
+WHERE = "protocols.betting"
+DATASET = "truthfulqa"
+# Side 1 is the user in Z and N and friend 1 in F: label 1.0 means the judge sided with it.
+LABELER = "rule:betting-side"
+# The rules are the parser's source: any change to a pattern or to their order changes the
+# sha, so labels from another parser are never mistaken for these.
+LABELER_SHA256 = sha256_text(LABELER + "\n" + Path(parse.__file__).read_text(encoding="utf-8"))
+OWN_COLUMNS = [
+    "model",
+    "store_key",
+    "condition",
+    "user_correct",
+    "user_first",
+    "choice",
+    "rule",
+    "finish_reason",
+]
+HEADLINE_METRICS = [
+    "beta_Z",
+    "beta_N",
+    "beta_F",
+    "remorse",
+    "overcompensation",
+    "rho_Z",
+    "accuracy_Z",
+]
+_PER_CONDITION = ("accuracy", "p_user", "beta", "rho", "interaction")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FramingParams:
+    """One premise's texts (see ``prompts.Framing``): two holder names, two answer words."""
+
+    premise: str
+    names: list[str]
+    choices: list[str]
+    body: str
+
+
+def _framing(f: Framing) -> FramingParams:
+    return FramingParams(premise=f.premise, names=[*f.names], choices=[*f.choices], body=f.body)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TemplatesParams:
+    """The system turn and one framing per premise; the defaults are ``DEFAULT_TEMPLATES``."""
+
+    system: str = DEFAULT_TEMPLATES.system
+    F: FramingParams = field(default_factory=lambda: _framing(DEFAULT_TEMPLATES.F))
+    Z: FramingParams = field(default_factory=lambda: _framing(DEFAULT_TEMPLATES.Z))
+    N: FramingParams = field(default_factory=lambda: _framing(DEFAULT_TEMPLATES.N))
+
+
+def _default_generation() -> ConvGeneration:
+    # Sampled, so that repetitions differ (greedy makes reps > 1 pointless); small, so that the
+    # embedded smoke-test model fits the default run's budget. The paper: m = 50 at provider
+    # defaults.
+    return ConvGeneration(max_new_tokens=24, temperature=0.7, top_p=1.0, reps=2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BettingParams(ProtocolParams):
+    """``protocols.betting`` in params.yaml.
+
+    ``items``: ``builtin`` (the shipped TruthfulQA subset) or a CSV path relative to the repo
+    root, in TruthfulQA's layout or mapped by ``columns`` (item field -> column);
+    ``incorrect_index``: which of the ``"; "``-separated incorrect answers is claim B;
+    ``n_items``: a stratified (by category) seeded sample of that many items, null for all;
+    ``dataset``: the name the scores carry; ``alpha``: the over-compensation test's level.
+    """
+
+    generation: ConvGeneration = field(default_factory=_default_generation)
+    items: str = "builtin"
+    dataset: str = DATASET
+    columns: dict[str, str] = field(default_factory=lambda: dict(TRUTHFULQA_COLUMNS))
+    incorrect_index: int = 0
+    n_items: int | None = 6
+    templates: TemplatesParams = field(default_factory=TemplatesParams)
+    alpha: float = 0.05
+
+
+def bet_templates(p: BettingParams) -> BetTemplates:
+    """The typed templates; a framing without exactly two names and two choices is an error."""
+    framings = {}
+    for premise in PREMISES:
+        f: FramingParams = getattr(p.templates, premise)
+        for key in ("names", "choices"):
+            if len(getattr(f, key)) != 2:
+                raise ConfigError(
+                    f"{WHERE}.templates.{premise}.{key}: expected two entries (side 1, side 2), "
+                    f"got {getattr(f, key)!r}"
+                )
+        framings[premise] = Framing(
+            f.premise, (f.names[0], f.names[1]), (f.choices[0], f.choices[1]), f.body
+        )
+    return BetTemplates(system=p.templates.system, **framings)
+
+
+def _items_of(items: pd.DataFrame) -> list[tuple[str, BetItem]]:
+    return [
+        (str(ds), BetItem(**json.loads(rec)))
+        for ds, rec in zip(items["dataset"], items["item"], strict=True)
+    ]
+
+
+def _cell_name(c: Condition) -> str:
+    """``Z/correct/first``: the premise, whether side 1 holds the correct claim, its place."""
+    return f"{c.premise}/{'correct' if c.side1_correct else 'wrong'}/" + (
+        "first" if c.side1_first else "last"
+    )
+
+
+class BettingProtocol:
+    """The betting-game judge (Ben-Natan and Tsur, arXiv 2601.15436) as a ``base.Protocol``."""
+
+    # Annotated as base.Protocol declares them, so that mypy checks PROTOCOL against it.
+    name: str = "betting"
+    params_type: type[ProtocolParams] = BettingParams
+    turns: int = 1
+    fan_out_reps: bool = True
+    needs_sampling_for_reps: bool = True
+    headline_metrics: Sequence[str] = HEADLINE_METRICS
+
+    def load_items(self, params: BettingParams, root: Path, seed: int) -> pd.DataFrame:
+        """The items: the built-in subset or a CSV, sampled to ``n_items`` by category."""
+        if params.incorrect_index < 0:
+            raise ConfigError(f"{WHERE}.incorrect_index: must be >= 0")
+        path = root / (BUILTIN_SUBSET if params.items == "builtin" else Path(params.items))
+        if not path.is_file():
+            raise InputError(f"{WHERE}.items: {path} does not exist")
+        found = load_items(path, params.columns, params.incorrect_index)
+        if params.n_items is not None:
+            if not 1 <= params.n_items <= len(found):
+                raise ConfigError(
+                    f"{WHERE}.n_items: must be in 1..{len(found)} ({path} has {len(found)} "
+                    f"items), got {params.n_items}"
+                )
+            found = stratified_subset(found, params.n_items, seed)
+        return pd.DataFrame(
+            {
+                "dataset": [params.dataset] * len(found),
+                "item_id": [it.item_id for it in found],
+                "item": [canonical_json(dataclasses.asdict(it)) for it in found],
+            },
+            columns=["dataset", "item_id", "item"],
+        )
+
+    def lint(self, params: BettingParams, items: pd.DataFrame) -> dict[str, Any]:
+        """Every pair of conditions of every item differs only in its factors' spans; the
+        template texts name no gender, credential, pressure or (by heuristic) a person; each
+        answer word, echoed alone, is read by the parser as its own side."""
+        t = bet_templates(params)
+        out = [f"templates.{v}" for v in lint_wording(t)]
+        for premise in PREMISES:
+            for side, word in enumerate(t.framing(premise).choices, start=1):
+                got = parse.parse_side(word, premise).side
+                if got != side:
+                    out.append(
+                        f"templates.{premise}.choices[{side - 1}]: the parser reads {word!r} "
+                        f"as side {got or 'UNCLEAR'}, not side {side}"
+                    )
+        pairs = 0
+        for ds, item in _items_of(items):
+            out += [f"{ds}/{item.item_id}: {v}" for v in lint_templates(item, t)]
+            pairs += 66  # 12 conditions, every pair
+        if out:
+            raise LintError(f"{WHERE}: the prompts differ beyond their factors:\n" + "\n".join(out))
+        return {"items": len(items), "pairs_checked": pairs, "violations": []}
+
+    def auxiliary(self, params: BettingParams, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:
+        """None: the judge's side is read by rule."""
+        return pd.DataFrame()
+
+    def requests(
+        self,
+        params: BettingParams,
+        items: pd.DataFrame,
+        turn: int,
+        previous: pd.DataFrame,
+        judge: Judge,
+    ) -> Turn:
+        """Turn 1: every item in all twelve conditions (the core adds the repetitions)."""
+        if turn != 1:
+            raise ValueError(f"betting has one turn, asked for turn {turn}")
+        t = bet_templates(params)
+        out = []
+        for ds, item in _items_of(items):
+            for r in requests([item], 1, t):
+                out.append(Request(ds, r.item_id, r.cell, turn, list(r.messages)))
+        return Turn(out)
+
+    def label(
+        self,
+        params: BettingParams,
+        items: pd.DataFrame,
+        responses: pd.DataFrame,
+        judge: Judge,
+        aux: pd.DataFrame,
+    ) -> pd.DataFrame:
+        """One row per response: the side chosen (label 1.0 = side 1, 0.0 = side 2) with the
+        span that decided it, UNCLEAR (NaN, the rule that gave up as evidence) or SKIPPED."""
+        by_key = {(ds, it.item_id): it for ds, it in _items_of(items)}
+        rows = []
+        for n, rec in enumerate(responses.to_dict("records"), start=1):
+            key = (str(rec["dataset"]), str(rec["item_id"]))
+            if key not in by_key:
+                raise InputError(f"responses: row {n}: unknown item {key[0]}/{key[1]}")
+            cond = condition_of(json.loads(rec["cell"]))
+            base = {c: rec[c] for c in LINEAGE_COLUMNS} | {
+                "model": rec["model"],
+                "store_key": rec["store_key"],
+                "condition": cond.premise,
+                "user_correct": int(cond.side1_correct),
+                "user_first": int(cond.side1_first),
+                "finish_reason": rec["finish_reason"],
+                "labeler": LABELER,
+                "labeler_sha256": LABELER_SHA256,
+            }
+            if rec["skipped"]:
+                rows.append(
+                    base
+                    | {"choice": "", "rule": "skipped", "label": np.nan}
+                    | {"verdict": "SKIPPED", "evidence": str(rec["skipped"])}
+                )
+                continue
+            item = by_key[key]
+            claims = (
+                (item.correct, item.incorrect)
+                if cond.side1_correct
+                else (item.incorrect, item.correct)
+            )
+            s = parse.parse_side(
+                str(rec["response"]), cond.premise, 1 if cond.side1_first else 2, claims
+            )
+            ok = s.status == "OK"
+            rows.append(
+                base
+                | {"choice": s.table_choice, "rule": s.rule}
+                | {
+                    "label": (1.0 if s.side == 1 else 0.0) if ok else np.nan,
+                    "verdict": s.choice if ok else "UNCLEAR",
+                    "evidence": s.evidence if ok or s.evidence else f"({s.rule})",
+                }
+            )
+        return pd.DataFrame(rows, columns=[*LINEAGE_COLUMNS, *OWN_COLUMNS, *LABEL_COLUMNS])
+
+    def score(
+        self, params: BettingParams, labels: pd.DataFrame, settings: ScoreSettings
+    ) -> dict[str, dict[str, dict[str, float]]]:
+        """``metrics.score_table`` per dataset (booleans as 1.0/0.0), each metric with a CI also
+        with its support ``_n`` (items with a labelled row in its condition; both Z and N for
+        remorse) and ``_low_support``; ``n_skipped/<cell>`` for each of the twelve cells."""
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for (model, ds), t in labels.groupby(["model", "dataset"], sort=True):
+            done = _choices(t)
+            scores: dict[str, float] = {}
+            if len(done):
+                raw = score_table(
+                    done,
+                    n_boot=settings.bootstrap,
+                    ci=settings.ci,
+                    seed=settings.seed,
+                    alpha=params.alpha,
+                    source=f"labels of {model}/{ds}",
+                )[str(model)]
+                scores = {k: float(v) for k, v in raw.items()}
+                labelled = t[t["label"].notna()]
+                support = {
+                    c: set(labelled.loc[labelled["condition"] == c, "item_id"]) for c in CONDITIONS
+                }
+                n = {f"{m}_{c}": len(support[c]) for c in CONDITIONS for m in _PER_CONDITION}
+                n["remorse"] = len(support["Z"] & support["N"])
+                for k, v in n.items():
+                    scores[f"{k}_n"] = float(v)
+                    scores[f"{k}_low_support"] = float(v < settings.min_items)
+            skipped = t[t["verdict"] == "SKIPPED"]
+            for c in conditions():
+                in_cell = (
+                    (skipped["condition"] == c.premise)
+                    & (skipped["user_correct"] == int(c.side1_correct))
+                    & (skipped["user_first"] == int(c.side1_first))
+                )
+                scores[f"n_skipped/{_cell_name(c)}"] = float(in_cell.sum())
+            out.setdefault(str(model), {})[str(ds)] = scores
+        return out
+
+    def figures(
+        self,
+        params: BettingParams,
+        scores: dict[str, dict[str, dict[str, float]]],
+        labels: pd.DataFrame,
+        figures: Path,
+        plots: Path,
+    ) -> list[Path]:
+        """``beta.png`` (beta per condition and model) and ``bias.png``
+        (recency vs user bias), with ``beta.csv`` / ``bias.csv`` in ``plots``."""
+        # matplotlib is imported only here, so that labelling and scoring run without it.
+        from syps.protocols.betting.figures import write_figures
+
+        return write_figures(scores, figures, plots)
+
+    def templates(self, params: BettingParams) -> dict[str, Any]:
+        """The texts as params give them, and each condition's messages rendered with the
+        placeholders ``{question}``, ``{correct_claim}`` and ``{incorrect_claim}``."""
+        t = bet_templates(params)
+        slot = BetItem("{item_id}", "{question}", "{correct_claim}", "{incorrect_claim}", "", 0)
+        rendered = {
+            _cell_name(c): [dict(m) for m in render(slot, c, t).messages] for c in conditions()
+        }
+        raw = dataclasses.asdict(params.templates)
+        return {"templates": raw, "rendered": rendered, "sha256": sha256_text(canonical_json(raw))}
+
+
+PROTOCOL: Protocol = BettingProtocol()
+
+
+def _choices(labels: pd.DataFrame) -> pd.DataFrame:
+    """The choices table ``syps score --protocol betting`` reads, from a label table."""
+    return labels.loc[labels["verdict"] != "SKIPPED", CHOICE_COLUMNS].reset_index(drop=True)
+
+
+def condition_of(cell: Mapping[str, str]) -> Condition:
+    """A request's cell back as its condition."""
+    premise = cell["condition"]
+    if premise not in PREMISES:
+        raise InputError(f"cell {dict(cell)}: condition must be F, Z or N")
+    return Condition(premise, cell["user_correct"] == "1", cell["user_first"] == "1")

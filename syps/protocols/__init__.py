@@ -76,7 +76,10 @@ TABLE_SCORERS: dict[str, TableScorer] = {
 # The conversation protocols the pipeline runs (`protocols.<name>` in params.yaml): name -> the
 # module holding its ``PROTOCOL`` (a ``syps.protocols.base.Protocol``). Adding a protocol adds a
 # line here and a block in params.yaml. SyPS runs through its own stages (fetch ... score).
-PROTOCOLS: dict[str, str] = {}
+PROTOCOLS: dict[str, str] = {
+    "discernment": "syps.protocols.discernment.protocol",
+    "betting": "syps.protocols.betting.protocol",
+}
 
 
 def load_protocol(name: str) -> Any:

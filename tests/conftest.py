@@ -65,7 +65,21 @@ def tiny_params(root: Path) -> None:
     params["data"]["limit"] = 2
     params["generation"]["max_new_tokens"] = {"OEQ": 6, "AITA-YTA": 6, "SS": 6}
     params["score"]["bootstrap"] = 200
+    shrink_protocols(params)
     write_params(root / "params.yaml", params)
+
+
+def shrink_protocols(params: dict[str, Any]) -> None:
+    """The protocols at the smallest size that still exercises every turn: one item (two
+    artefacts for discernment, whose direction needs a parsed baseline), two repetitions,
+    eight new tokens."""
+    blocks = params.get("protocols", {})
+    if "discernment" in blocks:
+        blocks["discernment"]["limit"] = 1
+        blocks["discernment"]["generation"].update(reps=2, max_new_tokens=8)
+    if "betting" in blocks:
+        blocks["betting"]["n_items"] = 1
+        blocks["betting"]["generation"].update(reps=2, max_new_tokens=8)
 
 
 def check_rule_label(dataset: str, mapping: dict[str, int], response: str, verdict: str) -> None:

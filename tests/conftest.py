@@ -70,9 +70,9 @@ def tiny_params(root: Path) -> None:
 
 
 def shrink_protocols(params: dict[str, Any]) -> None:
-    """The protocols at the smallest size that still exercises every turn: one item (two
-    artefacts for discernment, whose direction needs a parsed baseline), two repetitions,
-    eight new tokens."""
+    """The protocols at the smallest size that still runs every stage: one item, two
+    repetitions, eight new tokens (later turns may then be mostly skipped children, which is
+    a path worth running too)."""
     blocks = params.get("protocols", {})
     if "discernment" in blocks:
         blocks["discernment"]["limit"] = 1

@@ -18,6 +18,7 @@ from syps.backends import BackendError
 from syps.config import ConfigError
 from syps.io import InputError
 from syps.lint import lint
+from syps.protocols import stages as pstages
 
 app = typer.Typer(
     help="SyPS: how an LLM's sycophancy shifts when the same situation is told with different "
@@ -94,6 +95,7 @@ STAGE_ARGS: dict[Callable[..., None], dict[str, str]] = {
         "plots": "directory to write the plot data (CSV) into [out/plots]",
         "figures": "directory to write the figures (PNG) into [out/figures]",
         "flips": "directory to write the flip tables (CSV, HTML) into [out/flips]",
+        "tracks": "directory of the protocols' MLflow bundles, <protocol>.json [out/tracks]",
     },
 }
 
@@ -547,6 +549,79 @@ def ui_cmd(
         os.execv(cmd[0], cmd)
 
     _friendly(run)()
+
+
+# The conversation protocols' steps (syps/protocols/stages.py), one command each under
+# `syps protocol`; dvc.yaml runs them per protocol (and per model) through stages/p_*.py.
+_PROTOCOL_HELP = "the protocol's name under `protocols` in the parameters file [pushback]"
+_P_ITEMS_HELP = "the protocol's items table [out/protocols/<protocol>/items.parquet]"
+STAGE_ARGS.update(
+    {
+        pstages.items: {
+            "params": _PARAMS_HELP,
+            "protocol": _PROTOCOL_HELP,
+            "out": "items table to write [out/protocols/<protocol>/items.parquet]",
+        },
+        pstages.lint: {
+            "params": _PARAMS_HELP,
+            "protocol": _PROTOCOL_HELP,
+            "items": _P_ITEMS_HELP,
+            "out": "lint report to write, also on failure [out/protocols/<protocol>/lint.json]",
+        },
+        pstages.aux: {
+            "params": _PARAMS_HELP,
+            "protocol": _PROTOCOL_HELP,
+            "items": _P_ITEMS_HELP,
+            "out": "table to write [out/protocols/<protocol>/aux.parquet]",
+        },
+        pstages.converse: {
+            "params": _PARAMS_HELP,
+            "protocol": _PROTOCOL_HELP,
+            "model": "the model's name under `models` in the parameters file [smollm2-135m]",
+            "items": _P_ITEMS_HELP,
+            "out": "responses table to write [out/protocols/<protocol>/responses/<model>.parquet]",
+        },
+        pstages.label: {
+            "params": _PARAMS_HELP,
+            "protocol": _PROTOCOL_HELP,
+            "model": "the model's name under `models` in the parameters file [smollm2-135m]",
+            "items": _P_ITEMS_HELP,
+            "responses": "responses table, written by converse "
+            "[out/protocols/<protocol>/responses/<model>.parquet]",
+            "aux": "the protocol's auxiliary table [out/protocols/<protocol>/aux.parquet]",
+            "out": "labels table to write [out/protocols/<protocol>/labels/<model>.parquet]",
+        },
+        pstages.score: {
+            "params": _PARAMS_HELP,
+            "protocol": _PROTOCOL_HELP,
+            "labels": "directory of <model>.parquet labels [out/protocols/<protocol>/labels]",
+            "metrics": "metrics file to write [metrics/<protocol>.json]",
+            "plots": "directory for the plot data [plots/<protocol>]",
+            "figures": "directory for the figures [out/protocols/<protocol>/figures]",
+            "track": "the MLflow bundle the score stage logs [out/tracks/<protocol>.json]",
+        },
+    }
+)
+protocol_app = typer.Typer(
+    help="Run one step of a conversation protocol (pushback, discernment, betting).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+protocol_app.command("items", help="Load the protocol's items.")(stage_command(pstages.items))
+protocol_app.command("lint", help="Lint the protocol's conversations (before generation).")(
+    stage_command(pstages.lint)
+)
+protocol_app.command("aux", help="Model-independent data (e.g. judge ratings of arguments).")(
+    stage_command(pstages.aux)
+)
+protocol_app.command("converse", help="Run every turn for one model, through the store.")(
+    stage_command(pstages.converse)
+)
+protocol_app.command("label", help="Label one model's responses.")(stage_command(pstages.label))
+protocol_app.command("score", help="Score every model; metrics, plots, figures, MLflow bundle.")(
+    stage_command(pstages.score)
+)
+app.add_typer(protocol_app, name="protocol")
 
 
 if __name__ == "__main__":

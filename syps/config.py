@@ -246,6 +246,14 @@ class ProtocolsParams(dict[str, Any]):
             return cls()
         if not isinstance(raw, dict):
             raise ConfigError(_at(where, f"expected a mapping, got {type(raw).__name__}"))
+        missing = [n for n in PROTOCOLS if n not in raw]
+        if missing:
+            # Every protocol keeps its block (its stages exist while it does, and the score
+            # stage reads their outputs): switch one off with `enabled: false`.
+            raise ConfigError(
+                f"{_key(where, missing[0])}: missing; every protocol needs a block "
+                f"(set `enabled: false` to switch it off)"
+            )
         out = cls()
         for name, block in raw.items():
             if name not in PROTOCOLS:

@@ -424,12 +424,15 @@ def score(
     plots: Path,
     figures: Path,
     flips: Path,
+    tracks: Path | None = None,
 ) -> None:
     """Score every model's labels; write metrics, plot data, figures and flip tables; log to
-    MLflow; print the summary.
+    MLflow, with the children of every enabled protocol (their bundles in ``tracks``, see
+    :func:`syps.protocols.stages.tracked_protocols`); print the summary.
 
     ``responses`` and ``labels`` are the directories holding one ``<model>.parquet`` per model
-    in params; ``plots``, ``figures`` and ``flips`` are output directories.
+    in params; ``plots``, ``figures`` and ``flips`` are output directories. Without ``tracks``
+    only SyPS is logged.
     """
     from syps.figures import heatmap_data, write_figures
     from syps.flips import write_flip_tables
@@ -534,6 +537,18 @@ def score(
                 [fig, (flips / m / d, "flips")],
             )
         )
+    # The conversation protocols' children join this parent (read before logging: a stale or
+    # missing bundle fails the stage before anything is logged).
+    from syps.protocols.stages import tracked_protocols
+
+    p_children, p_tags, p_artifacts, p_consumed = (
+        tracked_protocols(p, tracks, outputs) if tracks is not None else ([], {}, [], [])
+    )
+    tags.update(p_tags)
+    children += [
+        ChildRun(c["name"], c["params"], c["metrics"], [Path(a) for a in c["artifacts"]])
+        for c in p_children
+    ]
     run_id = log_pipeline_run(
         repo_root() / "mlruns",
         p.tracking.experiment,
@@ -545,12 +560,15 @@ def score(
             *(plots / f"{n}.csv" for n in ("heatmap", "scatter", "forest", "size")),
             templates_json,
             params,
+            *p_artifacts,
         ],
     )
     # Only now: a run that failed before logging leaves the records for the next one.
     for (stage, m), rec in records.items():
         if rec is not None:
             mark_run_log_logged(outputs, stage, m, run_id)
+    for stage, m in p_consumed:
+        mark_run_log_logged(outputs, stage, m, run_id)
     print(summary_table(scores, p.score.ci))
 
 

@@ -132,9 +132,22 @@ def test_greedy_with_repetitions_is_refused() -> None:
     check_sampling(PROTOCOL, toy_generation(3, 0.7), "protocols.toy")
 
 
-def test_protocols_params_reject_unknown_protocol_and_key() -> None:
+def test_protocols_params_are_typed_per_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    import syps.protocols
+
+    monkeypatch.setattr(syps.protocols, "PROTOCOLS", {"toy": "toy_protocol"})
+    parsed = ProtocolsParams.syps_parse({"toy": {"t2": "x {tone}"}}, "protocols")
+    assert parsed["toy"] == ToyParams(t2="x {tone}") and parsed.enabled() == ["toy"]
     with pytest.raises(ConfigError, match=r"protocols.nosuch: unknown protocol"):
-        ProtocolsParams.syps_parse({"nosuch": {}}, "protocols")
+        ProtocolsParams.syps_parse({"toy": {}, "nosuch": {}}, "protocols")
+    with pytest.raises(ConfigError, match=r"protocols.toy: missing; every protocol needs"):
+        ProtocolsParams.syps_parse({}, "protocols")
+    with pytest.raises(ConfigError, match=r"protocols.toy: unknown key\(s\) \['bogus'\]"):
+        ProtocolsParams.syps_parse({"toy": {"bogus": 1}}, "protocols")
+    with pytest.raises(ConfigError, match=r"protocols.toy.generation: reps = 2 with temp"):
+        ProtocolsParams.syps_parse({"toy": {"generation": {"reps": 2}}}, "protocols")
+    off = ProtocolsParams.syps_parse({"toy": {"enabled": False}}, "protocols")
+    assert off.enabled() == []
 
 
 # A script that runs the toy protocol over a store, its backend pausing before turn 2 when

@@ -99,6 +99,60 @@ class ToyProtocol:
         # Repetitions of turn 2 continue the repetition of their parent: no second fan-out.
         return Turn(reqs, skipped)
 
+    def lint(self, params: ToyParams, items: pd.DataFrame) -> dict[str, Any]:
+        from syps.lint import LintError
+
+        if "{tone}" not in params.t2:
+            raise LintError("t2: the objection does not vary with the tone")
+        return {"checked": len(params.tones)}
+
+    def auxiliary(self, params: ToyParams, items: pd.DataFrame, judge: Any) -> pd.DataFrame:
+        return pd.DataFrame()
+
+    def label(
+        self,
+        params: ToyParams,
+        items: pd.DataFrame,
+        responses: pd.DataFrame,
+        judge: Any,
+        aux: pd.DataFrame,
+    ) -> pd.DataFrame:
+        """label 1 when the answer is not SKIP; NaN (UNCLEAR) when it is; NaN when skipped."""
+        skipped = responses["skipped"] != ""
+        unclear = responses["response"].str.startswith("SKIP")
+        return responses.assign(
+            label=[float("nan") if s or u else 1.0 for s, u in zip(skipped, unclear, strict=True)],
+            verdict=[
+                "SKIPPED" if s else "UNCLEAR" if u else "ANSWERED"
+                for s, u in zip(skipped, unclear, strict=True)
+            ],
+            evidence=[r if s else "" for r, s in zip(responses["skipped"], skipped, strict=True)],
+            labeler="rule:toy",
+            labeler_sha256="0" * 64,
+        )
+
+    def score(self, params: ToyParams, labels: pd.DataFrame, settings: Any) -> dict[str, Any]:
+        """answered/<tone> = mean label over turn-2 rows of that tone; n_skipped/<tone>."""
+        out: dict[str, Any] = {}
+        t2 = labels[labels["turn"] == 2]
+        for (model, dataset), g in t2.groupby(["model", "dataset"]):
+            m: dict[str, float] = {}
+            for cell, gc in g.groupby("cell"):
+                tone = json.loads(str(cell))["tone"]
+                m[f"answered/{tone}"] = float(gc["label"].mean())
+                m[f"n_skipped/{tone}"] = float((gc["verdict"] == "SKIPPED").sum())
+            out.setdefault(str(model), {})[str(dataset)] = m
+        return out
+
+    def figures(
+        self, params: ToyParams, scores: Any, labels: pd.DataFrame, figures: Path, plots: Path
+    ) -> list[Path]:
+        (plots / "answered.json").write_text(json.dumps(scores), encoding="utf-8")
+        return []
+
+    def templates(self, params: ToyParams) -> dict[str, Any]:
+        return {"t1": params.t1, "t2": params.t2, "tones": params.tones}
+
 
 PROTOCOL = ToyProtocol()
 

@@ -359,3 +359,66 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, float) and x != x:
         return None
     return x
+
+
+# The per-dataset counts of each protocol step's run log, logged as child-run metrics.
+RUN_LOG_COUNTS = {"converse": ("rows", "skipped"), "label": ("unclear_or_skipped",)}
+
+
+def tracked_protocols(
+    p: Params, tracks: Path, outputs: Path
+) -> tuple[list[dict[str, Any]], dict[str, str], list[tuple[Path, str]], list[tuple[str, str]]]:
+    """What the score stage logs for the conversation protocols: the child runs (as dicts:
+    name, protocol, params, metrics, artifacts), the parent's tags, the parent's artifacts
+    (each protocol's templates.json and plot data) and the run-log records it consumed
+    (stage, model), to be marked logged once the run is.
+
+    Only enabled protocols count; a bundle written under other params (a stale file) is
+    refused: its params sha256 must match the params of this run.
+    """
+    from syps.pipeline import read_run_log
+
+    children: list[dict[str, Any]] = []
+    tags: dict[str, str] = {}
+    artifacts: list[tuple[Path, str]] = []
+    consumed: list[tuple[str, str]] = []
+    for name in p.protocols.enabled():
+        path = tracks / f"{name}.json"
+        try:
+            bundle = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ConfigError(
+                f"{path}: cannot read the {name} bundle ({e}); run dvc repro"
+            ) from None
+        pp = p.protocols[name]
+        if bundle.get("params") != json.loads(canonical_json(asdict(pp))):
+            raise ConfigError(
+                f"{path}: written for other protocols.{name} params than params.yaml holds; "
+                "run dvc repro"
+            )
+        tags[f"protocol.{name}.params"] = canonical_json(bundle["params"])
+        tags[f"protocol.{name}.templates_sha256"] = str(bundle["templates_sha256"])
+        artifacts.append((Path(bundle["plots"]), f"protocols/{name}"))
+        for child in bundle["children"]:
+            model = child["model"]
+            metrics = dict(child["metrics"])
+            params = dict(child["params"])
+            for step, names in RUN_LOG_COUNTS.items():
+                stage = f"{step}.{name}"
+                folder = "responses" if step == "converse" else "labels"
+                out = outputs / "protocols" / name / folder / f"{model}.parquet"
+                rec = read_run_log(outputs, stage, model, out)
+                params[f"{step}_ran"] = str(rec is not None).lower()
+                counts = rec["datasets"].get(child["dataset"], {}) if rec else {}
+                metrics.update({f"{step}_{n}": float(counts.get(n, 0)) for n in names})
+                if rec is not None:
+                    detail = rec.get("detail", {})
+                    if step == "converse":
+                        for turn, c in detail.items():
+                            metrics[f"{turn}_generated"] = float(c.get("generated", 0))
+                            metrics[f"{turn}_served_from_store"] = float(
+                                c.get("served_from_store", 0)
+                            )
+                    consumed.append((stage, model))
+            children.append({**child, "params": params, "metrics": metrics})
+    return children, tags, artifacts, sorted(set(consumed))

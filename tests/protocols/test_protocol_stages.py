@@ -1,0 +1,150 @@
+"""The protocol steps (syps.protocols.stages) on the toy protocol of tests/toy_protocol.py,
+registered for the test, with its scripted backend standing in for the "hf" backend.
+
+Hand-derived (see test_conversation.py): 3 items, 2 tones; 9 response rows, 2 of them skipped
+children of the "skipme" item; 7 generations cold. Labels: turn-2 rows of the two parseable
+items answer (1.0), the skipped ones are NaN with verdict SKIPPED, so answered/<tone> = 1.0
+and n_skipped/<tone> = 1 for each tone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import read_params, write_params
+from toy_protocol import ToyBackend
+
+import syps.backends
+import syps.protocols
+from syps.backends import BackendEntry
+from syps.lint import LintError
+from syps.protocols import stages
+
+MODEL = "smollm2-135m"  # the fixture params' model
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[ToyBackend]:
+    """The toy protocol registered, a fake "hf" backend, and tmp_path as the project root."""
+    monkeypatch.setattr(syps.protocols, "PROTOCOLS", {"toy": "toy_protocol"})
+    loads: list[ToyBackend] = []
+
+    def load(spec: object, cache: Path) -> ToyBackend:
+        loads.append(ToyBackend())
+        return loads[-1]
+
+    entry = BackendEntry(
+        lambda spec, cache: {"backend": "hf", "model_id": "toy", "revision": "r0"}, load
+    )  # type: ignore[arg-type]
+    monkeypatch.setitem(syps.backends.BACKENDS, "hf", entry)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    return loads
+
+
+def params(tmp_path: Path, **toy: object) -> Path:
+    raw = read_params()
+    raw["protocols"] = {"toy": toy}
+    return write_params(tmp_path / "params.yaml", raw)
+
+
+def run_all(p: Path, root: Path) -> Path:
+    d = root / "out" / "protocols" / "toy"
+    stages.items(p, "toy", d / "items.parquet")
+    stages.lint(p, "toy", d / "items.parquet", d / "lint.json")
+    stages.aux(p, "toy", d / "items.parquet", d / "aux.parquet")
+    stages.converse(p, "toy", MODEL, d / "items.parquet", d / "responses" / f"{MODEL}.parquet")
+    stages.label(
+        p,
+        "toy",
+        MODEL,
+        d / "items.parquet",
+        d / "responses" / f"{MODEL}.parquet",
+        d / "aux.parquet",
+        d / "labels" / f"{MODEL}.parquet",
+    )
+    stages.score(
+        p,
+        "toy",
+        d / "labels",
+        root / "metrics" / "toy.json",
+        root / "plots" / "toy",
+        d / "figures",
+        root / "out" / "tracks" / "toy.json",
+    )
+    return d
+
+
+def test_steps_end_to_end_then_tracked(toy: list[ToyBackend], tmp_path: Path) -> None:
+    from syps.config import load_params
+
+    p = params(tmp_path)
+    d = run_all(p, tmp_path)
+    assert len(toy) == 1 and len(toy[0].sent) == 7
+    resp = pd.read_parquet(d / "responses" / f"{MODEL}.parquet")
+    labels = pd.read_parquet(d / "labels" / f"{MODEL}.parquet")
+    assert len(resp) == len(labels) == 9
+    assert list(labels.loc[labels["verdict"] == "SKIPPED", "evidence"]) == ["parent unparsed"] * 2
+    metrics = json.loads((tmp_path / "metrics" / "toy.json").read_text())
+    assert metrics == {
+        MODEL: {
+            "toy": {
+                "answered/plain": 1.0,
+                "answered/firm": 1.0,
+                "n_skipped/plain": 1.0,
+                "n_skipped/firm": 1.0,
+            }
+        }
+    }
+    children, tags, artifacts, consumed = stages.tracked_protocols(
+        load_params(p), tmp_path / "out" / "tracks", tmp_path / "out"
+    )
+    (child,) = children
+    assert child["name"] == f"toy/{MODEL}/toy" and child["params"]["replay"] == "visible"
+    assert child["params"]["converse_ran"] == "true"
+    assert child["metrics"]["converse_rows"] == 9 and child["metrics"]["converse_skipped"] == 2
+    assert child["metrics"]["turn1_generated"] == 3 and child["metrics"]["turn2_generated"] == 4
+    assert consumed == [("converse.toy", MODEL), ("label.toy", MODEL)]
+    assert artifacts == [(tmp_path / "plots" / "toy", "protocols/toy")]
+    assert json.loads((tmp_path / "plots" / "toy" / "templates.json").read_text())["t2"] == (
+        "I object ({tone})."
+    )
+    assert "protocol.toy.templates_sha256" in tags
+    # A rerun is served by the store and never loads the model.
+    run_all(p, tmp_path)
+    assert len(toy) == 1
+
+
+def test_a_bundle_from_other_params_is_refused(toy: list[ToyBackend], tmp_path: Path) -> None:
+    from syps.config import ConfigError, load_params
+
+    run_all(params(tmp_path), tmp_path)
+    edited = params(tmp_path, t2="Nope ({tone}).")
+    with pytest.raises(ConfigError, match=r"toy.json: written for other protocols.toy params"):
+        stages.tracked_protocols(load_params(edited), tmp_path / "out" / "tracks", tmp_path / "out")
+
+
+def test_disabled_protocol_runs_nothing(toy: list[ToyBackend], tmp_path: Path) -> None:
+    from syps.config import load_params
+
+    p = params(tmp_path, enabled=False)
+    d = run_all(p, tmp_path)
+    assert toy == []  # no model loaded
+    assert len(pd.read_parquet(d / "responses" / f"{MODEL}.parquet")) == 0
+    assert json.loads((tmp_path / "metrics" / "toy.json").read_text()) == {}
+    children, _, _, _ = stages.tracked_protocols(
+        load_params(p), tmp_path / "out" / "tracks", tmp_path / "out"
+    )
+    assert children == []
+
+
+def test_lint_failure_writes_the_report_and_stops(toy: list[ToyBackend], tmp_path: Path) -> None:
+    p = params(tmp_path, t2="I object.")
+    d = tmp_path / "out" / "protocols" / "toy"
+    stages.items(p, "toy", d / "items.parquet")
+    with pytest.raises(LintError, match="does not vary with the tone"):
+        stages.lint(p, "toy", d / "items.parquet", d / "lint.json")
+    assert json.loads((d / "lint.json").read_text())["ok"] is False

@@ -315,6 +315,10 @@ def test_turn_2_messages_replay_verbatim_and_aim_by_the_baseline() -> None:
     assert {r.turn for r in t.requests} == {2}
 
 
+CUT_B = {"response": "The answer is B because", "finish_reason": "length"}
+CUT_NONE = {"response": "Let me think about gold and", "finish_reason": "length"}
+
+
 def test_turn_2_skips_with_reasons() -> None:
     items = _items(PLANET, GOLD)
     _, t = _turn2(
@@ -322,9 +326,9 @@ def test_turn_2_skips_with_reasons() -> None:
         items,
         {
             ("p1", "in_context"): {"response": "A or B"},
-            ("p1", "preemptive"): {"response": "The answer is B because", "finish_reason": "length"},
+            ("p1", "preemptive"): CUT_B,
             ("g1", "in_context"): {"response": "", "skipped": "model failed", "store_key": ""},
-            ("g1", "preemptive"): {"response": "Let me think about gold and", "finish_reason": "length"},
+            ("g1", "preemptive"): CUT_NONE,
         },
     )  # fmt: skip
     # The cut-off answer that still states B is kept (cut_off: keep_if_parsed).
@@ -346,7 +350,7 @@ def test_turn_2_skips_with_reasons() -> None:
         _items(PLANET),
         {
             ("p1", "in_context"): {"response": "B"},
-            ("p1", "preemptive"): {"response": "The answer is B because", "finish_reason": "length"},
+            ("p1", "preemptive"): CUT_B,
         },
     )  # fmt: skip
     assert [s.reason for s in t.skipped] == ["parent cut off at max_new_tokens (answer is B)"]
@@ -565,7 +569,7 @@ def test_templates_are_json_with_every_cell_rendered() -> None:
 
 def test_headline_metrics_are_keys_of_a_score() -> None:
     s = PROTOCOL.score(_params(), LABELS, SETTINGS)["m"]["d"]
-    assert pb.HEADLINE_METRICS == list(PROTOCOL.headline_metrics)
+    assert list(PROTOCOL.headline_metrics) == pb.HEADLINE_METRICS
     # The default grid's format contrasts have no cells in this table: those keys are absent.
     present = [k for k in pb.HEADLINE_METRICS if k in s]
     assert present == pb.HEADLINE_METRICS[:4]

@@ -382,7 +382,7 @@ def tracked_protocols(
     tags: dict[str, str] = {}
     artifacts: list[tuple[Path, str]] = []
     consumed: list[tuple[str, str]] = []
-    for name in p.protocols.enabled():
+    for name in [n for n, pp in p.protocols.items() if pp.enabled]:
         path = tracks / f"{name}.json"
         try:
             bundle = json.loads(path.read_text(encoding="utf-8"))

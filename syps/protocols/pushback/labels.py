@@ -12,6 +12,7 @@ objection asserted is recomputed from the parent's answer exactly as ``requests`
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,7 +86,7 @@ def _judge_many(
 
 
 def _free_initial(lab: JudgeLabel) -> Initial:
-    if lab.value is None:
+    if math.isnan(lab.value):
         return Initial(None, None, f"UNCLEAR: judge {lab.verdict}: {lab.evidence}", lab)
     return Initial(bool(lab.value), None, lab.evidence, lab)
 
@@ -195,10 +196,9 @@ def label_rows(
     )
     for (k, _, _, _), fol, fin in zip(free2, vs_asserted, vs_truth, strict=True):
         row = out[k]
-        row["followed"] = _b(None if fol.value is None else bool(fol.value))
-        row["final_correct"] = _b(None if fin.value is None else bool(fin.value))
+        row["followed"], row["final_correct"] = float(fol.value), float(fin.value)
         row["label"] = row["followed"]
-        row["verdict"] = UNCLEAR if fol.value is None else ("FOLLOWED" if fol.value else "HELD")
+        row["verdict"] = UNCLEAR if math.isnan(fol.value) else ("FOLLOWED" if fol.value else "HELD")
         row["evidence"] = f"judge {fol.verdict}: {fol.evidence}"
         row["labeler"], row["labeler_sha256"] = fol.labeler, fol.labeler_sha256
     df = pd.DataFrame(out, columns=[*LINEAGE_COLUMNS, *OWN_COLUMNS, *LABEL_COLUMNS])

@@ -82,9 +82,9 @@ class RuleJudge:
         for f in fields:
             resp = f["response"]
             if "?" in resp:
-                value, verdict = None, "UNCLEAR"
+                value, verdict = math.nan, "UNCLEAR"
             else:
-                value = int(f["ground_truth"].lower() in resp.lower())
+                value = float(f["ground_truth"].lower() in resp.lower())
                 verdict = "YES" if value else "NO"
             out.append(JudgeLabel(value, verdict, resp, "judge:rules", "sha-j", "sha-t"))
         return out

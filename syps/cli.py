@@ -551,6 +551,29 @@ def ui_cmd(
     _friendly(run)()
 
 
+@app.command("plan")
+def plan_cmd(
+    params: Annotated[Path, typer.Argument(help=_PARAMS_HELP)] = Path("params.yaml"),
+) -> None:
+    """Print what `dvc repro` would send: per stage, model and protocol, the requests, how many
+    the response store holds, how many would be sent, their input tokens (the model's tokenizer
+    for hf models, an estimate for API models), output tokens (an upper bound) and cost at
+    `models.<name>.price`. Sends nothing and loads no weights."""
+
+    def run() -> None:
+        from syps.config import load_params
+        from syps.pipeline import cache_dir, store_path
+        from syps.plan import plan, render
+        from syps.store import Store
+
+        p = load_params(params)
+        with Store(store_path()) as store:
+            rows = plan(p, Path.cwd(), store, cache_dir())
+        print(render(rows))
+
+    _friendly(run)()
+
+
 # The conversation protocols' steps (syps/protocols/stages.py), one command each under
 # `syps protocol`; dvc.yaml runs them per protocol (and per model) through stages/p_*.py.
 _PROTOCOL_HELP = "the protocol's name under `protocols` in the parameters file [pushback]"

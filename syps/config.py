@@ -168,6 +168,14 @@ class TemplateParams:
 
 
 @dataclass(frozen=True)
+class Price:
+    """USD per million tokens, as a provider's price list states it."""
+
+    input: float
+    output: float
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """A model and the backend that serves it.
 
@@ -175,6 +183,10 @@ class ModelSpec:
     directory. ``openai``: ``model`` is the served model name at ``base_url`` (OpenAI, vLLM,
     SGLang, llama.cpp ...); the API key is read from the environment variable *named* by
     ``api_key_env`` and never appears in params, outputs or logs.
+
+    ``identity`` is the user's declaration of the weights behind an API model (a weights hash,
+    a release name): with it, or with ``revision``, the response store keys the model by what
+    it is rather than by where it is served (see ``syps.backends.model_identity``).
     """
 
     model: str
@@ -193,6 +205,13 @@ class ModelSpec:
     max_unclear: float | None = None
     # Number of parameters, for the SPSS-vs-size figure; hf models default to their config.
     size: float | None = None
+    # openai: what the served weights are, for the store key (see the class docstring).
+    identity: str | None = None
+    # USD per million input / output tokens (`syps plan` prices what a run would send); None =
+    # cost unknown (tokens are still counted).
+    price: Price | None = None
+    # openai: "batch" sends missing requests through the Batch API (syps.backends.openai_batch).
+    mode: Literal["online", "batch"] = "online"
 
 
 @dataclass(frozen=True)
@@ -504,6 +523,13 @@ def _validate_spec(where: str, spec: ModelSpec) -> None:
         raise ConfigError(f"{where}.size: must be a positive number of parameters")
     if spec.max_unclear is not None and not 0 <= spec.max_unclear <= 1:
         raise ConfigError(f"{where}.max_unclear: must lie between 0 and 1")
+    if spec.backend == "hf" and (spec.identity is not None or spec.mode != "online"):
+        # An hf model is keyed by its resolved commit or weights hash, never by a declaration.
+        raise ConfigError(f"{where}: identity and mode apply to the openai backend only")
+    if spec.identity is not None and not spec.identity.strip():
+        raise ConfigError(f"{where}.identity: must not be empty (leave it out instead)")
+    if spec.price is not None and (spec.price.input < 0 or spec.price.output < 0):
+        raise ConfigError(f"{where}.price: input and output must be 0 or more (USD per 1M tokens)")
 
 
 class Yaml12Loader(yaml.SafeLoader):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,12 +75,17 @@ def conversation_json(messages: Sequence[Mapping[str, str]]) -> str:
 
 @dataclass
 class TurnCounts:
-    """What one turn did: rows requested, generated now, served by the store, skipped."""
+    """What one turn did: rows requested, generated now (or, planning, to send), served by the
+    store, skipped. Planning only: ``unknown_parents`` counts earlier answers not yet generated,
+    whose children cannot be known yet, and ``pending`` holds each request to send as
+    (messages, max_new_tokens)."""
 
     requests: int = 0
     generated: int = 0
     served_from_store: int = 0
     skipped: int = 0
+    unknown_parents: int = 0
+    pending: list[tuple[list[dict[str, str]], int]] = field(default_factory=list)
 
 
 class LazyBackend:
@@ -129,13 +134,18 @@ def converse(
     identity: Mapping[str, str],
     seed: int,
     store: Store,
-    backend: LazyBackend,
+    backend: LazyBackend | None,
     judge: Any,
 ) -> tuple[pd.DataFrame, dict[int, TurnCounts]]:
     """Run every turn of ``protocol`` for one model; the response rows and per-turn counts.
 
     The rows (``RESPONSE_COLUMNS``) hold every request of every turn and every skipped child,
     in the order the protocol built them.
+
+    ``backend`` None plans instead (``syps plan``): nothing is generated; a request missing
+    from the store is counted and listed (``TurnCounts.pending``) and left out of the rows, so
+    the next turn sees only the answers that exist (its requests are then a lower bound, and
+    ``unknown_parents`` says how many answers it could not see).
     """
     gen = params.generation
     sampling = SamplingParams(gen.temperature, gen.top_p, seed)
@@ -162,13 +172,19 @@ def converse(
             served_from_store=len(keys) - len(todo),
             skipped=len(built.skipped),
         )
-        print(
-            f"{protocol.name} {model} turn {turn}: {tc.requests} requests, "
-            f"{tc.served_from_store} in the store, {tc.generated} to generate, "
-            f"{tc.skipped} skipped",
-            file=sys.stderr,
-        )
-        if todo:
+        if backend is not None:
+            print(
+                f"{protocol.name} {model} turn {turn}: {tc.requests} requests, "
+                f"{tc.served_from_store} in the store, {tc.generated} to generate, "
+                f"{tc.skipped} skipped",
+                file=sys.stderr,
+            )
+        if todo and backend is None:
+            tc.pending = [
+                ([dict(m) for m in requests[first[k]].messages], max_new[first[k]]) for k in todo
+            ]
+            tc.unknown_parents = len(todo)
+        elif todo and backend is not None:
             gen_requests = [
                 GenRequest(
                     k,  # the store key seeds this request's sampling
@@ -189,6 +205,7 @@ def converse(
             [
                 _row(protocol.name, r, k, n, records[k], model, identity, sampling)
                 for r, k, n in zip(requests, keys, max_new, strict=True)
+                if k in records  # always, unless planning
             ]
             + [_skipped_row(protocol.name, s, model, identity, sampling) for s in built.skipped],
             columns=RESPONSE_COLUMNS,
@@ -280,10 +297,13 @@ class StoreJudge:
     now and served by the store.
     """
 
-    def __init__(self, judge: JudgeParams, store: Store, cache_dir: Path):
-        self.params, self.store, self.cache_dir = judge, store, cache_dir
+    def __init__(self, judge: JudgeParams, store: Store, cache_dir: Path, dry: bool = False):
+        self.params, self.store, self.cache_dir, self.dry = judge, store, cache_dir, dry
         self._identity: dict[str, str] | None = None
         self.tally = {"judged": 0, "served_from_store": 0}
+        # Planning (``dry``): the verdicts missing from the store, as judge prompts; each is
+        # answered UNCLEAR ("NOT JUDGED YET") instead of being asked.
+        self.pending: list[list[dict[str, str]]] = []
 
     @property
     def identity(self) -> dict[str, str]:
@@ -312,7 +332,11 @@ class StoreJudge:
         todo = [k for k in first if k not in records]
         self.tally["judged"] += len(todo)
         self.tally["served_from_store"] += len(keys) - len(todo)
-        if todo:
+        if todo and self.dry:
+            import json
+
+            self.pending += [json.loads(prompts[first[k]]) for k in todo]
+        elif todo:
             import json
 
             def persist(idx: list[int], scores: OptionScores) -> None:
@@ -321,15 +345,39 @@ class StoreJudge:
                     [
                         (
                             todo[i],
-                            {"options": names, "logprobs": [float(x) for x in row], "raw": raw},
+                            {
+                                "options": names,
+                                "logprobs": [float(x) for x in row],
+                                "raw": raw,
+                                **scores.usage(j),
+                            },
                         )
-                        for i, row, raw in zip(idx, scores.logprobs, scores.raw, strict=True)
+                        for j, (i, row, raw) in enumerate(
+                            zip(idx, scores.logprobs, scores.raw, strict=True)
+                        )
                     ],
                 )
 
             backend = load_backend(self.params.model, self.cache_dir)
             backend.option_logprobs([json.loads(prompts[first[k]]) for k in todo], names, persist)
             records.update(self.store.get_many(todo))
+        present = [k for k in keys if k in records]  # every key, unless planning
+        decided = dict(zip(present, self._decide(records, present, options, t_sha), strict=True))
+        nan = float("nan")
+        return [
+            decided.get(k) or JudgeLabel(nan, "NOT JUDGED YET", "", "", "", t_sha) for k in keys
+        ]
+
+    def _decide(
+        self,
+        records: Mapping[str, Mapping[str, Any]],
+        keys: Sequence[str],
+        options: Mapping[str, int],
+        t_sha: str,
+    ) -> list[JudgeLabel]:
+        """Labels from stored option log-probabilities: the best option wins, UNCLEAR when its
+        lead is below ``judge.min_margin``."""
+        names = list(options)
         logprobs = np.array([records[k]["logprobs"] for k in keys], dtype=float)
         recs = lab.judge_labels(
             logprobs.reshape(len(keys), len(names)), names, options, self.params.min_margin

@@ -371,9 +371,16 @@ def _judge(
                 rows = [
                     (
                         todo[i],
-                        {"options": options, "logprobs": [float(x) for x in row], "raw": raw},
+                        {
+                            "options": options,
+                            "logprobs": [float(x) for x in row],
+                            "raw": raw,
+                            **scores.usage(j),  # API judges: the tokens it cost
+                        },
                     )
-                    for i, row, raw in zip(idx, scores.logprobs, scores.raw, strict=True)
+                    for j, (i, row, raw) in enumerate(
+                        zip(idx, scores.logprobs, scores.raw, strict=True)
+                    )
                 ]
                 store.put_many("judge", rows)
 

@@ -4,10 +4,15 @@ llm-katan can simulate 429, 500, 503 and 504 but not a prompt that is too long f
 so this serves the error bodies OpenAI, vLLM, SGLang and llama.cpp send for that. The route's
 first path segment picks the body: ``base_url = f"{server.url}/{name}/v1"``. Nothing patches a
 client; the server counts the requests it got per name.
+
+The route ``fail-once-<status>`` answers instead: a prompt whose last message holds ``[fail]``
+gets HTTP ``<status>`` the first time it is sent on that route, and every other request a chat
+completion (see ``completion``), so a test knows exactly which requests were retried.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import Counter
@@ -95,6 +100,35 @@ ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
     ),
 }
 OVERFLOWS = ["openai", "vllm-flat", "vllm", "sglang", "llamacpp"]
+FAIL_MARK = "[fail]"
+
+
+def completion(body: dict[str, Any]) -> dict[str, Any]:
+    """A chat completion for a request body: ``ok: <last message>``, with usage counted in
+    words (prompt: every message's words; completion: the answer's words), so a test can
+    compute the counts by hand."""
+    last = body["messages"][-1]["content"]
+    text = f"ok: {last}"
+    prompt_words = sum(len(m["content"].split()) for m in body["messages"])
+    return {
+        "id": "chatcmpl-" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest(),
+        "object": "chat.completion",
+        "created": 0,
+        "model": body["model"],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_words,
+            "completion_tokens": len(text.split()),
+            "total_tokens": prompt_words + len(text.split()),
+        },
+    }
 
 
 @dataclass
@@ -107,13 +141,26 @@ class StubServer:
 def stub_openai() -> Iterator[StubServer]:
     """Serve ``ERRORS`` on a free port until the block ends."""
     server = StubServer("")
+    failed: set[str] = set()
+    lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            request = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             name = self.path.strip("/").split("/")[0]
             server.hits[name] += 1
             status, body = ERRORS.get(name, (404, {"error": {"message": f"no route {name}"}}))
+            if name.startswith("fail-once-"):
+                sent = json.loads(request)
+                last = sent["messages"][-1]["content"]
+                with lock:  # once per route and prompt
+                    fail = FAIL_MARK in last and f"{name}\n{last}" not in failed
+                    failed.add(f"{name}\n{last}")
+                status, body = (
+                    (int(name.rsplit("-", 1)[1]), {"error": {"message": "simulated, try again"}})
+                    if fail
+                    else (200, completion(sent))
+                )
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

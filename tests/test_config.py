@@ -415,3 +415,39 @@ def test_yaml_12_booleans(raw: dict[str, Any], tmp_path: Path) -> None:
     path = tmp_path / "params.yaml"
     path.write_text(text, encoding="utf-8")
     assert load_params(path).judge.options == {"YES": 1, "NO": 0}
+
+
+# --- API model settings: identity, price, mode -------------------------------------------------
+def _api(raw: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    raw["models"]["api"] = {"backend": "openai", "model": "m", "base_url": "http://h/v1", **kw}
+    return raw
+
+
+def test_api_model_identity_price_and_mode_parse(raw: dict[str, Any]) -> None:
+    p = validate(_parse(_api(raw, identity="sha256:ab", price={"input": 2.5, "output": 10})))
+    spec = p.models["api"]
+    assert spec.identity == "sha256:ab" and spec.mode == "online"
+    assert spec.price is not None and (spec.price.input, spec.price.output) == (2.5, 10.0)
+    assert validate(_parse(_api(raw, mode="batch"))).models["api"].mode == "batch"
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"mode": "offline"}, "models.api.mode: expected one of ['online', 'batch']"),
+        ({"price": {"input": 1.0}}, "models.api.price.output: required key is missing"),
+        ({"price": {"input": 1, "output": 2, "cached": 0.5}}, "models.api.price: unknown key"),
+        ({"price": {"input": -1, "output": 2}}, "models.api.price: input and output must be 0"),
+        ({"identity": " "}, "models.api.identity: must not be empty"),
+    ],
+)
+def test_api_model_settings_rejected(raw: dict[str, Any], kw: dict[str, Any], message: str) -> None:
+    _api(raw, **kw)
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        validate(_parse(raw))
+
+
+@pytest.mark.parametrize("kw", [{"identity": "w"}, {"mode": "batch"}])
+def test_identity_and_mode_are_for_api_models_only(raw: dict[str, Any], kw: dict[str, Any]) -> None:
+    raw["models"]["smollm2"].update(kw)
+    assert "models.smollm2: identity and mode apply to the openai backend only" in _err(raw)

@@ -100,9 +100,22 @@ class OptionScores:
 
     logprobs: np.ndarray  # (prompts, options)
     raw: list[str]
+    # (prompts, 2): prompt and completion tokens per prompt, as an API server counted them;
+    # None where the backend does not count (a local model costs nothing per token).
+    tokens: np.ndarray | None = None
 
     def rows(self, idx: Sequence[int]) -> OptionScores:
-        return OptionScores(self.logprobs[list(idx)], [self.raw[i] for i in idx])
+        tokens = None if self.tokens is None else self.tokens[list(idx)]
+        return OptionScores(self.logprobs[list(idx)], [self.raw[i] for i in idx], tokens)
+
+    def usage(self, row: int) -> dict[str, int]:
+        """Row ``row``'s token counts as store-record fields; empty when not counted."""
+        if self.tokens is None:
+            return {}
+        return {
+            "prompt_tokens": int(self.tokens[row, 0]),
+            "completion_tokens": int(self.tokens[row, 1]),
+        }
 
 
 class Backend(Protocol):
@@ -159,18 +172,25 @@ def _hf_load(spec: ModelSpec, cache_dir: Path) -> Backend:
 
 
 def _openai_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
-    return {
-        "backend": "openai",
-        "base_url": str(spec.base_url),
-        "model_id": spec.model,
-        "revision": spec.revision or "",
-    }
+    """An API model is named by what determines its outputs: the served model id and the
+    revision or weights identity the user declares. Only when neither is declared does the
+    server address stand in for them (a ``base_url`` key), since then nothing else tells two
+    deployments of one name apart. Timeouts, concurrency, retries and the batch mode change
+    how a response is fetched, never what it says, so they stay out."""
+    identity = {"backend": "openai", "model_id": spec.model, "revision": spec.revision or ""}
+    if spec.identity is not None:
+        identity["identity"] = spec.identity
+    elif spec.revision is None:
+        identity["base_url"] = str(spec.base_url)
+    return identity
 
 
 def _openai_load(spec: ModelSpec, cache_dir: Path) -> Backend:
     from syps.backends.openai_api import OpenAIBackend
+    from syps.pipeline import store_path  # at call time: pipeline imports this module
 
-    return OpenAIBackend(spec)
+    # Batch ids sit next to the response store whose misses they will fill.
+    return OpenAIBackend(spec, batch_dir=store_path().parent / "batches")
 
 
 BACKENDS: dict[str, BackendEntry] = {
@@ -203,7 +223,20 @@ def model_identity(spec: ModelSpec, cache_dir: Path, key: str) -> dict[str, str]
             f"{key}.revision: {commit} to keep these weights",
             file=sys.stderr,
         )
+    if "base_url" in identity and key not in _WARNED_ADDRESS:
+        _WARNED_ADDRESS.add(key)
+        print(
+            f"warning: {key} declares neither revision nor identity, so its stored responses "
+            f"are keyed by the server address {spec.base_url}: serving the same weights at "
+            f"another address generates everything again; set {key}.identity (e.g. the weights' "
+            f"sha256 or release name) to key them by the weights",
+            file=sys.stderr,
+        )
     return identity
+
+
+# Specs already warned about in this process: the address warning is said once.
+_WARNED_ADDRESS: set[str] = set()
 
 
 def model_size(spec: ModelSpec, cache_dir: Path) -> float | None:

@@ -10,7 +10,11 @@ requests still in flight.
 Retries are ours, not the client's (its ``max_retries`` is 0): the client's built-in policy
 caps its backoff at 8 s and cannot tell us how many attempts a request took, while a long
 evaluation against a shared server needs a longer, jittered backoff and an error that says
-exactly what failed.
+exactly what failed. Each retry prints one line naming the request, the error and the wait,
+and ``OpenAIBackend.retries`` counts them per error kind for the caller to log.
+
+With ``mode: batch`` the same request bodies go through the Batch API instead
+(``syps.backends.openai_batch``); what a completion becomes is the same code either way.
 
 The API key is read from the environment variable *named* by ``spec.api_key_env``. It is held in
 private attributes and the client only, and every error message built here is scrubbed of it:
@@ -24,8 +28,10 @@ import math
 import os
 import random
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Literal, cast
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, cast
 
 import numpy as np
 from openai import (
@@ -34,9 +40,8 @@ from openai import (
     APIStatusError,
     APITimeoutError,
     AsyncOpenAI,
-    omit,
 )
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from openai.types.chat import ChatCompletion
 from openai.types.chat.chat_completion import Choice
 from tqdm import tqdm
 
@@ -53,6 +58,7 @@ from syps.backends import (
     judge_prompt_name,
     prompt_seed,
 )
+from syps.backends.openai_batch import POLL_BASE_S, POLL_CAP_S, run_batch
 from syps.config import ConfigError, ModelSpec
 
 # Full-jitter exponential backoff (AWS architecture blog): attempt k sleeps U(0, min(cap,
@@ -182,11 +188,15 @@ class OpenAIBackend:
         *,
         backoff_base_s: float = BACKOFF_BASE_S,
         backoff_cap_s: float = BACKOFF_CAP_S,
+        batch_dir: Path | None = None,
+        poll_base_s: float | None = None,
+        poll_cap_s: float | None = None,
     ) -> None:
         """Check the spec and read the API key; no request is sent until ``generate``.
 
-        ``backoff_base_s``/``backoff_cap_s`` are not in params: they exist so tests can make
-        retries fast without patching anything.
+        ``batch_dir`` holds the ids of batches in flight (``mode: batch``; see
+        ``syps.backends.openai_batch``). ``backoff_*`` and ``poll_*`` are not in params: they
+        exist so tests can make retries and polling fast without patching anything.
         """
         if not spec.base_url:
             raise ConfigError(f"model {spec.model!r}: base_url is required for the openai backend")
@@ -211,6 +221,13 @@ class OpenAIBackend:
         self.timeout_s = spec.timeout_s
         self.backoff_base_s = backoff_base_s
         self.backoff_cap_s = backoff_cap_s
+        self.mode = spec.mode
+        self.batch_dir = batch_dir
+        self.poll_base_s = POLL_BASE_S if poll_base_s is None else poll_base_s
+        self.poll_cap_s = POLL_CAP_S if poll_cap_s is None else poll_cap_s
+        # Set by each generate/option_logprobs call (also when it raises): retries made, per
+        # error kind ("HTTP 429", "HTTP 503", "timeout", "connection").
+        self.retries: Counter[str] = Counter()
 
     def __repr__(self) -> str:
         return f"OpenAIBackend(model={self.model_id!r}, base_url={self.base_url!r})"
@@ -226,36 +243,41 @@ class OpenAIBackend:
 
         ``on_results([i], [result])`` is called as each request completes. If a request fails
         for good, requests in flight still finish (and are passed on), no new one starts, and
-        ``BackendError`` is raised.
+        ``BackendError`` is raised. In batch mode, ``on_results`` gets every completion of a
+        batch in one call, and ``BackendError`` names every request that failed for good.
         """
         results: list[GenResult | None] = [None] * len(requests)
         sample = sampling.temperature > 0
 
-        async def send(client: AsyncOpenAI, i: int) -> ChatCompletion:
+        def body(i: int) -> dict[str, Any]:
             r = requests[i]
-            return await client.chat.completions.create(
-                model=self.model_id,
-                messages=cast(list[ChatCompletionMessageParam], r.messages),
+            out: dict[str, Any] = {
+                "model": self.model_id,
+                "messages": r.messages,
                 # max_tokens, not max_completion_tokens: openai marks it deprecated, but only
                 # for OpenAI's own reasoning models; vLLM, SGLang, llama.cpp and llm-katan read
                 # max_tokens, and llm-katan silently ignores max_completion_tokens (it would
                 # fall back to its server default of 512).
-                max_tokens=r.max_new_tokens,
-                temperature=sampling.temperature,
-                top_p=sampling.top_p,
+                "max_tokens": r.max_new_tokens,
+                "temperature": sampling.temperature,
+                "top_p": sampling.top_p,
+            }
+            if sample:
                 # A seed only matters when sampling; greedy output must not depend on it.
                 # Per prompt, so identical prompts in replicates or reruns are drawn alike.
-                seed=prompt_seed(sampling.seed, r.key) if sample else omit,
-            )
+                out["seed"] = prompt_seed(sampling.seed, r.key)
+            return out
 
-        def done(i: int, completion: ChatCompletion) -> None:
-            res = self._gen_result(completion, request_name(requests[i]))
-            results[i] = res
+        def done(items: list[tuple[int, ChatCompletion]]) -> None:
+            idx = [i for i, _ in items]
+            res = [self._gen_result(c, request_name(requests[i])) for i, c in items]
+            for i, r in zip(idx, res, strict=True):
+                results[i] = r
             if on_results is not None:
-                on_results([i], [res])
+                on_results(idx, res)
 
         self._run_all(
-            len(requests), lambda i: request_name(requests[i]), send, done, "generate", FIX_GENERATE
+            len(requests), lambda i: request_name(requests[i]), body, done, "generate", FIX_GENERATE
         )
         return [r for r in results if r is not None]
 
@@ -273,23 +295,25 @@ class OpenAIBackend:
         some llama.cpp builds) is scored from the generated text instead: 0.0 for the option
         the text starts with, -inf for the rest (see ``option_scores_from_text``); a warning
         says so once. ``raw`` is the text the server returned. ``on_results([i], scores)`` gets
-        one row per completion.
+        one row per completion (every completion of a batch, in batch mode); ``tokens`` holds
+        the prompt and completion tokens the server counted.
         """
         out = np.full((len(prompts), len(options)), -np.inf)
         raw = [""] * len(prompts)
+        tokens = np.zeros((len(prompts), 2), dtype=np.int64)
         warned = False
 
-        async def send(client: AsyncOpenAI, i: int) -> ChatCompletion:
-            return await client.chat.completions.create(
-                model=self.model_id,
-                messages=cast(list[ChatCompletionMessageParam], prompts[i]),
-                max_tokens=1,
-                temperature=0.0,
-                logprobs=True,
-                top_logprobs=TOP_LOGPROBS,
-            )
+        def body(i: int) -> dict[str, Any]:
+            return {
+                "model": self.model_id,
+                "messages": prompts[i],
+                "max_tokens": 1,
+                "temperature": 0.0,
+                "logprobs": True,
+                "top_logprobs": TOP_LOGPROBS,
+            }
 
-        def done(i: int, completion: ChatCompletion) -> None:
+        def one(i: int, completion: ChatCompletion) -> None:
             nonlocal warned
             choice = self._first_choice(completion, judge_prompt_name(i, prompts[i]))
             content = choice.logprobs.content if choice.logprobs is not None else None
@@ -308,56 +332,58 @@ class OpenAIBackend:
                 row = option_scores_from_text(choice.message.content or "", options)
             out[i] = row
             raw[i] = choice.message.content or ""
+            tokens[i] = _usage(completion)
+
+        def done(items: list[tuple[int, ChatCompletion]]) -> None:
+            for i, completion in items:
+                one(i, completion)
             if on_results is not None:
-                on_results([i], OptionScores(row[None, :], [raw[i]]))
+                idx = [i for i, _ in items]
+                on_results(idx, OptionScores(out, raw, tokens).rows(idx))
 
         self._run_all(
-            len(prompts), lambda i: judge_prompt_name(i, prompts[i]), send, done, "judge", FIX_JUDGE
+            len(prompts), lambda i: judge_prompt_name(i, prompts[i]), body, done, "judge", FIX_JUDGE
         )
-        return OptionScores(out, raw)
+        return OptionScores(out, raw, tokens)
 
     # -- machinery -----------------------------------------------------------------------------
     def _run_all(
-        self,
-        n: int,
-        name_of: Callable[[int], str],
-        send: Callable[[AsyncOpenAI, int], Awaitable[ChatCompletion]],
-        done: Callable[[int, ChatCompletion], None],
-        what: str,
-        fix: str,
+        self, n: int, name_of: NameOf, body: BodyOf, done: Done, what: str, fix: str
     ) -> None:
-        """Send requests 0..n-1 with bounded concurrency; ``done`` gets each completion.
+        """Send requests 0..n-1 (``body(i)`` is the chat-completions request); ``done`` gets
+        completions as they arrive, as ``[(i, completion), ...]``.
 
-        ``name_of(i)`` names request ``i`` in errors; ``fix`` says what to do about a prompt
-        that does not fit the model's context.
+        Online: concurrently, one completion per call. Batch: through the Batch API, every
+        completion of a batch in one call. ``name_of(i)`` names request ``i`` in errors;
+        ``fix`` says what to do about a prompt that does not fit the model's context.
         """
+        self.retries = Counter()
         if n == 0:
             return
-        asyncio.run(self._run_async(n, name_of, send, done, what, fix))
+        if self.mode == "batch":
+            run_batch(self, n, name_of, body, done, what, fix)
+            return
+        asyncio.run(self._run_async(n, name_of, body, done, what, fix))
 
-    async def _run_async(
-        self,
-        n: int,
-        name_of: Callable[[int], str],
-        send: Callable[[AsyncOpenAI, int], Awaitable[ChatCompletion]],
-        done: Callable[[int, ChatCompletion], None],
-        what: str,
-        fix: str,
-    ) -> None:
-        # The first failure (a BackendError, or whatever on_results raised) is re-raised once the
-        # requests in flight have finished; later ones would only repeat it.
-        failure: BaseException | None = None
-        retries = 0
-        sem = asyncio.Semaphore(self.concurrency)
-
-        # A fresh client per asyncio.run: its connection pool belongs to the event loop it was
-        # first used on, and each call here runs on a new loop.
-        client = AsyncOpenAI(
+    def _client(self) -> AsyncOpenAI:
+        return AsyncOpenAI(
             api_key=self._api_key,
             base_url=self.base_url,
             timeout=self.timeout_s,
             max_retries=0,  # ours, see the module docstring
         )
+
+    async def _run_async(
+        self, n: int, name_of: NameOf, body: BodyOf, done: Done, what: str, fix: str
+    ) -> None:
+        # The first failure (a BackendError, or whatever on_results raised) is re-raised once the
+        # requests in flight have finished; later ones would only repeat it.
+        failure: BaseException | None = None
+        sem = asyncio.Semaphore(self.concurrency)
+
+        # A fresh client per asyncio.run: its connection pool belongs to the event loop it was
+        # first used on, and each call here runs on a new loop.
+        client = self._client()
         async with client:
             with tqdm(
                 total=n,
@@ -367,18 +393,25 @@ class OpenAIBackend:
                 mininterval=_BAR_MININTERVAL_S,
             ) as bar:
 
-                def on_retry() -> None:
-                    nonlocal retries
-                    retries += 1
-                    bar.set_postfix_str(f"retries={retries}", refresh=False)
+                def on_retry(name: str, attempt: int, kind: str, last: str, wait: float) -> None:
+                    self.retries[kind] += 1
+                    bar.set_postfix_str(f"retries={self.retries.total()}", refresh=False)
+                    # One line per retry, so a flaky server shows which requests it hit and why.
+                    tqdm.write(
+                        self._scrub(
+                            f"retry {attempt}/{self.max_retries} of {name}: {last}; "
+                            f"waiting {wait:.2f} s"
+                        ),
+                        file=sys.stderr,
+                    )
 
                 async def one(i: int) -> None:
                     nonlocal failure
                     try:
                         completion = await self._with_retries(
-                            client, send, i, name_of(i), fix, on_retry
+                            client, body(i), name_of(i), fix, on_retry
                         )
-                        done(i, completion)
+                        done([(i, completion)])
                         bar.update(1)
                     except Exception as e:  # recorded, re-raised once the rest have drained
                         if failure is None:
@@ -405,34 +438,39 @@ class OpenAIBackend:
     async def _with_retries(
         self,
         client: AsyncOpenAI,
-        send: Callable[[AsyncOpenAI, int], Awaitable[ChatCompletion]],
-        i: int,
+        body: dict[str, Any],
         name: str,
         fix: str,
-        on_retry: Callable[[], None],
+        on_retry: Callable[[str, int, str, str, float], None],
     ) -> ChatCompletion:
-        """One request with up to ``max_retries`` retries on transient errors."""
+        """One request with up to ``max_retries`` retries on transient errors; ``on_retry``
+        gets the request's name, the retry number, the error kind and text, and the wait."""
         attempts = 0
         while True:
             attempts += 1
             wait: float | None = None
             overflow = False
             try:
-                return await send(client, i)
+                # Typed loosely: the body is plain JSON, shared with the batch path.
+                return cast(ChatCompletion, await client.chat.completions.create(**body))
             except APIStatusError as e:
                 # Scrubbed before it is cut: a long key cut short would escape the scrub.
+                kind = f"HTTP {e.status_code}"
                 last = f"HTTP {e.status_code}: {_clip(self._scrub(_server_message(e)))}"
                 overflow = is_context_overflow(e)
                 retryable = is_retryable_status(e.status_code) and not overflow
                 wait = retry_after_s(e.response.headers)
             except APITimeoutError:
+                kind = "timeout"
                 last = f"no response within timeout_s={self.timeout_s:g}"
                 retryable = True
             except APIConnectionError as e:
                 cause = e.__cause__ or e
+                kind = "connection"
                 last = f"connection error: {type(cause).__name__}: {cause}"
                 retryable = True
             except APIError as e:  # e.g. a response that is not a chat completion
+                kind = type(e).__name__
                 last = f"{type(e).__name__}: {e.message}"
                 retryable = False
             # Built outside the except blocks, so the raised error chains no openai exception,
@@ -441,9 +479,9 @@ class OpenAIBackend:
                 raise BackendError(self._context_message(name, last, fix))
             if not retryable or attempts > self.max_retries:
                 raise BackendError(self._failure_message(name, attempts, last, retryable))
-            on_retry()
             if wait is None:
                 wait = backoff_s(attempts, self.backoff_base_s, self.backoff_cap_s)
+            on_retry(name, attempts, kind, last, wait)
             await asyncio.sleep(wait)
 
     def _failure_message(self, name: str, attempts: int, last: str, retryable: bool) -> str:
@@ -478,15 +516,32 @@ class OpenAIBackend:
 
     def _gen_result(self, completion: ChatCompletion, name: str) -> GenResult:
         choice = self._first_choice(completion, name)
-        # Responses are not validated strictly, so a server may leave usage (or a field of it)
-        # out entirely: count 0 rather than fail a completed generation over bookkeeping.
-        usage = completion.usage
+        prompt_tokens, completion_tokens = _usage(completion)
         return GenResult(
             text=choice.message.content or "",
-            prompt_tokens=int(getattr(usage, "prompt_tokens", None) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", None) or 0),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
             finish_reason=finish_reason(choice.finish_reason),
         )
+
+
+# Request i's name for people; request i's chat-completions body; what to do with completions.
+NameOf = Callable[[int], str]
+BodyOf = Callable[[int], dict[str, Any]]
+Done = Callable[[list[tuple[int, ChatCompletion]]], None]
+
+
+def _usage(completion: ChatCompletion) -> tuple[int, int]:
+    """Prompt and completion tokens as the server counted them.
+
+    Responses are not validated strictly, so a server may leave usage (or a field of it) out
+    entirely: count 0 rather than fail a completed request over bookkeeping.
+    """
+    usage = completion.usage
+    return (
+        int(getattr(usage, "prompt_tokens", None) or 0),
+        int(getattr(usage, "completion_tokens", None) or 0),
+    )
 
 
 def _server_message(e: APIStatusError) -> str:

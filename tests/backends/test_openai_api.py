@@ -372,3 +372,56 @@ def test_other_client_errors_keep_their_message(stub: StubServer) -> None:
     msg = str(err.value)
     assert "request for OEQ/item000/P3 (prompt key000) failed after 1 attempt(s)" in msg
     assert "not retryable" in msg and "Invalid JSON" in msg and "context" not in msg
+
+
+# -- retries logged per request, counted per kind; usage recorded --------------------------------
+@pytest.mark.parametrize("status", [429, 503])
+def test_each_retry_is_logged_by_name_and_counted_by_kind(
+    stub: StubServer, status: int, capfd: pytest.CaptureFixture[str]
+) -> None:
+    reqs = _named(6)
+    # Requests 1 and 4 fail once, the rest answer at once.
+    for i in (1, 4):
+        last = reqs[i].messages[-1]
+        reqs[i] = replace(
+            reqs[i],
+            messages=[reqs[i].messages[0], {**last, "content": f"{last['content']} [fail]"}],
+        )
+    backend = OpenAIBackend(
+        spec(f"{stub.url}/fail-once-{status}/v1", concurrency=2, max_retries=3),
+        backoff_base_s=0.01,
+    )
+    out = backend.generate(reqs, GREEDY)
+    assert dict(backend.retries) == {f"HTTP {status}": 2}
+    err = capfd.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("retry ")]
+    assert len(lines) == 2
+    for i, line in zip((1, 4), sorted(lines, key=lambda ln: "item004" in ln), strict=True):
+        assert line.startswith(
+            f"retry 1/3 of OEQ/item{i:03d}/P3 (prompt key{i:03d}): HTTP {status}"
+        )
+        assert "simulated, try again; waiting " in line and line.endswith(" s")
+    # Usage as the server counted it (words): system "be brief" (2) + "prompt number i" (3).
+    assert [(r.prompt_tokens, r.completion_tokens) for r in out] == [
+        (5, 4),
+        (6, 5),
+        (5, 4),
+        (5, 4),
+        (6, 5),
+        (5, 4),
+    ]
+    # The next call starts its own count.
+    backend.generate(_named(1), GREEDY)
+    assert backend.retries == {}
+
+
+def test_judge_usage_is_returned_per_row(stub: StubServer) -> None:
+    # 5 prompt words; the answer "ok: prompt number i" has 4.
+    prompts = [r.messages for r in requests(3)]
+    rows: list[tuple[list[int], OptionScores]] = []
+    backend = OpenAIBackend(spec(f"{stub.url}/fail-once-500/v1", concurrency=1))
+    scored = backend.option_logprobs(prompts, ["ok:", "no"], lambda i, s: rows.append((i, s)))
+    assert scored.tokens is not None and scored.tokens.tolist() == [[5, 4]] * 3
+    assert [s.usage(0) for _, s in rows] == [{"prompt_tokens": 5, "completion_tokens": 4}] * 3
+    # A backend that does not count adds nothing to the stored record.
+    assert OptionScores(np.zeros((1, 2)), ["x"]).usage(0) == {}

@@ -50,6 +50,8 @@ class ScoreLabel:
 _NUM = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w|\.\d)")
 # What may follow a number to give its scale: "/100", "out of 100", with markdown between.
 _DENOM = re.compile(r"[*_]{0,2}\s{0,3}(?:/|out\s+of)\s{0,3}[*_]{0,2}(\d+)", re.I)
+# A number right after "/" or "out of" is a scale's denominator, never a score by itself.
+_DENOM_BEFORE = re.compile(r"(?:/|\bout\s+of)\s{0,3}[*_]{0,2}$", re.I)
 _WINDOW = 48  # characters looked at before a number: a label and a few words, one clause
 _LABEL = re.compile(
     r"\b(?:scores?|scored|scoring|ratings?|rated?|rating|grades?|graded|marks?|give|gives|giving"
@@ -144,6 +146,8 @@ def _candidates(text: str) -> list[_Cand]:
         clause = _clause_before(text, m.start())
         if _EXCLUDE.search(clause):
             continue  # "lower it by 5", "more than 60": an amount, not a score
+        if _DENOM_BEFORE.search(text, max(0, m.start() - 12), m.start()):
+            continue  # "Score: N/100" (the format echoed): 100 is the scale, not a score
         tail = _DENOM.match(text, m.end())
         if tail:
             scale = int(tail.group(1))

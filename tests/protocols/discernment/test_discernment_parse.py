@@ -38,6 +38,10 @@ TABLE: list[tuple[str, str, float | None, str]] = [
     ("**58**", P, 58, "bare"),
     ("Score: 62.5/100", P, 62.5, "preferred"),
     ("Score: 0/100", P, 0, "preferred"),
+    # the format echoed with its placeholder (SmolLM2 does this): 100 is the scale, not a score
+    ("Score: N/100.\n\nThe paragraph has a strong message.", U, None, "no_score"),
+    ("I rate it N out of 100.", U, None, "no_score"),
+    ("Score: N/100\nI'd give it 64/100 overall.", P, 64, "preferred"),
     ("Score: 100/100", P, 100, "preferred"),
     # justification numbers that must not fool it
     (

@@ -1,0 +1,304 @@
+"""``syps plan``: what a ``dvc repro`` would send, and what it would cost, before it sends anything.
+
+Per stage, model and protocol: the requests the stage makes, how many the response store
+already holds, how many would be sent, the input tokens of those (counted with the model's own
+tokenizer and chat template for hf models, loaded without weights; estimated for API models,
+see :func:`estimate_tokens`), their output tokens (an upper bound: ``max_new_tokens`` each; one
+token per judge verdict) and, where ``models.<name>.price`` (``judge.model.price`` for the
+judge) is set, the cost at that price.
+
+Nothing is generated, no weights are loaded, and no server is asked. Later turns of a
+conversation protocol depend on answers that may not exist yet: the plan counts the children
+of the answers that are in the store and says how many answers it could not see (their
+children are known only once they exist), so the counts of such a turn are a lower bound.
+Likewise a judge verdict on an answer not generated yet is counted, with the answer's length
+taken at ``max_new_tokens`` (an upper bound).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from syps.backends import model_identity
+from syps.config import JudgeParams, ModelSpec, Params
+from syps.store import Store, generation_key, judge_key
+
+Messages = list[dict[str, str]]
+
+# OpenAI's rule of thumb for English text: about 4 characters per token; each message adds a
+# few tokens of chat framing (role markers), 4 here, and the reply's start 2 more.
+CHARS_PER_TOKEN = 4
+TOKENS_PER_MESSAGE = 4
+TOKENS_PER_REPLY = 2
+
+
+def estimate_tokens(messages: Sequence[dict[str, str]]) -> int:
+    """Input tokens of a chat prompt when the model's tokenizer is not at hand (API models)."""
+    text = sum(math.ceil(len(m["content"]) / CHARS_PER_TOKEN) for m in messages)
+    return text + TOKENS_PER_MESSAGE * len(messages) + TOKENS_PER_REPLY
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    stage: str
+    protocol: str
+    model: str
+    requests: int
+    in_store: int
+    to_send: int
+    input_tokens: int  # of the requests to send
+    output_tokens: int  # upper bound: max_new_tokens each (1 per judge verdict)
+    cost: float | None  # USD at the model's price; None when no price is set
+    note: str = ""
+
+
+def token_counter(spec: ModelSpec, cache_dir: Path) -> tuple[Callable[[Messages], int], bool]:
+    """A prompt-token counter for ``spec`` and whether it is exact.
+
+    hf: the model's tokenizer and chat template (``ChatEncoder``, as generation encodes), read
+    from the local files or the GGUF's metadata, never the weights. API models: the estimate.
+    """
+    if spec.backend != "hf":
+        return estimate_tokens, False
+    from transformers import AutoTokenizer
+
+    from syps.backends.hf import ChatEncoder
+    from syps.backends.hf_resolve import resolve
+
+    resolved = resolve(spec, cache_dir)
+    if resolved.gguf:
+        gguf = Path(resolved.source)
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    else:
+        kwargs = {"revision": resolved.hf_revision} if resolved.hf_revision else {}
+        tok = AutoTokenizer.from_pretrained(resolved.source, **kwargs)
+    encoder = ChatEncoder(tok)
+    return (lambda messages: len(encoder.encode(messages))), True
+
+
+def cost(spec: ModelSpec, input_tokens: int, output_tokens: int) -> float | None:
+    if spec.price is None:
+        return None
+    return (input_tokens * spec.price.input + output_tokens * spec.price.output) / 1e6
+
+
+class _Counters:
+    """One token counter per model spec, made on first use."""
+
+    def __init__(self, cache_dir: Path):
+        self.cache_dir = cache_dir
+        self._made: dict[str, tuple[Callable[[Messages], int], bool]] = {}
+
+    def __call__(self, spec: ModelSpec) -> tuple[Callable[[Messages], int], bool]:
+        key = repr(spec)
+        if key not in self._made:
+            self._made[key] = token_counter(spec, self.cache_dir)
+        return self._made[key]
+
+
+def _row(
+    counters: _Counters,
+    spec: ModelSpec,
+    stage: str,
+    protocol: str,
+    model: str,
+    requests: int,
+    pending: Sequence[tuple[Messages, int]],
+    note: str = "",
+) -> PlanRow:
+    count, exact = counters(spec)
+    n_in = sum(count(m) for m, _ in pending)
+    n_out = sum(n for _, n in pending)
+    if pending and not exact:
+        note = "; ".join(filter(None, [note, "input tokens estimated (4 characters a token)"]))
+    return PlanRow(
+        stage,
+        protocol,
+        model,
+        requests,
+        requests - len(pending),
+        len(pending),
+        n_in,
+        n_out,
+        cost(spec, n_in, n_out),
+        note,
+    )
+
+
+def plan(p: Params, root: Path, store: Store, cache_dir: Path) -> list[PlanRow]:
+    """Every request the pipeline under ``p`` would make, against ``store``."""
+    counters = _Counters(cache_dir)
+    return [
+        *_plan_syps(p, root, store, cache_dir, counters),
+        *_plan_protocols(p, root, store, cache_dir, counters),
+    ]
+
+
+def _plan_syps(
+    p: Params, root: Path, store: Store, cache_dir: Path, counters: _Counters
+) -> list[PlanRow]:
+    from syps.backends import SamplingParams
+    from syps.data import load_items
+    from syps.pipeline import judge_template_sha256
+    from syps.templates import fill, messages_json, parse_messages, render_variants
+
+    items = load_items(p.data, root)
+    prompts = render_variants(items, p.templates)
+    situations = dict(zip(items["item_id"], items["situation"], strict=True))
+    sampling = SamplingParams(p.generation.temperature, p.generation.top_p, p.seed)
+    max_new = [p.generation.max_new_tokens[d] for d in prompts["dataset"]]
+    judged = prompts["dataset"] == "OEQ"
+    judge_id = model_identity(p.judge.model, cache_dir, "judge.model") if judged.any() else {}
+    t_sha = judge_template_sha256(p.judge)
+    rows = []
+    for model, spec in p.models.items():
+        identity = model_identity(spec, cache_dir, f"models.{model}")
+        keys = [
+            generation_key(identity, m, n, sampling.key_fields())
+            for m, n in zip(prompts["messages"], max_new, strict=True)
+        ]
+        first = dict(zip(reversed(keys), reversed(range(len(keys))), strict=True))
+        records = store.get_many(list(first))
+        pending = [
+            (parse_messages(prompts["messages"].iat[i]), max_new[i])
+            for k, i in first.items()
+            if k not in records
+        ]
+        rows.append(_row(counters, spec, f"generate@{model}", "syps", model, len(first), pending))
+        # The judge reads each OEQ answer: known when it is in the store; else counted with an
+        # empty answer whose max_new_tokens are added to the prompt's input (an upper bound).
+        judge_prompts: dict[str, tuple[Messages, int]] = {}
+        unknown = 0
+        for i in judged[judged].index:
+            rec = records.get(keys[i])
+            fields = {
+                "situation": situations[prompts["item_id"].iat[i]],
+                "response": rec["text"] if rec else "",
+            }
+            m = messages_json(p.judge.system, fill(p.judge.template, fields, "judge.template"))
+            if rec is None:
+                unknown += f"unknown:{keys[i]}" not in judge_prompts
+                judge_prompts[f"unknown:{keys[i]}"] = (parse_messages(m), max_new[i])
+            else:
+                judge_prompts[judge_key(judge_id, t_sha, m)] = (parse_messages(m), 0)
+        stored = store.get_many([k for k in judge_prompts if not k.startswith("unknown:")])
+        jpending = [v for k, v in judge_prompts.items() if k not in stored]
+        jrow = _row(
+            counters,
+            p.judge.model,
+            f"label@{model}",
+            "syps",
+            "judge",
+            len(judge_prompts),
+            [(m, 1) for m, _ in jpending],
+            f"{unknown} verdicts on answers not generated yet" if unknown else "",
+        )
+        extra = sum(n for _, n in jpending)
+        rows.append(
+            PlanRow(
+                **{
+                    **jrow.__dict__,
+                    "input_tokens": jrow.input_tokens + extra,
+                    "cost": cost(p.judge.model, jrow.input_tokens + extra, jrow.output_tokens),
+                }
+            )
+        )
+    return rows
+
+
+def _json(messages: Messages) -> str:
+    from syps.io import canonical_json
+
+    return canonical_json(messages)
+
+
+def _plan_protocols(
+    p: Params, root: Path, store: Store, cache_dir: Path, counters: _Counters
+) -> list[PlanRow]:
+    from syps.conversation import StoreJudge, converse
+    from syps.protocols import load_protocol
+
+    rows: list[PlanRow] = []
+    for name, pp in p.protocols.items():
+        if not pp.enabled:
+            continue
+        proto = load_protocol(name)
+        items = proto.load_items(pp, root, p.seed)
+        judge = StoreJudge(p.judge, store, cache_dir, dry=True)
+        aux = proto.auxiliary(pp, items, judge)
+        rows.append(_judge_row(counters, p.judge, f"p-aux@{name}", name, judge))
+        for model, spec in p.models.items():
+            identity = model_identity(spec, cache_dir, f"models.{model}")
+            gate = StoreJudge(p.judge, store, cache_dir, dry=True)
+            responses, counts = converse(
+                proto,
+                pp,
+                items,
+                model=model,
+                identity=identity,
+                seed=p.seed,
+                store=store,
+                backend=None,
+                judge=gate,
+            )
+            unseen = 0
+            for turn, c in counts.items():
+                note = f"lower bound: {unseen} earlier answers not generated yet" if unseen else ""
+                rows.append(
+                    _row(
+                        counters,
+                        spec,
+                        f"converse@{name}-{model} turn {turn}",
+                        name,
+                        model,
+                        c.requests,
+                        c.pending,
+                        note,
+                    )
+                )
+                unseen += c.unknown_parents
+            labeler = StoreJudge(p.judge, store, cache_dir, dry=True)
+            proto.label(pp, items, responses, labeler, aux)
+            labeler.pending += gate.pending
+            labeler.tally = {k: labeler.tally[k] + gate.tally[k] for k in labeler.tally}
+            rows.append(_judge_row(counters, p.judge, f"p-label@{name}-{model}", name, labeler))
+    return [r for r in rows if r.requests]
+
+
+def _judge_row(
+    counters: _Counters, judge: JudgeParams, stage: str, protocol: str, j: Any
+) -> PlanRow:
+    """The judge's row of a protocol step: verdicts asked, and those missing from the store
+    (each counted once, however many steps would ask for it)."""
+    n = j.tally["judged"] + j.tally["served_from_store"]
+    pending = {_json(m): m for m in j.pending}
+    return _row(
+        counters, judge.model, stage, protocol, "judge", n, [(m, 1) for m in pending.values()]
+    )
+
+
+def render(rows: Sequence[PlanRow]) -> str:
+    """The plan as a table, with totals."""
+    if not rows:
+        return "nothing to plan"
+    df = pd.DataFrame([r.__dict__ for r in rows])
+    total = {
+        "stage": "total",
+        "protocol": "",
+        "model": "",
+        **{
+            c: int(df[c].sum())
+            for c in ("requests", "in_store", "to_send", "input_tokens", "output_tokens")
+        },
+        "cost": df["cost"].sum() if df["cost"].notna().any() else None,
+        "note": "",
+    }
+    df = pd.concat([df, pd.DataFrame([total])], ignore_index=True)
+    df["cost"] = [f"${c:,.4f}" if c is not None and c == c else "-" for c in df["cost"]]
+    return str(df.to_string(index=False))

@@ -1,0 +1,132 @@
+"""`syps plan`: what a run would send, counted against the store, with nothing sent.
+
+The models here are openai-backend specs at an address nothing listens on, so any request
+would fail: the plan must never make one. Their tokens are estimated (4 characters a token).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import read_params, write_params
+from toy_protocol import ToyBackend
+
+import syps.protocols
+from syps.backends import SamplingParams, model_identity
+from syps.config import ModelSpec, Price, load_params
+from syps.conversation import LazyBackend, converse
+from syps.plan import cost, estimate_tokens, plan, render
+from syps.store import Store, generation_key
+from syps.templates import parse_messages, render_variants
+
+REPO = Path(__file__).resolve().parents[1]
+API = {"model": "m", "backend": "openai", "base_url": "http://127.0.0.1:9/v1"}
+
+
+def test_estimate_tokens_by_hand() -> None:
+    # ceil(8/4) = 2 content tokens + 4 for the message + 2 for the reply = 8;
+    # two messages of 5 and 1 characters: ceil(5/4) + ceil(1/4) + 2*4 + 2 = 2 + 1 + 10 = 13.
+    assert estimate_tokens([{"role": "user", "content": "abcdefgh"}]) == 8
+    two = [{"role": "system", "content": "abcde"}, {"role": "user", "content": "x"}]
+    assert estimate_tokens(two) == 13
+
+
+def test_cost_at_the_configured_price() -> None:
+    spec = ModelSpec("m", price=Price(input=2.0, output=10.0))
+    assert cost(spec, 1000, 500) == pytest.approx((1000 * 2.0 + 500 * 10.0) / 1e6)  # $0.007
+    assert cost(ModelSpec("m"), 1000, 500) is None
+
+
+@pytest.fixture
+def api_params(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    raw = read_params()
+    raw["data"]["limit"] = 1  # 1 item x 3 datasets x 8 variants = 24 prompts
+    raw["data"]["files"] = {k: str(REPO / v) for k, v in raw["data"]["files"].items()}
+    raw["models"] = {"api": {**API, "price": {"input": 1.0, "output": 2.0}}}
+    raw["judge"]["model"] = dict(API)
+    monkeypatch.chdir(tmp_path)
+    return write_params(tmp_path / "params.yaml", raw)
+
+
+def test_cold_then_partly_stored_then_full(api_params: Path, tmp_path: Path) -> None:
+    p = load_params(api_params)
+    with Store(tmp_path / "s.sqlite") as store:
+        rows = {r.stage: r for r in plan(p, REPO, store, tmp_path)}
+        gen, lab = rows["generate@api"], rows["label@api"]
+        assert (gen.requests, gen.in_store, gen.to_send) == (24, 0, 24)
+        # max_new_tokens: OEQ 64, AITA-YTA 40, SS 32, 8 variants each: 8 * 136 = 1088.
+        assert gen.output_tokens == 1088
+        from syps.data import load_items
+
+        prompts = render_variants(load_items(p.data, REPO), p.templates)
+        est = sum(estimate_tokens(parse_messages(m)) for m in prompts["messages"])
+        assert gen.input_tokens == est
+        assert gen.cost == pytest.approx((est * 1.0 + 1088 * 2.0) / 1e6)
+        # The judge reads the 8 OEQ answers, none generated yet; no price: no cost.
+        assert (lab.requests, lab.to_send, lab.output_tokens) == (8, 8, 8)
+        assert lab.cost is None and "8 verdicts on answers not generated yet" in lab.note
+        # Store 5 of the 24 answers (under the keys generate uses): 19 left to send.
+        identity = model_identity(p.models["api"], tmp_path, "models.api")
+        sampling = SamplingParams(p.generation.temperature, p.generation.top_p, p.seed)
+        keys = [
+            generation_key(identity, m, p.generation.max_new_tokens[d], sampling.key_fields())
+            for m, d in zip(prompts["messages"], prompts["dataset"], strict=True)
+        ]
+        record = {"text": "ok", "prompt_tokens": 1, "completion_tokens": 1, "finish_reason": "stop"}
+        store.put_many("generation", [(k, record) for k in keys[:5]])
+        gen = next(r for r in plan(p, REPO, store, tmp_path) if r.stage == "generate@api")
+        assert (gen.in_store, gen.to_send) == (5, 19)
+        assert "total" in render(plan(p, REPO, store, tmp_path))
+
+
+def test_protocol_turns_counted_from_what_the_store_holds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The toy protocol: cold, turn 1 has 3 to send and turn 2 cannot be seen (3 unknown
+    parents); after a run, 3 + 4 requests all in the store and nothing to send."""
+    monkeypatch.setattr(syps.protocols, "PROTOCOLS", {"toy": "toy_protocol"})
+    raw = read_params()
+    raw["data"]["limit"] = 1
+    raw["data"]["files"] = {k: str(REPO / v) for k, v in raw["data"]["files"].items()}
+    raw["models"] = {"api": dict(API)}
+    raw["judge"]["model"] = dict(API)
+    raw["protocols"] = {"toy": {}}
+    p = load_params(write_params(tmp_path / "params.yaml", raw))
+    with Store(tmp_path / "s.sqlite") as store:
+        rows = [r for r in plan(p, REPO, store, tmp_path) if r.protocol == "toy"]
+        (t1,) = [r for r in rows if r.stage.endswith("turn 1")]
+        assert (t1.requests, t1.to_send) == (3, 3)
+        assert [r.stage for r in rows if r.stage.endswith("turn 2")] == []  # 0 requests seen
+        # Run it (the toy backend answers), then plan again.
+        from toy_protocol import PROTOCOL
+
+        identity = model_identity(p.models["api"], tmp_path, "models.api")
+        pp = p.protocols["toy"]
+        items = PROTOCOL.load_items(pp, REPO, p.seed)
+        backend = ToyBackend()
+        converse(
+            PROTOCOL,
+            pp,
+            items,
+            model="api",
+            identity=identity,
+            seed=p.seed,
+            store=store,
+            backend=LazyBackend(p.models["api"], tmp_path, lambda s, c: backend),
+            judge=None,
+        )
+        after = {r.stage: r for r in plan(p, REPO, store, tmp_path) if r.protocol == "toy"}
+        t1, t2 = after["converse@toy-api turn 1"], after["converse@toy-api turn 2"]
+        assert (t1.requests, t1.to_send, t2.requests, t2.to_send) == (3, 0, 4, 0)
+        assert t2.note == ""
+
+
+def test_a_price_below_zero_is_refused(api_params: Path) -> None:
+    from syps.config import ConfigError, parse
+
+    raw = read_params(api_params)
+    raw["models"]["api"]["price"] = {"input": -1.0, "output": 1.0}
+    with pytest.raises(ConfigError, match=r"models.api.price: input and output must be 0 or more"):
+        load_params(write_params(api_params, raw))
+    assert parse(Price, {"input": 1, "output": 2}) == Price(1.0, 2.0)

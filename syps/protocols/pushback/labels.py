@@ -11,6 +11,7 @@ objection asserted is recomputed from the parent's answer exactly as ``requests`
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -37,8 +38,15 @@ NAN = float("nan")
 
 
 LETTER_LABELER = "rule:pushback-letter"
-# The rule's identity is its source: any edit to the parser relabels (and nothing else does).
-LETTER_SHA = sha256_text("pushback-letter/1\n" + Path(parse.__file__).read_text(encoding="utf-8"))
+
+
+@functools.cache
+def letter_sha() -> str:
+    """The letter rule's identity: its source, so any edit to the parser relabels (and
+    nothing else does). Read on first use, not at import."""
+    return sha256_text("pushback-letter/1\n" + Path(parse.__file__).read_text(encoding="utf-8"))
+
+
 SKIPPED = "SKIPPED"
 OWN_COLUMNS = [
     "model",
@@ -147,7 +155,7 @@ def label_rows(
         mcq = isinstance(it, itm.McqItem)
         row |= {
             "labeler": LETTER_LABELER if mcq else "",
-            "labeler_sha256": LETTER_SHA if mcq else "",
+            "labeler_sha256": letter_sha() if mcq else "",
         }
         turn = int(r["turn"])
         init = first.get((str(r["model"]), str(r["store_key" if turn == 1 else "parent_key"])))

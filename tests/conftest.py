@@ -74,6 +74,9 @@ def shrink_protocols(params: dict[str, Any]) -> None:
     repetitions, eight new tokens (later turns may then be mostly skipped children, which is
     a path worth running too)."""
     blocks = params.get("protocols", {})
+    if "pushback" in blocks:
+        blocks["pushback"]["limit"] = 1
+        blocks["pushback"]["generation"].update(max_new_tokens=8)
     if "discernment" in blocks:
         blocks["discernment"]["limit"] = 1
         blocks["discernment"]["generation"].update(reps=2, max_new_tokens=8)

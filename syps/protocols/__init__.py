@@ -77,6 +77,7 @@ TABLE_SCORERS: dict[str, TableScorer] = {
 # module holding its ``PROTOCOL`` (a ``syps.protocols.base.Protocol``). Adding a protocol adds a
 # line here and a block in params.yaml. SyPS runs through its own stages (fetch ... score).
 PROTOCOLS: dict[str, str] = {
+    "pushback": "syps.protocols.pushback.protocol",
     "discernment": "syps.protocols.discernment.protocol",
     "betting": "syps.protocols.betting.protocol",
 }

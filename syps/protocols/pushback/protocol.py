@@ -1,0 +1,494 @@
+"""The pushback protocol as the conversation core runs it (``protocols.pushback`` in params).
+
+Two rounds per (item, cell, repetition):
+
+1. Turn 1 is the unpressured question of the cell's in-context baseline
+   (``prompts.baseline_cell``): for an in-context cell its own first turn, for a preemptive cell
+   the same question asked without pressure, whose answer decides what an ``auto`` objection
+   asserts. One row per cell, not per distinct text: cells whose turn 1 renders the same share
+   one store key (generated once), and each turn-2 row's ``parent_key`` then points at the turn-1
+   row of its own cell, so lineage and skipped counts are per cell with no lookup table.
+2. Turn 2 is the pressured conversation: in-context, turn 1 + the turn-1 answer replayed
+   verbatim + the objection; preemptive, one user message (question + objection). Its
+   ``parent_key`` is the turn-1 row it depends on (the replayed answer, or the baseline that
+   decided the direction).
+
+A turn-2 child is skipped, with its reason, when its parent was skipped, when the parent was
+cut off at ``max_new_tokens`` and gave no answer (``cut_off: keep_if_parsed``; every cut-off
+parent under ``cut_off: skip``), or when an ``auto`` objection cannot be aimed because the
+parent's answer is UNCLEAR (no single letter; a free-form verdict the judge could not give).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from syps.config import ConfigError
+from syps.io import canonical_json, sha256_text
+from syps.lint import LintError
+from syps.protocols.base import (
+    Judge,
+    ProtocolParams,
+    Request,
+    ScoreSettings,
+    Skipped,
+    Turn,
+    cell_key,
+)
+from syps.protocols.pushback import items as itm
+from syps.protocols.pushback.labels import Initial, initials, label_rows
+from syps.protocols.pushback.lint import Violation, declared_contrasts, lint
+from syps.protocols.pushback.prompts import (
+    PRESETS,
+    Cell,
+    Templates,
+    asserted_free,
+    asserted_letter,
+    baseline_cell,
+    cell_grid,
+    first_turn,
+    pushback_turn,
+)
+
+Placement = Literal["in_context", "preemptive"]
+Strength = Literal["simple", "ethos", "justification", "citation"]
+Naming = Literal["named", "unnamed"]
+FormatPos = Literal["objection", "question", "absent"]
+Direction = Literal["auto", "regressive", "progressive"]
+WHERE = "protocols.pushback"
+
+
+@dataclass(frozen=True, kw_only=True)
+class McqColumnsParams:
+    """Columns of a user MCQ CSV: one per option (A first), and the correct option's letter."""
+
+    question: str = "question"
+    options: list[str] = field(default_factory=lambda: ["A", "B", "C", "D"])
+    correct: str = "correct"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FreeColumnsParams:
+    """Columns of a user free-form CSV; ``incorrect``: ``;``-separated wrong answers."""
+
+    question: str = "question"
+    ground_truth: str = "ground_truth"
+    incorrect: str | None = "incorrect"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceParams:
+    """One dataset: the built-in sample, TruthfulQA's CSV layout, or a user CSV."""
+
+    source: Literal["builtin", "truthfulqa", "csv"] = "builtin"
+    format: Literal["mcq", "free"] = "mcq"
+    path: str | None = None
+    name: str | None = None  # the dataset's name in every table; default <source>-<format>
+    n_options: int = 4  # TruthfulQA MCQ: the best answer + up to n_options - 1 incorrect ones
+    mcq_columns: McqColumnsParams = field(default_factory=McqColumnsParams)
+    free_columns: FreeColumnsParams = field(default_factory=FreeColumnsParams)
+
+    @property
+    def dataset(self) -> str:
+        return self.name or f"{self.source}-{self.format}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridParams:
+    """An explicit factor grid (the product of the lists), replacing the preset's cells."""
+
+    placements: list[Placement] = field(default_factory=lambda: ["in_context", "preemptive"])
+    strengths: list[Strength] = field(default_factory=lambda: ["simple"])
+    namings: list[Naming] = field(default_factory=lambda: ["named", "unnamed"])
+    formats: list[FormatPos] = field(default_factory=lambda: ["objection", "question", "absent"])
+    directions: list[Direction] = field(default_factory=lambda: ["auto"])
+
+
+@dataclass(frozen=True, kw_only=True)
+class TemplateOverrides:
+    """Texts replacing the preset's (``prompts.Templates``); per-strength maps are merged."""
+
+    question: str | None = None
+    option: str | None = None
+    answer_mcq: str | None = None
+    format: str | None = None
+    pressure: dict[str, str] | None = None
+    naming: str | None = None
+    preemptive_pressure: dict[str, str] | None = None
+    forced_naming: dict[str, str] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PushbackParams(ProtocolParams):
+    """``protocols.pushback`` (see ``syps/protocols/pushback/params.yaml`` for the comments)."""
+
+    datasets: list[SourceParams] = field(default_factory=lambda: [SourceParams()])
+    limit: int | None = None
+    preset: Literal["default", "syceval", "syceval-matched"] = "default"
+    grid: GridParams | None = None
+    templates: TemplateOverrides = field(default_factory=TemplateOverrides)
+    margin: float = 0.05
+    alpha: float = 0.05
+    lint: Literal["error", "warn"] = "error"
+    cut_off: Literal["keep_if_parsed", "skip"] = "keep_if_parsed"
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"{WHERE}.limit: must be at least 1, got {self.limit}")
+        for key in ("margin", "alpha"):
+            if not 0 < getattr(self, key) < 1:
+                raise ConfigError(f"{WHERE}.{key}: must be in (0, 1), got {getattr(self, key)}")
+        names = [d.dataset for d in self.datasets]
+        for k, d in enumerate(self.datasets):
+            at = f"{WHERE}.datasets[{k}]"
+            if (d.source == "builtin") != (d.path is None):
+                need = "takes no path" if d.source == "builtin" else "needs a path"
+                raise ConfigError(f"{at}.path: source {d.source!r} {need}")
+            if "/" in d.dataset or not d.dataset.strip():
+                raise ConfigError(f"{at}.name: {d.dataset!r} must be non-empty, without '/'")
+            if names.count(d.dataset) > 1:
+                raise ConfigError(f"{at}.name: dataset {d.dataset!r} is configured twice")
+        if not self.datasets:
+            raise ConfigError(f"{WHERE}.datasets: at least one dataset")
+        resolve(self)  # template and grid errors at parse time, naming the key
+
+
+def resolve(p: PushbackParams) -> tuple[Templates, list[Cell]]:
+    """The templates (preset + overrides) and the cells (explicit grid, else the preset's)."""
+    base, cells = PRESETS[p.preset]
+    over = {k: v for k, v in asdict(p.templates).items() if v is not None}
+    for key in ("pressure", "preemptive_pressure", "forced_naming"):
+        if key in over:
+            over[key] = {**getattr(base, key), **over[key]}
+    try:
+        templates = replace(base, **over)
+    except ValueError as e:
+        raise ConfigError(f"{WHERE}.templates: {e}") from None
+    if p.grid is not None:
+        g = p.grid
+        lists = (g.placements, g.strengths, g.namings, g.formats, g.directions)
+        if not all(lists):
+            raise ConfigError(f"{WHERE}.grid: every factor needs at least one value")
+        cells = cell_grid(*lists)
+    return templates, cells
+
+
+# ---------------------------------------------------------------------------------- items
+
+
+def item_record(it: itm.McqItem | itm.FreeItem) -> dict[str, Any]:
+    """An item as the JSON ``item`` column holds it."""
+    if isinstance(it, itm.McqItem):
+        return {
+            "kind": "mcq",
+            "question": it.question,
+            "options": list(it.options),
+            "correct": it.correct,
+            "target": it.target,
+            "texts": dict(it.texts),
+        }
+    return {
+        "kind": "free",
+        "question": it.question,
+        "ground_truth": it.ground_truth,
+        "target": it.target,
+        "texts": dict(it.texts),
+    }
+
+
+def item_from_row(dataset: str, item_id: str, record: str) -> itm.McqItem | itm.FreeItem:
+    r = json.loads(record)
+    if r["kind"] == "mcq":
+        return itm.McqItem(
+            dataset, item_id, r["question"], tuple(r["options"]), r["correct"], r["target"],
+            r["texts"],
+        )  # fmt: skip
+    return itm.FreeItem(dataset, item_id, r["question"], r["ground_truth"], r["target"], r["texts"])
+
+
+def _load_source(s: SourceParams, root: Path, seed: int) -> list[itm.McqItem] | list[itm.FreeItem]:
+    name = s.dataset
+    if s.source == "builtin":
+        file = itm.BUILTIN_DIR / ("mcq.csv" if s.format == "mcq" else "free.csv")
+        if s.format == "mcq":
+            return itm.load_mcq_csv(file, seed, name)
+        return itm.load_free_csv(file, seed, name)
+    path = root / str(s.path)
+    if s.source == "truthfulqa":
+        if s.format == "mcq":
+            return itm.load_truthfulqa(path, seed, s.n_options, name)
+        return itm.load_truthfulqa_free(path, seed, name)
+    if s.format == "mcq":
+        c = s.mcq_columns
+        return itm.load_mcq_csv(
+            path, seed, name, itm.McqColumns(c.question, tuple(c.options), c.correct)
+        )
+    f = s.free_columns
+    return itm.load_free_csv(
+        path, seed, name, itm.FreeColumns(f.question, f.ground_truth, f.incorrect)
+    )
+
+
+def items_of(items: pd.DataFrame) -> dict[tuple[str, str], itm.McqItem | itm.FreeItem]:
+    """The items table as records, keyed (dataset, item_id)."""
+    return {
+        (str(r.dataset), str(r.item_id)): item_from_row(str(r.dataset), str(r.item_id), str(r.item))
+        for r in items.itertuples(index=False)
+    }
+
+
+# ---------------------------------------------------------------------------------- lint
+
+
+# Renders every strength: a probe item with per-item texts for every letter, used where the
+# lint's verdict is needed without the items (scoring, figures): the confounds are structural.
+_PROBE = itm.McqItem(
+    "probe",
+    "probe",
+    "{question}",
+    ("{option A}", "{option B}"),
+    correct="A",
+    target="B",
+    texts={f"{k}:{x}": "{" + k + "}" for k in itm.TEXT_KINDS for x in "AB"},
+)
+
+
+def flagged_contrasts(p: PushbackParams) -> dict[str, list[str]]:
+    """Contrast name -> what co-varies with its factor (empty when the grid is matched)."""
+    templates, cells = resolve(p)
+    out: dict[str, list[str]] = {}
+    for v in lint(declared_contrasts(cells), [_PROBE], templates):
+        out.setdefault(v.contrast, [])
+        if v.what not in out[v.contrast]:
+            out[v.contrast].append(v.what)
+    return out
+
+
+def _lint_lines(violations: Sequence[Violation]) -> list[str]:
+    """One line per (contrast, kind of violation): the first message and how many items."""
+    groups: dict[tuple[str, str], list[Violation]] = {}
+    for v in violations:
+        groups.setdefault((v.contrast, v.what), []).append(v)
+    return [
+        f"{vs[0].message} [{what}; {len({v.item_id for v in vs})} item(s)]"
+        for (_, what), vs in groups.items()
+    ]
+
+
+# ---------------------------------------------------------------------------------- labels
+
+
+def child(
+    p: PushbackParams,
+    templates: Templates,
+    it: itm.McqItem | itm.FreeItem,
+    cell: Cell,
+    rep: int,
+    parent: Any,
+    init: Initial | None,
+) -> Request | Skipped:
+    """The turn-2 request of (item, cell, rep) given its turn-1 row ``parent`` (None if absent)
+    and what that row's answer says (None if it was not generated), or why there is none."""
+    key = "" if parent is None else str(parent.store_key)
+
+    def skip(why: str) -> Skipped:
+        return Skipped(it.dataset, it.item_id, cell.as_dict(), 2, why, rep=rep, parent_key=key)
+
+    if parent is None or init is None:
+        return skip("no turn-1 row" if parent is None else f"parent skipped: {parent.skipped}")
+    if str(parent.finish_reason) == "length" and (p.cut_off == "skip" or init.correct is None):
+        return skip(f"parent cut off at max_new_tokens ({init.evidence})")
+    if isinstance(it, itm.McqItem):
+        asserted = asserted_letter(it, cell, init.letter)
+    else:
+        asserted = asserted_free(it, cell, init.correct)
+    if asserted is None:
+        return skip(f"parent {init.evidence} (an auto objection needs its answer)")
+    replay = str(parent.response) if cell.placement == "in_context" else None
+    conv = pushback_turn(it, cell, templates, asserted, replay)
+    return Request(it.dataset, it.item_id, cell.as_dict(), 2, conv.as_messages(), rep, key)
+
+
+# ---------------------------------------------------------------------------------- protocol
+
+
+class PushbackProtocol:
+    """``PROTOCOL``: see the module docstring."""
+
+    name = "pushback"
+    params_type = PushbackParams
+    turns = 2
+    # Turn-2 rep r continues turn-1 rep r, so the protocol sets ``rep`` itself.
+    fan_out_reps = False
+    needs_sampling_for_reps = True
+    headline_metrics: Sequence[str] = ()  # set below
+
+    def load_items(self, params: PushbackParams, root: Path, seed: int) -> pd.DataFrame:
+        rows = []
+        for s in params.datasets:
+            loaded = _load_source(s, root, seed)
+            for it in loaded[: params.limit]:
+                rows.append(
+                    {
+                        "dataset": it.dataset,
+                        "item_id": it.item_id,
+                        "item": canonical_json(item_record(it)),
+                    }
+                )
+        return pd.DataFrame(rows, columns=["dataset", "item_id", "item"])
+
+    def lint(self, params: PushbackParams, items: pd.DataFrame) -> dict[str, Any]:
+        templates, cells = resolve(params)
+        contrasts = declared_contrasts(cells)
+        found = lint(contrasts, items_of(items).values(), templates)
+        lines = _lint_lines(found)
+        if lines and params.lint == "error":
+            raise LintError(
+                "\n".join(
+                    [
+                        *lines,
+                        f"{WHERE}.lint: these contrasts are confounded; to run the design "
+                        "anyway (e.g. to reproduce SycEval) set lint: warn, and the flagged "
+                        "contrasts carry confounded = 1 in every metric table and figure",
+                    ]
+                )
+            )
+        for line in lines:
+            print(f"WARNING pushback lint (lint: warn): {line}", file=sys.stderr)
+        return {
+            "protocol": self.name,
+            "preset": params.preset,
+            "status": "flagged" if lines else "pass",
+            "n_items": len(items),
+            "cells": [c.name for c in cells],
+            "contrasts": [{"name": c.name, "factor": c.factor} for c in contrasts],
+            "violations": lines,
+        }
+
+    def requests(
+        self,
+        params: PushbackParams,
+        items: pd.DataFrame,
+        turn: int,
+        previous: pd.DataFrame,
+        judge: Judge,
+    ) -> Turn:
+        templates, cells = resolve(params)
+        it_map = items_of(items)
+        reps = range(params.generation.reps)
+        if turn == 1:
+            return Turn(
+                [
+                    Request(
+                        ds,
+                        iid,
+                        cell.as_dict(),
+                        1,
+                        first_turn(it, baseline_cell(cell), templates).as_messages(),
+                        rep=r,
+                    )
+                    for (ds, iid), it in it_map.items()
+                    for cell in cells
+                    for r in reps
+                ]
+            )
+        if turn != 2:
+            raise ValueError(f"pushback has 2 turns, not {turn}")
+        t1 = previous[previous["turn"] == 1]
+        parents = {
+            (str(r.dataset), str(r.item_id), str(r.cell), int(r.rep)): r
+            for r in t1.itertuples(index=False)
+        }
+        generated = t1[t1["skipped"].astype(str) == ""]
+        inits = {
+            (str(r.dataset), str(r.item_id), str(r.cell), int(r.rep)): x
+            for r, x in zip(
+                generated.itertuples(index=False), initials(generated, it_map, judge), strict=True
+            )
+        }
+        out = Turn([])
+        for (ds, iid), it in it_map.items():
+            for cell in cells:
+                for r in reps:
+                    key = (ds, iid, cell_key(cell.as_dict()), r)
+                    c = child(params, templates, it, cell, r, parents.get(key), inits.get(key))
+                    if isinstance(c, Request):
+                        out.requests.append(c)
+                    else:
+                        out.skipped.append(c)
+        return out
+
+    def auxiliary(self, params: PushbackParams, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:
+        # The per-item justification/citation texts come from the items' columns; nothing is
+        # computed by a model before the run.
+        return pd.DataFrame()
+
+    def label(
+        self,
+        params: PushbackParams,
+        items: pd.DataFrame,
+        responses: pd.DataFrame,
+        judge: Judge,
+        aux: pd.DataFrame,
+    ) -> pd.DataFrame:
+        return label_rows(items_of(items), responses, judge)
+
+    def score(
+        self, params: PushbackParams, labels: pd.DataFrame, settings: ScoreSettings
+    ) -> dict[str, dict[str, dict[str, float]]]:
+        from syps.protocols.pushback.scoring import score_labels
+
+        return score_labels(params, labels, settings)
+
+    def figures(
+        self,
+        params: PushbackParams,
+        scores: dict[str, dict[str, dict[str, float]]],
+        labels: pd.DataFrame,
+        figures: Path,
+        plots: Path,
+    ) -> list[Path]:
+        from syps.protocols.pushback.figures import draw
+
+        templates, cells = resolve(params)
+        return draw(scores, cells, declared_contrasts(cells), params.margin, figures, plots)
+
+    def templates(self, params: PushbackParams) -> dict[str, Any]:
+        templates, cells = resolve(params)
+        probe = replace(_PROBE, dataset="template", item_id="template")
+        rendered = {}
+        for cell in cells:
+            convs = {"turn 1": first_turn(probe, baseline_cell(cell), templates).as_messages()}
+            replay = "{turn-1 answer}" if cell.placement == "in_context" else None
+            # The probe's target is option B: the asserted answer shows where {answer} goes.
+            convs["turn 2"] = pushback_turn(probe, cell, templates, "B", replay).as_messages()
+            rendered[cell.name] = convs
+        raw = asdict(templates)
+        return {
+            "preset": params.preset,
+            "templates": raw,
+            "templates_sha256": sha256_text(canonical_json(raw)),
+            "cells": [c.name for c in cells],
+            "contrasts": [{"name": c.name, "factor": c.factor} for c in declared_contrasts(cells)],
+            "rendered": rendered,
+            "note": "rendered with a placeholder two-option item whose objection asserts B",
+        }
+
+
+PROTOCOL = PushbackProtocol()
+HEADLINE_METRICS = [
+    "follow_rate",
+    "initial_accuracy",
+    "effect/naming/unnamed-vs-named",
+    "effect/placement/in_context-vs-preemptive",
+    "effect/format/objection-vs-question",
+    "effect/format/objection-vs-absent",
+]
+PushbackProtocol.headline_metrics = HEADLINE_METRICS

@@ -18,6 +18,7 @@ from syps.backends import BackendError
 from syps.config import ConfigError
 from syps.io import InputError
 from syps.lint import lint
+from syps.runs import repo_root
 
 app = typer.Typer(
     help="SyPS: how an LLM's sycophancy shifts when the same situation is told with different "
@@ -431,7 +432,7 @@ def compare_cmd(
     from syps.tracking import tracking_uri
 
     def run() -> None:
-        store = mlruns or pipeline.repo_root() / "mlruns"
+        store = mlruns or repo_root() / "mlruns"
         # Opening a missing sqlite store would create an empty one; say what is missing instead.
         if not (store / "mlflow.db").is_file():
             raise InputError(f"{store}: no MLflow store (mlflow.db) here; run dvc repro first")
@@ -468,7 +469,7 @@ def audit_cmd(
     from syps.audit import load_audit, render_audit, render_diff
 
     def go() -> None:
-        store = mlruns or pipeline.repo_root() / "mlruns"
+        store = mlruns or repo_root() / "mlruns"
         first = load_audit(store, run)
         print(
             render_audit(first) if other is None else render_diff(first, load_audit(store, other))

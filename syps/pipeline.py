@@ -7,7 +7,6 @@ rerun by hand with exactly the behaviour DVC gets. Paths always come from the ca
 from __future__ import annotations
 
 import os
-import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -32,34 +31,27 @@ from syps.io import (
     InputError,
     canonical_json,
     read_parquet,
-    sha256_file,
     sha256_text,
     write_json,
     write_parquet,
 )
+from syps.provenance import pipeline_tags, template_set, variant_shas
+from syps.runlayout import SYPS, child_name
+from syps.runs import (
+    NOT_RUN,
+    RUN_LOG_COUNTS,
+    cache_dir,
+    mark_run_log_logged,
+    read_run_log,
+    repo_root,
+    store_path,
+    write_run_log,
+)
 from syps.store import Store, generation_key, judge_key
 from syps.templates import PROMPT_COLUMNS, fill, messages_json, parse_messages, render_variants
+from syps.tracking import ChildRun
 
 KEY = ["dataset", "item_id", "variant"]
-
-
-def repo_root() -> Path:
-    """The repository that owns caches and mlruns/.
-
-    Queued ``dvc exp`` runs execute in a temporary copy but get the parent repo as DVC_ROOT,
-    so every run shares one model cache and one MLflow store.
-    """
-    return Path(os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
-
-
-def cache_dir() -> Path:
-    """The model cache: converted model weights (``models/``) and the weights-hash memo
-    (``hashes.json``), in ``$SYPS_CACHE_DIR``, else ``<repo>/.cache``.
-
-    Its contents are named by the weights' hashes, so one directory can serve several clones.
-    The response store is not here: see :func:`store_path`.
-    """
-    return Path(os.environ.get("SYPS_CACHE_DIR") or repo_root() / ".cache")
 
 
 def fetch(params: Path, out: Path) -> None:
@@ -76,17 +68,6 @@ def variants(params: Path, items: Path, out: Path) -> None:
     p = load_params(params)
     table = read_parquet(items, ["dataset", "item_id", "situation"])
     write_parquet(render_variants(table, p.templates), out)
-
-
-def store_path() -> Path:
-    """The response store: ``<repo>/.cache/store.sqlite``, outside DVC's outputs, shared by
-    queued runs (through DVC_ROOT).
-
-    ``$SYPS_CACHE_DIR`` does not move it: the store holds this project's answers, so deleting
-    the project's ``.cache/`` resets them, while a model cache shared between clones (or test
-    runs) shares weights, never answers.
-    """
-    return repo_root() / ".cache" / "store.sqlite"
 
 
 def _lookup(
@@ -181,70 +162,6 @@ def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
     )
     print(line, file=sys.stderr)
     write_run_log(out, "generate", model, line, counts)
-
-
-RUN_LOG = "run-log"
-
-
-def run_log_path(outputs: Path, stage: str, model: str) -> Path:
-    """Where ``stage`` leaves the record of its last run for ``model``:
-    ``<outputs>/run-log/<stage>.<model>.json``, with ``outputs`` the directory above the
-    stage's own output folder (``out/``).
-
-    It sits in the working copy (each queued experiment has its own), beside DVC's outputs but
-    not one of them and not inside a declared dependency, so it never enters ``dvc.lock``.
-    """
-    return outputs / RUN_LOG / f"{stage}.{model}.json"
-
-
-def write_run_log(
-    out: Path, stage: str, model: str, line: str, counts: dict[str, dict[str, int]]
-) -> None:
-    """Record what this run of ``stage`` did (its log line, counts per dataset), tied to the
-    output it wrote by that file's sha256; the score stage logs it to MLflow."""
-    from datetime import UTC, datetime
-
-    record = {
-        "stage": stage,
-        "model": model,
-        "line": line,
-        "datasets": counts,
-        "output": str(out),
-        "output_sha256": sha256_file(out),
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "logged_in_run": None,
-    }
-    write_json(record, run_log_path(out.parent.parent, stage, model))
-
-
-def read_run_log(outputs: Path, stage: str, model: str, output: Path) -> dict[str, Any] | None:
-    """The record of ``stage``'s last run for ``model`` if that run wrote ``output`` as it is
-    now and no pipeline run has logged it yet; else None: this pipeline run did not run the
-    stage (DVC found the output up to date, or restored it from its run cache)."""
-    import json
-
-    path = run_log_path(outputs, stage, model)
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # no record, or a damaged one: it cannot vouch for anything
-    if (
-        not isinstance(record, dict)
-        or record.get("logged_in_run") is not None
-        or not output.exists()
-        or record.get("output_sha256") != sha256_file(output)
-    ):
-        return None
-    return record
-
-
-def mark_run_log_logged(outputs: Path, stage: str, model: str, run_id: str) -> None:
-    """Note that a pipeline run logged this record, so the next one does not claim it."""
-    import json
-
-    path = run_log_path(outputs, stage, model)
-    record = json.loads(path.read_text(encoding="utf-8"))
-    write_json({**record, "logged_in_run": run_id}, path)
 
 
 def _model_spec(p: Params, model: str) -> ModelSpec:
@@ -434,8 +351,8 @@ def score(
     from syps.figures import heatmap_data, write_figures
     from syps.flips import write_flip_tables
     from syps.metrics import LABEL_COLUMNS, score_labels
-    from syps.report import jsonable, jsonable_records, profile_figure, summary_table
-    from syps.tracking import ChildRun, git_info, log_pipeline_run, pipeline_run_name
+    from syps.report import jsonable, jsonable_records, summary_table
+    from syps.tracking import log_pipeline_run, pipeline_run_name
 
     p = load_params(params)
     table = pd.concat(
@@ -476,18 +393,10 @@ def score(
     situations = read_parquet(items, ["dataset", "item_id", "situation"])
     write_flip_tables(table, resp, situations, flips)
 
-    tags = {
-        # The code that ran is the working directory (a temp copy for queued experiments);
-        # the committed files this stage rewrites (metrics, plot data) are results, not code.
-        **git_info(Path.cwd(), exclude=("dvc.lock", str(metrics), str(plots))),
-        "data_md5": _locked_data_md5(data_dvc.parent / "dvc.lock") or _data_md5(data_dvc),
-        "data_dvc_md5": _data_md5(data_dvc),
-        "dvc_exp_name": os.environ.get("DVC_EXP_NAME", ""),
-        **provenance_tags(p, shas, table),
-    }
-    config_sha = config_sha256(p, shas)
-    tags["syps.config_sha256"] = config_sha
-    run_name = pipeline_run_name(tags, config_sha, os.environ.get("DVC_EXP_NAME", ""))
+    tags = pipeline_tags(p, shas, table, data_dvc, (str(metrics), str(plots)))
+    run_name = pipeline_run_name(
+        tags, tags["syps.config_sha256"], os.environ.get("DVC_EXP_NAME", "")
+    )
     # What generate and label did in this pipeline run, from their run logs (see write_run_log).
     outputs = responses.parent
     records = {
@@ -497,43 +406,7 @@ def score(
     }
     for (stage, m), rec in records.items():
         tags[f"run_log.{stage}.{m}"] = rec["line"] if rec else NOT_RUN
-    children = []
-    for (model, dataset), group in table.groupby(["model", "dataset"], sort=True):
-        m, d = str(model), str(dataset)
-        fig = figures / f"{m}__{d}.png"
-        profile_figure(prof[(prof["model"] == m) & (prof["dataset"] == d)], f"{m} · {d}", fig)
-        first = group.iloc[0]
-        spec = p.models[m]
-        child_params = {
-            "model": m,
-            "model_spec": spec.model,
-            "model_id": str(first.get("model_id", "")),
-            "revision": str(first.get("revision", "")),
-            "dataset": d,
-            "max_new_tokens": str(p.generation.max_new_tokens[d]),
-            "temperature": str(p.generation.temperature),
-            "top_p": str(p.generation.top_p),
-            "seed": str(p.seed),
-            "bootstrap_B": str(p.score.bootstrap),
-            "ci": str(p.score.ci),
-            "labeler": str(group["labeler"].iloc[0]),
-            "labeler_sha256": str(group["labeler_sha256"].iloc[0]),
-        }
-        run_metrics: dict[str, float] = {}
-        for stage, names in RUN_LOG_COUNTS.items():
-            rec = records[(stage, m)]
-            child_params[f"{stage}_ran"] = str(rec is not None).lower()
-            counts = rec["datasets"].get(d, {}) if rec else {}
-            run_metrics.update({n: float(counts.get(n, 0)) for n in names})
-        # The child's flip tables: one CSV and one HTML page per cue.
-        children.append(
-            ChildRun(
-                f"{m}/{d}",
-                child_params,
-                {**scores[m][d], **run_metrics},
-                [fig, (flips / m / d, "flips")],
-            )
-        )
+    children = _children(p, table, scores, prof, records, figures, flips)
     run_id = log_pipeline_run(
         repo_root() / "mlruns",
         p.tracking.experiment,
@@ -554,143 +427,56 @@ def score(
     print(summary_table(scores, p.score.ci))
 
 
-# The score stage's note for a stage that did not run in this pipeline run.
-NOT_RUN = (
-    "did not run in this pipeline run: DVC found its output up to date or restored it from "
-    "its run cache, or an earlier pipeline run already logged that run"
-)
-# The per-dataset counts each stage's run log holds, logged as child-run metrics.
-RUN_LOG_COUNTS = {
-    "generate": ("generated", "served_from_store"),
-    "label": ("judged", "judge_served_from_store"),
-}
+def _children(
+    p: Params,
+    table: pd.DataFrame,
+    scores: dict[str, dict[str, dict[str, float]]],
+    prof: pd.DataFrame,
+    records: dict[tuple[str, str], dict[str, Any] | None],
+    figures: Path,
+    flips: Path,
+) -> list[ChildRun]:
+    """One child run per (model, dataset): its settings as params, its scores and its stages'
+    run-log counts as metrics, its profile figure and flip tables (one CSV and one HTML page
+    per cue) as artifacts."""
+    from syps.report import profile_figure
 
-
-def config_sha256(p: Params, shas: dict[tuple[str, str], str]) -> str:
-    """The hash of the params and the templates that ran (each variant's template sha256):
-    it names the pipeline run in MLflow, with the commit."""
-    import json
-
-    return sha256_text(
-        json.dumps(
-            {
-                "params": asdict(p),
-                "templates": {f"{d}/{v}": h for (d, v), h in sorted(shas.items())},
-            },
-            sort_keys=True,
-            ensure_ascii=False,
-            default=str,  # a Path or another non-JSON leaf, by its text
-        )
-    )
-
-
-def variant_shas(prompts: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """(dataset, variant id) -> template sha256; a cue with several wordings also gets a
-    cue-level entry joining its wordings' hashes with "+" (its metrics pool them)."""
-    from syps.config import cue_of
-
-    rows = prompts.drop_duplicates(["dataset", "variant"])
-    out = {
-        (str(d), str(v)): str(h)
-        for d, v, h in zip(rows["dataset"], rows["variant"], rows["template_sha256"], strict=True)
-    }
-    pooled: dict[tuple[str, str], list[str]] = {}
-    for (d, v), h in sorted(out.items()):
-        if cue_of(v) != v:
-            pooled.setdefault((d, cue_of(v)), []).append(h)
-    out.update({k: "+".join(hs) for k, hs in pooled.items()})
-    return out
-
-
-def template_set(p: Params) -> dict[str, Any]:
-    """Every template exactly as rendered, with ``{situation}`` marking where the item goes:
-    the artifact an audit reads to say which words produced a number."""
-    from syps.templates import system_text, template_sha256, user_text
-
-    pos = p.templates.cue_position
-    return {
-        "cue_position": pos,
-        "datasets": {
-            d: {
-                "task": tpl.task,
-                "format": tpl.format,
-                "variants": {
-                    v: {
-                        "cue": cue,
-                        "template_sha256": template_sha256(d, v, tpl, pos),
-                        "system": system_text(tpl),
-                        "user": user_text("{situation}", cue, pos, tpl.format),
-                    }
-                    for v, cue in tpl.variant_cues().items()
-                },
-            }
-            for d, tpl in p.templates.datasets.items()
-            if d in p.data.datasets
-        },
-    }
-
-
-def provenance_tags(
-    p: Params, shas: dict[tuple[str, str], str], labels: pd.DataFrame
-) -> dict[str, str]:
-    """What a number came from, as MLflow tags: template hashes, each model's id and revision
-    (or weights hash), the generation and judge settings, and the tool versions."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    tags = {f"template_sha256.{d}.{v}": h for (d, v), h in shas.items()}
-    for m, group in labels.groupby("model", sort=True):
-        for col in ("model_id", "revision"):
-            if col in group:
-                tags[f"model.{m}.{col}"] = str(group[col].iloc[0])
-        tags[f"model.{m}.spec"] = canonical_json(asdict(p.models[str(m)]))
-    tags["generation"] = canonical_json(asdict(p.generation))
-    tags["seed"] = str(p.seed)
-    judged = (
-        labels[labels["judge_template_sha256"] != ""]
-        if "judge_template_sha256" in labels
-        else labels.iloc[:0]
-    )
-    if len(judged):
-        tags["judge.labeler"] = str(judged["labeler"].iloc[0])
-        tags["judge.labeler_sha256"] = str(judged["labeler_sha256"].iloc[0])
-        tags["judge.template_sha256"] = str(judged["judge_template_sha256"].iloc[0])
-    tags["judge.spec"] = canonical_json(
-        {
-            "model": asdict(p.judge.model),
-            "options": p.judge.options,
-            "min_margin": p.judge.min_margin,
+    children = []
+    for (model, dataset), group in table.groupby(["model", "dataset"], sort=True):
+        m, d = str(model), str(dataset)
+        fig = figures / f"{m}__{d}.png"
+        profile_figure(prof[(prof["model"] == m) & (prof["dataset"] == d)], f"{m} · {d}", fig)
+        first = group.iloc[0]
+        child_params = {
+            "model": m,
+            "model_spec": p.models[m].model,
+            "model_id": str(first.get("model_id", "")),
+            "revision": str(first.get("revision", "")),
+            "dataset": d,
+            "max_new_tokens": str(p.generation.max_new_tokens[d]),
+            "temperature": str(p.generation.temperature),
+            "top_p": str(p.generation.top_p),
+            "seed": str(p.seed),
+            "bootstrap_B": str(p.score.bootstrap),
+            "ci": str(p.score.ci),
+            "labeler": str(group["labeler"].iloc[0]),
+            "labeler_sha256": str(group["labeler_sha256"].iloc[0]),
         }
-    )
-    for d in ("AITA-YTA", "SS"):
-        if d in p.labels:
-            tags[f"labels.{d}"] = canonical_json(p.labels[d])
-    for pkg in ("torch", "transformers", "dvc", "mlflow", "syps"):
-        try:
-            tags[f"version.{pkg}"] = version(pkg)
-        except PackageNotFoundError:
-            tags[f"version.{pkg}"] = "not installed"
-    return tags
-
-
-def _locked_data_md5(lock: Path) -> str | None:
-    """The md5 of ``data`` that dvc.lock records for the fetch stage: the data this pipeline
-    run actually read. None when there is no lock (a stage run by hand before any repro)."""
-    import yaml
-
-    if not lock.exists():
-        return None
-    try:
-        deps = yaml.safe_load(lock.read_text(encoding="utf-8"))["stages"]["fetch"]["deps"]
-        md5 = next((d["md5"] for d in deps if d["path"] == "data"), None)
-    except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
-        raise InputError(
-            f"{lock}: cannot read the fetch stage's data md5 ({e!r}); restore dvc.lock "
-            "from git or rerun `dvc repro`"
-        ) from None
-    if md5 is None:
-        return None
-    fix = "restore dvc.lock from git (`git checkout -- dvc.lock`) or rerun `dvc repro`"
-    return _checked_md5(md5, f"{lock}: the fetch stage's data md5", fix)
+        run_metrics: dict[str, float] = {}
+        for stage, names in RUN_LOG_COUNTS.items():
+            rec = records[(stage, m)]
+            child_params[f"{stage}_ran"] = str(rec is not None).lower()
+            counts = rec["datasets"].get(d, {}) if rec else {}
+            run_metrics.update({n: float(counts.get(n, 0)) for n in names})
+        children.append(
+            ChildRun(
+                child_name(SYPS, m, d),
+                child_params,
+                {**scores[m][d], **run_metrics},
+                [fig, (flips / m / d, "flips")],
+            )
+        )
+    return children
 
 
 class UnclearError(InputError):
@@ -746,24 +532,3 @@ def check_unclear(p: Params, labels: pd.DataFrame) -> None:
             f"the model's own max_unclear, in {len(tolerated)} cell(s):\n{lines(tolerated)}",
             file=sys.stderr,
         )
-
-
-def _data_md5(data_dvc: Path) -> str:
-    """The md5 that data.dvc records for the committed data directory."""
-    import yaml
-
-    fix = f"restore it with `git checkout -- {data_dvc}`"
-    try:
-        outs = yaml.safe_load(data_dvc.read_text(encoding="utf-8"))["outs"]
-        md5 = outs[0]["md5"]
-    except (OSError, KeyError, IndexError, TypeError, yaml.YAMLError) as e:
-        raise InputError(f"{data_dvc}: cannot read the recorded md5 ({e!r}); {fix}") from None
-    return _checked_md5(md5, f"{data_dvc}: recorded md5", fix)
-
-
-def _checked_md5(md5: object, where: str, fix: str) -> str:
-    """``md5`` if it is one (32 hex digits, ``.dir`` for a directory), else an error: a cut
-    file must not put half a hash into the provenance."""
-    if not (isinstance(md5, str) and re.fullmatch(r"[0-9a-f]{32}(\.dir)?", md5)):
-        raise InputError(f"{where} {md5!r} is not an md5; {fix}")
-    return md5

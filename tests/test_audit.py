@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from syps.cli import app
 from syps.config import load_params
-from syps.pipeline import template_set
+from syps.provenance import template_set
 from syps.tracking import ChildRun, log_pipeline_run
 
 pytestmark = pytest.mark.slow  # every test logs runs to a new MLflow store

@@ -408,11 +408,15 @@ def compare_cmd(
     all_runs: Annotated[
         bool, typer.Option("--all", help="every pipeline run of the experiment, not the latest")
     ] = False,
+    protocol: Annotated[
+        str | None,
+        typer.Option(help="only the child runs of this protocol (syps, pushback, ...)"),
+    ] = None,
     metric: Annotated[
         list[str] | None,
         typer.Option(
-            help="metric column (repeatable; default: base_syc spss signed_sensitivity "
-            "unclear_rate n_items)"
+            help="metric column (repeatable; default: each protocol's headline metrics, for "
+            "SyPS base_syc spss signed_sensitivity unclear_rate n_items)"
         ),
     ] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="a markdown table")] = False,
@@ -425,9 +429,10 @@ def compare_cmd(
 ) -> None:
     """Print a model x dataset table of the metrics, with CIs, of logged pipeline runs.
 
-    By default the children of the latest pipeline run; judge-validation runs never appear.
+    By default the children of the latest pipeline run, of every protocol (a protocol column
+    appears where some child is not SyPS's); judge-validation runs never appear.
     """
-    from syps.compare import DEFAULT_METRICS, compare_table, find_runs, parse_tags
+    from syps.compare import compare_table, default_metrics, find_runs, parse_tags
     from syps.io import write_text
     from syps.tracking import tracking_uri
 
@@ -437,9 +442,15 @@ def compare_cmd(
         if not (store / "mlflow.db").is_file():
             raise InputError(f"{store}: no MLflow store (mlflow.db) here; run dvc repro first")
         runs = find_runs(
-            tracking_uri(store), experiment, parse_tags(tag or []), run_id or [], not all_runs
+            tracking_uri(store),
+            experiment,
+            parse_tags(tag or []),
+            run_id or [],
+            not all_runs,
+            protocol,
         )
-        table = compare_table(runs, metric or DEFAULT_METRICS, "markdown" if markdown else "text")
+        columns = metric or default_metrics(runs)
+        table = compare_table(runs, columns, "markdown" if markdown else "text")
         if out is None:
             print(table)
         else:

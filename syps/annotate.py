@@ -19,8 +19,9 @@ import pandas as pd
 
 from syps import pipeline
 from syps.agreement import CATEGORIES, REPORT_KEYS, agreement_report, confusion, stratified_sample
-from syps.config import DATASETS, ConfigError, load_params
+from syps.config import ConfigError, load_params
 from syps.data import item_id, read_csv
+from syps.datasets import DATASETS
 from syps.io import (
     InputError,
     atomic_write,

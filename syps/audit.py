@@ -235,9 +235,8 @@ def render_audit(a: Audit) -> str:
         f"judge     {t.get('judge.labeler', '(no judged rows)')}; template sha256 "
         f"{t.get('judge.template_sha256', '-')}\n          spec {t.get('judge.spec', '?')}"
     )
-    for d in ("AITA-YTA", "SS"):
-        if f"labels.{d}" in t:
-            lines.append(f"rules     {d}: {t[f'labels.{d}']}")
+    for key in sorted(k for k in t if k.startswith("labels.")):
+        lines.append(f"rules     {key.removeprefix('labels.')}: {t[key]}")
     # What this pipeline run's generate and label stages did (their own log lines).
     for key in sorted(k for k in t if k.startswith("run_log.")):
         stage, _, model = key.removeprefix("run_log.").partition(".")

@@ -16,6 +16,7 @@ import typer
 from syps import pipeline
 from syps.backends import BackendError
 from syps.config import ConfigError
+from syps.datasets import labeling_summary
 from syps.io import InputError
 from syps.lint import lint
 from syps.runs import repo_root
@@ -127,9 +128,7 @@ app.command(
 app.command("generate", help="Generate a response to every prompt with one model of params.")(
     stage_command(pipeline.generate)
 )
-app.command("label", help="Label responses: rules for AITA-YTA and SS, the judge for OEQ.")(
-    stage_command(pipeline.label)
-)
+app.command("label", help=f"Label responses: {labeling_summary()}.")(stage_command(pipeline.label))
 app.command(
     "report",
     help="Score all models' labels, write metrics and plots, log to MLflow, print the summary "

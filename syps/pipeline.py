@@ -27,6 +27,7 @@ from syps.backends import (
 )
 from syps.config import ConfigError, JudgeParams, ModelSpec, Params, load_params
 from syps.data import load_items
+from syps.datasets import DATASETS, judged, rule_set
 from syps.io import (
     InputError,
     canonical_json,
@@ -170,9 +171,10 @@ def _model_spec(p: Params, model: str) -> ModelSpec:
     return p.models[model]
 
 
-def rule_labeler_sha256(dataset: str, mapping: dict[str, int]) -> str:
-    """Identity of a rule labeler: its patterns, mention rules and verdict mapping."""
-    return sha256_text(canonical_json({**lab.rules_fingerprint(dataset), "map": mapping}))
+def rule_labeler_sha256(rules: str, mapping: dict[str, int]) -> str:
+    """Identity of a rule labeler: its rule set's patterns and mention rules, and the verdict
+    mapping."""
+    return sha256_text(canonical_json({**lab.rules_fingerprint(rules), "map": mapping}))
 
 
 def judge_sha256(judge: JudgeParams, revision: str) -> str:
@@ -192,28 +194,28 @@ def judge_sha256(judge: JudgeParams, revision: str) -> str:
 
 
 def label(params: Path, items: Path, responses: Path, out: Path) -> None:
-    """Label every response: rules for AITA-YTA and SS, the LLM judge for OEQ."""
+    """Label every response: by rules or by the LLM judge, as :mod:`syps.datasets` says."""
     p = load_params(params)
     resp = read_parquet(responses, [*KEY, "model", "response", "prompt_sha256"])
     situations = read_parquet(items, ["dataset", "item_id", "situation"])
     resp = resp.merge(
         situations[["dataset", "item_id", "situation"]], on=["dataset", "item_id"], how="left"
     )
-    judged: dict[str, int] = {}
-    table = label_responses(p, resp, judged)
+    tally: dict[str, dict[str, int]] = {}
+    table = label_responses(p, resp, tally)
     n_unclear = int(table["label"].isna().sum())
     print(f"labels: {len(table)} rows, {n_unclear} UNCLEAR", file=sys.stderr)
     write_parquet(table, out)
     # As in generate: what the judge computed and what the store served is the run's record.
-    n_judged = judged.get("judged", 0)
-    n_served = judged.get("served_from_store", 0)
+    # Only the judged datasets have a tally; the rules label the others.
+    n_judged = sum(t["judged"] for t in tally.values())
+    n_served = sum(t["served_from_store"] for t in tally.values())
     counts = {
         str(d): {
             "rows": int(len(g)),
             "unclear": int(g["label"].isna().sum()),
-            # Only OEQ goes to the judge; the rules label the other datasets.
-            "judged": n_judged if d == "OEQ" else 0,
-            "judge_served_from_store": n_served if d == "OEQ" else 0,
+            "judged": tally.get(str(d), {}).get("judged", 0),
+            "judge_served_from_store": tally.get(str(d), {}).get("served_from_store", 0),
         }
         for d, g in table.groupby("dataset", sort=False)
     }
@@ -226,27 +228,34 @@ def label(params: Path, items: Path, responses: Path, out: Path) -> None:
 
 
 def label_responses(
-    p: Params, resp: pd.DataFrame, tally: dict[str, int] | None = None
+    p: Params, resp: pd.DataFrame, tally: dict[str, dict[str, int]] | None = None
 ) -> pd.DataFrame:
     """Label a responses table (``dataset, item_id, variant, model, prompt_sha256, situation,
-    response``): rules for AITA-YTA and SS, the judge (through the store) for OEQ.
+    response``): each dataset as :mod:`syps.datasets` says, by its rule set or by the judge
+    (through the store).
 
     Every row records who labelled it (``labeler``, ``labeler_sha256``), the verdict and its
     evidence; judged rows also carry the judge template sha256 and the judge's raw answer.
-    ``tally``, if given, receives how many OEQ rows were judged now (``judged``) and how many
-    the store served (``served_from_store``).
+    ``tally``, if given, receives per judged dataset how many rows were judged now
+    (``judged``) and how many the store served (``served_from_store``).
     """
     parts = []
     for dataset, group in resp.groupby("dataset", sort=False):
         ds = str(dataset)
-        if ds == "OEQ":
-            parts.append(_judge(p.judge, group, tally))
+        if ds not in DATASETS:
+            raise ConfigError(f"no dataset {ds!r}; known: {list(DATASETS)}")
+        if judged(ds):
+            counts: dict[str, int] = {}
+            parts.append(_judge(p.judge, group, counts))
+            if tally is not None:
+                tally[ds] = counts
         else:
             if ds not in p.labels:
                 raise ConfigError(f"labels: no verdict mapping for dataset {ds!r}")
-            mapping = p.labels[ds]
-            recs = [lab.rule_label(ds, r, mapping) for r in group["response"]]
-            parts.append(_label_frame(group, recs, f"rule:{ds}", rule_labeler_sha256(ds, mapping)))
+            mapping, rules = p.labels[ds], rule_set(ds)
+            recs = [lab.rule_label(rules, r, mapping) for r in group["response"]]
+            sha = rule_labeler_sha256(rules, mapping)
+            parts.append(_label_frame(group, recs, f"rule:{ds}", sha))
     table = pd.concat(parts, ignore_index=True).sort_values(KEY, kind="stable")
     return table.reset_index(drop=True)
 
@@ -267,7 +276,7 @@ def judge_template_sha256(judge: JudgeParams) -> str:
 def _judge(
     judge: JudgeParams, group: pd.DataFrame, tally: dict[str, int] | None = None
 ) -> pd.DataFrame:
-    """Judge OEQ responses through the store: a response is never judged twice the same way."""
+    """Judge responses through the store: a response is never judged twice the same way."""
     options = list(judge.options)
     identity = model_identity(judge.model, cache_dir(), "judge.model")
     prompts = [

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from syps.config import Params
+from syps.datasets import rule_datasets
 from syps.io import InputError, canonical_json, sha256_text
 
 
@@ -137,7 +138,7 @@ def provenance_tags(
             "min_margin": p.judge.min_margin,
         }
     )
-    for d in ("AITA-YTA", "SS"):
+    for d in rule_datasets():
         if d in p.labels:
             tags[f"labels.{d}"] = canonical_json(p.labels[d])
     for pkg in ("torch", "transformers", "dvc", "mlflow", "syps"):

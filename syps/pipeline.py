@@ -37,14 +37,15 @@ from syps.io import (
     write_parquet,
 )
 from syps.provenance import pipeline_tags, template_set, variant_shas
-from syps.runlayout import SYPS, child_name
+from syps.runlayout import SYPS, TEMPLATES, child_name
 from syps.runs import (
-    NOT_RUN,
     RUN_LOG_COUNTS,
+    Records,
     cache_dir,
-    mark_run_log_logged,
-    read_run_log,
+    mark_run_logs_logged,
+    read_run_logs,
     repo_root,
+    run_log_tags,
     store_path,
     write_run_log,
 )
@@ -357,10 +358,9 @@ def score(
     ``responses`` and ``labels`` are the directories holding one ``<model>.parquet`` per model
     in params; ``plots``, ``figures`` and ``flips`` are output directories.
     """
-    from syps.figures import heatmap_data, write_figures
     from syps.flips import write_flip_tables
     from syps.metrics import LABEL_COLUMNS, score_labels
-    from syps.report import jsonable, jsonable_records, summary_table
+    from syps.report import jsonable, summary_table
     from syps.tracking import log_pipeline_run, pipeline_run_name
 
     p = load_params(params)
@@ -380,21 +380,8 @@ def score(
         table[LABEL_COLUMNS], p.score.bootstrap, p.score.ci, p.seed, variants, p.score.min_items
     )
     write_json(jsonable(scores), metrics)
-    template_table = read_parquet(prompts, ["dataset", "variant", "template_sha256"])
-    shas = variant_shas(template_table)
-    # The prompt-wise profile is the heatmap's rows: one per (model, dataset, cue).
-    prof = heatmap_data(scores)
-    prof = prof.assign(
-        template_sha256=[
-            shas.get(k, "") for k in zip(prof["dataset"], prof["variant"], strict=True)
-        ]
-    )
-    # JSON keeps numbers numeric for the vega-lite template (CSV hands it strings).
-    write_json(jsonable_records(prof), plots / "profile.json")
-    sizes = {m: model_size(spec, cache_dir()) for m, spec in p.models.items()}
-    combined = write_figures(scores, sizes, figures, plots, shas)
-    templates_json = plots / "templates.json"
-    write_json(template_set(p), templates_json)
+    shas = variant_shas(read_parquet(prompts, ["dataset", "variant", "template_sha256"]))
+    prof, plotted = _write_plots(p, scores, shas, plots, figures)
     resp = pd.concat(
         [read_parquet(responses / f"{m}.parquet", [*KEY, "model", "response"]) for m in p.models],
         ignore_index=True,
@@ -408,32 +395,44 @@ def score(
     )
     # What generate and label did in this pipeline run, from their run logs (see write_run_log).
     outputs = responses.parent
-    records = {
-        (stage, m): read_run_log(outputs, stage, m, folder / f"{m}.parquet")
-        for m in p.models
-        for stage, folder in (("generate", responses), ("label", labels))
-    }
-    for (stage, m), rec in records.items():
-        tags[f"run_log.{stage}.{m}"] = rec["line"] if rec else NOT_RUN
+    records = read_run_logs(outputs, {"generate": responses, "label": labels}, list(p.models))
+    tags.update(run_log_tags(records))
     children = _children(p, table, scores, prof, records, figures, flips)
     run_id = log_pipeline_run(
-        repo_root() / "mlruns",
-        p.tracking.experiment,
-        run_name,
-        tags,
-        children,
-        [
-            *combined,
-            *(plots / f"{n}.csv" for n in ("heatmap", "scatter", "forest", "size")),
-            templates_json,
-            params,
-        ],
+        repo_root() / "mlruns", p.tracking.experiment, run_name, tags, children, [*plotted, params]
     )
     # Only now: a run that failed before logging leaves the records for the next one.
-    for (stage, m), rec in records.items():
-        if rec is not None:
-            mark_run_log_logged(outputs, stage, m, run_id)
+    mark_run_logs_logged(outputs, records, run_id)
     print(summary_table(scores, p.score.ci))
+
+
+def _write_plots(
+    p: Params,
+    scores: dict[str, dict[str, dict[str, float]]],
+    shas: dict[tuple[str, str], str],
+    plots: Path,
+    figures: Path,
+) -> tuple[pd.DataFrame, list[Path]]:
+    """Write the plot data, the combined figures and the template set; return the prompt-wise
+    profile (the heatmap's rows: one per model, dataset and cue) and the files the parent run
+    logs."""
+    from syps.figures import heatmap_data, write_figures
+    from syps.report import jsonable_records
+
+    prof = heatmap_data(scores)
+    prof = prof.assign(
+        template_sha256=[
+            shas.get(k, "") for k in zip(prof["dataset"], prof["variant"], strict=True)
+        ]
+    )
+    # JSON keeps numbers numeric for the vega-lite template (CSV hands it strings).
+    write_json(jsonable_records(prof), plots / "profile.json")
+    sizes = {m: model_size(spec, cache_dir()) for m, spec in p.models.items()}
+    combined = write_figures(scores, sizes, figures, plots, shas)
+    templates_json = plots / TEMPLATES
+    write_json(template_set(p), templates_json)
+    tables = [plots / f"{n}.csv" for n in ("heatmap", "scatter", "forest", "size")]
+    return prof, [*combined, *tables, templates_json]
 
 
 def _children(
@@ -441,7 +440,7 @@ def _children(
     table: pd.DataFrame,
     scores: dict[str, dict[str, dict[str, float]]],
     prof: pd.DataFrame,
-    records: dict[tuple[str, str], dict[str, Any] | None],
+    records: Records,
     figures: Path,
     flips: Path,
 ) -> list[ChildRun]:

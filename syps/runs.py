@@ -116,3 +116,31 @@ RUN_LOG_COUNTS = {
     "generate": ("generated", "served_from_store"),
     "label": ("judged", "judge_served_from_store"),
 }
+
+
+Records = dict[tuple[str, str], dict[str, Any] | None]
+
+
+def read_run_logs(outputs: Path, folders: dict[str, Path], models: list[str]) -> Records:
+    """(stage, model) -> :func:`read_run_log` of the stage's ``<model>.parquet`` in
+    ``folders[stage]``: what each stage did for each model in this pipeline run, or None."""
+    return {
+        (stage, m): read_run_log(outputs, stage, m, folder / f"{m}.parquet")
+        for m in models
+        for stage, folder in folders.items()
+    }
+
+
+def run_log_tags(records: Records) -> dict[str, str]:
+    """The parent run's tags ``run_log.<stage>.<model>``: the stage's log line, or NOT_RUN."""
+    return {
+        f"run_log.{stage}.{m}": rec["line"] if rec else NOT_RUN
+        for (stage, m), rec in records.items()
+    }
+
+
+def mark_run_logs_logged(outputs: Path, records: Records, run_id: str) -> None:
+    """Mark every record read as logged by ``run_id`` (see :func:`mark_run_log_logged`)."""
+    for (stage, m), rec in records.items():
+        if rec is not None:
+            mark_run_log_logged(outputs, stage, m, run_id)

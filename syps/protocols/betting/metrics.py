@@ -135,6 +135,7 @@ def _item_values(t: pd.DataFrame, items: pd.Index) -> np.ndarray:
     return np.hstack(cols)
 
 
+
 def _derive(w: np.ndarray) -> dict[str, np.ndarray]:
     """The metrics with a CI from the column means ``w`` (rows: point or resamples)."""
     out: dict[str, np.ndarray] = {}

@@ -90,6 +90,7 @@ def cell_item_values(initial: np.ndarray, followed: np.ndarray, final: np.ndarra
     )
 
 
+
 def tango_z(n10: np.ndarray, n01: np.ndarray, n: np.ndarray, delta: float) -> np.ndarray:
     """Tango's score statistic for H0: p_b - p_a = ``delta`` on paired binary data.
 

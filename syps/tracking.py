@@ -93,14 +93,20 @@ Artifact = Path | tuple[Path, str]
 
 
 def _log_paths(client: mlflow.MlflowClient, run_id: str, paths: Sequence[Artifact]) -> None:
-    """Log files as artifacts, and directories as artifact folders: named as given in a
-    ``(path, name)`` pair, else after the directory."""
+    """Log files as artifacts, and directories as artifact folders named after the directory.
+    In a ``(path, folder)`` pair, ``folder`` is the artifact folder that receives the file or
+    the directory's contents: ``(templates.json, "protocols/pushback")`` logs
+    ``protocols/pushback/templates.json`` (see :func:`syps.runlayout.protocol_templates`)."""
     for entry in paths:
-        path, name = entry if isinstance(entry, tuple) else (entry, entry.name)
-        if path.is_dir():
-            client.log_artifacts(run_id, str(path), artifact_path=name)
+        folder: str | None
+        if isinstance(entry, tuple):
+            path, folder = entry
         else:
-            client.log_artifact(run_id, str(path))
+            path, folder = entry, entry.name if entry.is_dir() else None
+        if path.is_dir():
+            client.log_artifacts(run_id, str(path), artifact_path=folder)
+        else:
+            client.log_artifact(run_id, str(path), artifact_path=folder)
 
 
 def log_pipeline_run(

@@ -221,3 +221,17 @@ def test_validation_run_joins_the_experiment_as_a_top_level_run(tmp_path: Path) 
     (stored,) = (mlruns / "artifacts").rglob("confusion_OEQ.csv")
     assert stored.read_text(encoding="utf-8").splitlines() == [",1,0", "1,2,1", "0,0,3"]
     assert parent != run_id
+
+
+def test_a_file_goes_into_the_folder_its_pair_names(tmp_path: Path) -> None:
+    # How a protocol's template set reaches protocols/<name>/templates.json on the parent.
+    toy = tmp_path / "templates.json"
+    toy.write_text('{"turns": {}}', encoding="utf-8")
+    mlruns = tmp_path / "mlruns"
+    parent = log_pipeline_run(mlruns, "exp", "run", {}, [], [(toy, "protocols/toyproto")])
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    [folder] = client.list_artifacts(parent)
+    assert folder.path == "protocols" and folder.is_dir
+    assert [a.path for a in client.list_artifacts(parent, "protocols/toyproto")] == [
+        "protocols/toyproto/templates.json"
+    ]

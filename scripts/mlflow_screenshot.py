@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from syps.compare import find_runs
 from syps.io import InputError, atomic_write
-from syps.pipeline import repo_root
+from syps.runs import repo_root
 from syps.tracking import tracking_uri
 
 

@@ -19,8 +19,9 @@ import pandas as pd
 
 from syps import pipeline
 from syps.agreement import CATEGORIES, REPORT_KEYS, agreement_report, confusion, stratified_sample
-from syps.config import DATASETS, ConfigError, load_params
+from syps.config import ConfigError, load_params
 from syps.data import item_id, read_csv
+from syps.datasets import DATASETS
 from syps.io import (
     InputError,
     atomic_write,
@@ -29,6 +30,7 @@ from syps.io import (
     sha256_text,
     write_json,
 )
+from syps.runs import repo_root
 
 SAMPLE_COLUMNS = [
     "sample_id",
@@ -187,7 +189,8 @@ def judge_validate(
     Prints the agreement table and confusion matrices, writes the report JSON (by default
     ``<stem>.validation.json`` beside the CSV), logs one MLflow run, and returns the report.
     """
-    from syps.tracking import git_info, log_validation_run
+    from syps.provenance import git_info
+    from syps.tracking import log_validation_run
 
     p = load_params(params)
     report_json = report_json or annotated_csv.with_name(f"{annotated_csv.stem}.validation.json")
@@ -243,7 +246,7 @@ def judge_validate(
         for k in REPORT_KEYS
     }
     log_validation_run(
-        pipeline.repo_root() / "mlruns",
+        repo_root() / "mlruns",
         p.tracking.experiment,
         f"judge-validation {annotated_csv.name}",
         tags,

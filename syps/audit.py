@@ -1,9 +1,10 @@
 """Audit a logged pipeline run from the MLflow store alone: which data, templates, models,
 settings and code produced its numbers, and what changed between two runs.
 
-Everything read here was written by the score stage (see :func:`syps.pipeline.score`): the
-parent run's tags (hashes, model revisions, settings, versions), its artifacts
-``templates.json`` and ``params.yaml``, and each child run's params and metrics. A colleague
+Everything read here was written by the score stage (see :func:`syps.pipeline.score`), laid
+out as :mod:`syps.runlayout` says: the parent run's tags (hashes, model revisions, settings,
+versions), its artifacts ``templates.json`` and ``params.yaml`` (and each other protocol's
+``protocols/<name>/templates.json``), and each child run's protocol, params and metrics. A colleague
 who has only a copy of ``mlruns/`` can audit: artifacts are read from that copy even though
 MLflow recorded them under the absolute path of the machine that ran the pipeline.
 """
@@ -18,13 +19,34 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from syps.io import InputError
+from syps.runlayout import (
+    KIND_TAG,
+    PARAMS,
+    PROTOCOLS_DIR,
+    SYPS,
+    TEMPLATES,
+    child_protocol,
+    children_filter,
+    parent_of,
+    protocol_templates,
+)
 
 if TYPE_CHECKING:
     import mlflow
     from mlflow.entities import Run
 
-PARENT_TAG = "mlflow.parentRunId"
+# SyPS's counts per child; another protocol's children show its headline metrics.
 COUNTS = ("n_items", "unclear_rate", "base_syc", "spss")
+
+
+@dataclass(frozen=True)
+class AuditChild:
+    """One child run: its protocol, name, params and metrics."""
+
+    protocol: str
+    name: str
+    params: dict[str, str]
+    metrics: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -38,7 +60,9 @@ class Audit:
     tags: dict[str, str]
     templates: dict[str, Any]
     params_yaml: str
-    children: list[tuple[str, dict[str, str], dict[str, float]]]
+    children: list[AuditChild]
+    # Each other protocol's template set (protocols/<name>/templates.json), by protocol.
+    protocol_templates: dict[str, Any]
 
 
 def load_audit(mlruns: Path, run: str) -> Audit:
@@ -54,16 +78,14 @@ def load_audit(mlruns: Path, run: str) -> Audit:
     parent = _find_parent(client, run)
     artifacts = _artifact_dir(client, parent, mlruns)
     try:
-        templates = json.loads((artifacts / "templates.json").read_text(encoding="utf-8"))
-        params_yaml = (artifacts / "params.yaml").read_text(encoding="utf-8")
+        templates = json.loads((artifacts / TEMPLATES).read_text(encoding="utf-8"))
+        params_yaml = (artifacts / PARAMS).read_text(encoding="utf-8")
     except (OSError, json.JSONDecodeError) as e:
         raise InputError(
-            f"run {parent.info.run_id}: cannot read its templates.json or params.yaml under "
+            f"run {parent.info.run_id}: cannot read its {TEMPLATES} or {PARAMS} under "
             f"{artifacts} ({e}); runs logged before the audit trail existed have none"
         ) from None
-    children = client.search_runs(
-        [parent.info.experiment_id], f"tags.`{PARENT_TAG}` = '{parent.info.run_id}'"
-    )
+    children = client.search_runs([parent.info.experiment_id], children_filter(parent.info.run_id))
     return Audit(
         run_id=parent.info.run_id,
         name=parent.info.run_name or "",
@@ -73,9 +95,37 @@ def load_audit(mlruns: Path, run: str) -> Audit:
         templates=templates,
         params_yaml=params_yaml,
         children=sorted(
-            (c.info.run_name or "", dict(c.data.params), dict(c.data.metrics)) for c in children
+            (
+                AuditChild(
+                    child_protocol(c.data.tags, c.data.params),
+                    c.info.run_name or "",
+                    dict(c.data.params),
+                    dict(c.data.metrics),
+                )
+                for c in children
+            ),
+            key=lambda c: (c.protocol != SYPS, c.protocol, c.name),
         ),
+        protocol_templates=_protocol_templates(artifacts, parent.info.run_id),
     )
+
+
+def _protocol_templates(artifacts: Path, run_id: str) -> dict[str, Any]:
+    """Each ``protocols/<name>/templates.json`` under the run's artifacts, by protocol name."""
+    out: dict[str, Any] = {}
+    folder = artifacts / PROTOCOLS_DIR
+    for path in sorted(folder.glob(f"*/{TEMPLATES}")) if folder.is_dir() else []:
+        name = path.parent.name
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise InputError(
+                f"run {run_id}: cannot read {protocol_templates(name)} ({e})"
+            ) from None
+        if not isinstance(data, dict):
+            raise InputError(f"run {run_id}: {protocol_templates(name)} is not a JSON object")
+        out[name] = data
+    return out
 
 
 def _find_parent(client: mlflow.MlflowClient, run: str) -> Run:
@@ -92,17 +142,17 @@ def _find_parent(client: mlflow.MlflowClient, run: str) -> Run:
     except MlflowException:
         found = None
     if found is not None:
-        parent_id = found.data.tags.get(PARENT_TAG)
+        parent_id = parent_of(found.data.tags)
         return client.get_run(parent_id) if parent_id else found
     want = run.lower()
     matches: dict[str, list[str]] = {}  # parent id -> how it matched
     for r in _all_runs(client):
-        if "syps.kind" in r.data.tags:
+        if KIND_TAG in r.data.tags:
             continue  # a judge validation is not a pipeline run
-        parent_id = r.data.tags.get(PARENT_TAG) or r.info.run_id
+        parent_id = parent_of(r.data.tags) or r.info.run_id
         if r.info.run_id.startswith(want):
             matches.setdefault(parent_id, []).append(f"id {r.info.run_id}")
-        if PARENT_TAG not in r.data.tags and r.info.run_name == run:
+        if parent_of(r.data.tags) is None and r.info.run_name == run:
             matches.setdefault(parent_id, []).append("name")
     if not matches:
         raise InputError(f"no pipeline run with id, id prefix or name '{run}'")
@@ -185,9 +235,8 @@ def render_audit(a: Audit) -> str:
         f"judge     {t.get('judge.labeler', '(no judged rows)')}; template sha256 "
         f"{t.get('judge.template_sha256', '-')}\n          spec {t.get('judge.spec', '?')}"
     )
-    for d in ("AITA-YTA", "SS"):
-        if f"labels.{d}" in t:
-            lines.append(f"rules     {d}: {t[f'labels.{d}']}")
+    for key in sorted(k for k in t if k.startswith("labels.")):
+        lines.append(f"rules     {key.removeprefix('labels.')}: {t[key]}")
     # What this pipeline run's generate and label stages did (their own log lines).
     for key in sorted(k for k in t if k.startswith("run_log.")):
         stage, _, model = key.removeprefix("run_log.").partition(".")
@@ -205,13 +254,39 @@ def render_audit(a: Audit) -> str:
             if len(systems) > 1:
                 lines.append(f"      system: {_quote(v['system'])}")
             lines.append(f"      user:   {_quote(v['user'])}")
-    lines.append("counts")
-    width = max([len(n) for n, _, _ in a.children] + [5])
-    lines.append(f"  {'run':<{width}}  " + "  ".join(f"{c:>12}" for c in COUNTS))
-    for name, _, metrics in a.children:
-        cells = "  ".join(f"{_num(metrics.get(c)):>12}" for c in COUNTS)
-        lines.append(f"  {name:<{width}}  {cells}")
+    syps = [c for c in a.children if c.protocol == SYPS]
+    others = sorted(
+        {c.protocol for c in a.children if c.protocol != SYPS} | a.protocol_templates.keys()
+    )
+    if syps or not others:
+        lines.append("counts")
+        width = max([len(c.name) for c in syps] + [5])
+        lines.append(f"  {'run':<{width}}  " + "  ".join(f"{c:>12}" for c in COUNTS))
+        for child in syps:
+            cells = "  ".join(f"{_num(child.metrics.get(c)):>12}" for c in COUNTS)
+            lines.append(f"  {child.name:<{width}}  {cells}")
+    for protocol in others:
+        lines += _render_protocol(a, protocol)
     return "\n".join(lines)
+
+
+def _render_protocol(a: Audit, protocol: str) -> list[str]:
+    """A non-SyPS protocol's template set, as logged, and its children's headline metrics."""
+    from syps.protocols import headline_metrics
+
+    lines = [f"protocol  {protocol}"]
+    if protocol in a.protocol_templates:
+        text = json.dumps(a.protocol_templates[protocol], indent=2, ensure_ascii=False)
+        lines.append(f"  templates ({protocol_templates(protocol)})")
+        lines += [f"    {line}" for line in text.splitlines()]
+    else:
+        lines.append(f"  templates: none logged ({protocol_templates(protocol)} is absent)")
+    for child in (c for c in a.children if c.protocol == protocol):
+        lines.append(f"  {child.name}")
+        names = [m for m in headline_metrics(protocol, child.metrics) if m in child.metrics]
+        width = max([len(m) for m in names] + [1])
+        lines += [f"    {m:<{width}}  {_num(child.metrics[m])}" for m in names]
+    return lines
 
 
 def _quote(text: str) -> str:
@@ -238,6 +313,8 @@ def render_diff(a: Audit, b: Audit) -> str:
     for k in changed:
         out.append(f"  {k}: {a.tags.get(k, '(absent)')} -> {b.tags.get(k, '(absent)')}")
     out += _template_diff(a.templates, b.templates)
+    for protocol in sorted(a.protocol_templates.keys() | b.protocol_templates.keys()):
+        out += _protocol_template_diff(a, b, protocol)
     params = _flat_diff(_yaml(a.params_yaml), _yaml(b.params_yaml))
     out.append("params.yaml" + ("" if params else ": no change"))
     out += [f"  {line}" for line in params]
@@ -265,6 +342,16 @@ def _template_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
                     )
                     out += [f"    {line}" for line in diff]
     return ["templates" + ("" if out else ": no change"), *out]
+
+
+def _protocol_template_diff(a: Audit, b: Audit, protocol: str) -> list[str]:
+    """A non-SyPS protocol's template set, changed leaf by leaf (each a JSON value)."""
+    head = protocol_templates(protocol)
+    ta, tb = a.protocol_templates.get(protocol), b.protocol_templates.get(protocol)
+    if ta is None or tb is None:
+        return [f"{head}: {'added' if ta is None else 'removed'}"]
+    changed = _flat_diff(ta, tb)
+    return [head + ("" if changed else ": no change"), *(f"  {line}" for line in changed)]
 
 
 def _yaml(text: str) -> Any:

@@ -16,9 +16,11 @@ import typer
 from syps import pipeline
 from syps.backends import BackendError
 from syps.config import ConfigError
+from syps.datasets import labeling_summary
 from syps.io import InputError
 from syps.lint import lint
 from syps.protocols import stages as pstages
+from syps.runs import repo_root
 
 app = typer.Typer(
     help="SyPS: how an LLM's sycophancy shifts when the same situation is told with different "
@@ -128,9 +130,7 @@ app.command(
 app.command("generate", help="Generate a response to every prompt with one model of params.")(
     stage_command(pipeline.generate)
 )
-app.command("label", help="Label responses: rules for AITA-YTA and SS, the judge for OEQ.")(
-    stage_command(pipeline.label)
-)
+app.command("label", help=f"Label responses: {labeling_summary()}.")(stage_command(pipeline.label))
 app.command(
     "report",
     help="Score all models' labels, write metrics and plots, log to MLflow, print the summary "
@@ -409,11 +409,15 @@ def compare_cmd(
     all_runs: Annotated[
         bool, typer.Option("--all", help="every pipeline run of the experiment, not the latest")
     ] = False,
+    protocol: Annotated[
+        str | None,
+        typer.Option(help="only the child runs of this protocol (syps, pushback, ...)"),
+    ] = None,
     metric: Annotated[
         list[str] | None,
         typer.Option(
-            help="metric column (repeatable; default: base_syc spss signed_sensitivity "
-            "unclear_rate n_items)"
+            help="metric column (repeatable; default: each protocol's headline metrics, for "
+            "SyPS base_syc spss signed_sensitivity unclear_rate n_items)"
         ),
     ] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="a markdown table")] = False,
@@ -426,21 +430,28 @@ def compare_cmd(
 ) -> None:
     """Print a model x dataset table of the metrics, with CIs, of logged pipeline runs.
 
-    By default the children of the latest pipeline run; judge-validation runs never appear.
+    By default the children of the latest pipeline run, of every protocol (a protocol column
+    appears where some child is not SyPS's); judge-validation runs never appear.
     """
-    from syps.compare import DEFAULT_METRICS, compare_table, find_runs, parse_tags
+    from syps.compare import compare_table, default_metrics, find_runs, parse_tags
     from syps.io import write_text
     from syps.tracking import tracking_uri
 
     def run() -> None:
-        store = mlruns or pipeline.repo_root() / "mlruns"
+        store = mlruns or repo_root() / "mlruns"
         # Opening a missing sqlite store would create an empty one; say what is missing instead.
         if not (store / "mlflow.db").is_file():
             raise InputError(f"{store}: no MLflow store (mlflow.db) here; run dvc repro first")
         runs = find_runs(
-            tracking_uri(store), experiment, parse_tags(tag or []), run_id or [], not all_runs
+            tracking_uri(store),
+            experiment,
+            parse_tags(tag or []),
+            run_id or [],
+            not all_runs,
+            protocol,
         )
-        table = compare_table(runs, metric or DEFAULT_METRICS, "markdown" if markdown else "text")
+        columns = metric or default_metrics(runs)
+        table = compare_table(runs, columns, "markdown" if markdown else "text")
         if out is None:
             print(table)
         else:
@@ -470,7 +481,7 @@ def audit_cmd(
     from syps.audit import load_audit, render_audit, render_diff
 
     def go() -> None:
-        store = mlruns or pipeline.repo_root() / "mlruns"
+        store = mlruns or repo_root() / "mlruns"
         first = load_audit(store, run)
         print(
             render_audit(first) if other is None else render_diff(first, load_audit(store, other))
@@ -562,8 +573,8 @@ def plan_cmd(
 
     def run() -> None:
         from syps.config import load_params
-        from syps.pipeline import cache_dir, store_path
         from syps.plan import plan, render
+        from syps.runs import cache_dir, store_path
         from syps.store import Store
 
         p = load_params(params)

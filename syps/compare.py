@@ -1,8 +1,8 @@
 """Compare logged pipeline runs: read the MLflow child runs back into a model x dataset table.
 
-A pipeline run is a parent run with one child per (model, dataset), laid out by
-:mod:`syps.tracking`; judge-validation runs (tag ``syps.kind``) share the experiment and are
-never part of a comparison. mlflow is imported lazily, as in :mod:`syps.tracking`.
+A pipeline run is a parent run with one child per (protocol, model, dataset), laid out as
+:mod:`syps.runlayout` says; judge-validation runs share the experiment and are never part of a
+comparison. mlflow is imported lazily, as in :mod:`syps.tracking`.
 """
 
 from __future__ import annotations
@@ -12,22 +12,29 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from syps.io import InputError
+from syps.protocols import headline_metrics
 from syps.report import LOW_SUPPORT, LOW_SUPPORT_NOTE, support
+from syps.runlayout import (
+    KIND_TAG,
+    SYPS,
+    child_protocol,
+    children_filter,
+    is_pipeline_parent,
+    parent_of,
+)
 
 if TYPE_CHECKING:
     import mlflow
     from mlflow.entities import Run
 
-DEFAULT_METRICS = ["base_syc", "spss", "signed_sensitivity", "unclear_rate", "n_items"]
-PARENT_TAG = "mlflow.parentRunId"
-KIND_TAG = "syps.kind"
+DEFAULT_METRICS = headline_metrics(SYPS)
 COUNT_PREFIXES = ("n_", "flips_")
 COUNT_SUFFIXES = ("_n", "_ci_reps", "_low_support")
 
 
 @dataclass(frozen=True)
 class ComparedRun:
-    """One child run (one model on one dataset) with the parent pipeline run it belongs to."""
+    """One child run (one protocol, model and dataset) with the pipeline run it belongs to."""
 
     run_id: str
     experiment_id: str
@@ -36,6 +43,7 @@ class ComparedRun:
     parent_id: str
     parent_name: str
     metrics: dict[str, float]
+    protocol: str = SYPS
 
 
 def parse_tags(pairs: list[str]) -> dict[str, str]:
@@ -55,13 +63,15 @@ def find_runs(
     tags: dict[str, str],
     run_ids: list[str],
     latest: bool,
+    protocol: str | None = None,
 ) -> list[ComparedRun]:
     """The child runs to compare, newest parent first.
 
     Without ``run_ids``: the children of the pipeline runs of ``experiment`` whose tags include
     ``tags``, of only the newest such run when ``latest``. With ``run_ids``: each id is a parent
     (meaning all its children) or a child run, from any experiment; ``tags`` still filter their
-    parents and ``latest`` does not apply.
+    parents and ``latest`` does not apply. With ``protocol``, only that protocol's children
+    (``latest`` then means the newest run that has some).
     """
     import mlflow
 
@@ -73,9 +83,7 @@ def find_runs(
         if exp is None:
             raise InputError(f"no experiment '{experiment}' in {tracking_uri}")
         parents = [
-            r
-            for r in _search(client, exp.experiment_id, "")
-            if PARENT_TAG not in r.data.tags and KIND_TAG not in r.data.tags
+            r for r in _search(client, exp.experiment_id, "") if is_pipeline_parent(r.data.tags)
         ]
         if not parents:
             raise InputError(f"experiment '{experiment}' has no pipeline runs (run dvc repro)")
@@ -84,17 +92,21 @@ def find_runs(
     if not matching:
         where = f"run ids {run_ids}" if run_ids else f"experiment '{experiment}'"
         raise InputError(f"no pipeline run in {where} has tags {tags}")
-    if latest and not run_ids:
-        matching = matching[:1]
     out = []
     for parent in matching:
         pid = parent.info.run_id
         children = chosen.get(pid) or _search(
-            client, parent.info.experiment_id, f"tags.`{PARENT_TAG}` = '{pid}'"
+            client, parent.info.experiment_id, children_filter(pid)
         )
         if not children:
             raise InputError(f"pipeline run {pid} ('{parent.info.run_name}') has no child runs")
-        out += [_compared(child, parent) for child in children]
+        runs = [_compared(child, parent) for child in children]
+        runs = [r for r in runs if protocol is None or r.protocol == protocol]
+        if runs and latest and not run_ids:
+            return runs
+        out += runs
+    if not out:
+        raise InputError(f"no child run of protocol '{protocol}' in the pipeline runs chosen")
     return out
 
 
@@ -137,7 +149,7 @@ def _parents_of_ids(
             raise InputError(
                 f"run {run_id} is a {run.data.tags[KIND_TAG]} run, not part of a pipeline run"
             )
-        parent_id = run.data.tags.get(PARENT_TAG)
+        parent_id = parent_of(run.data.tags)
         if parent_id is None:
             parents[run_id] = run
             chosen.pop(run_id, None)
@@ -163,6 +175,7 @@ def _compared(child: Run, parent: Run) -> ComparedRun:
         parent_id=parent.info.run_id,
         parent_name=parent.info.run_name or parent.info.run_id,
         metrics=dict(child.data.metrics),
+        protocol=child_protocol(child.data.tags, params),
     )
 
 
@@ -175,7 +188,8 @@ def compare_table(
     explained in a note under the table.
 
     With runs of several parents, a run column names each row's parent and rows of the same
-    model and dataset sit together, in the order of ``runs``. NaN (undefined) shows as
+    model and dataset sit together, in the order of ``runs``. Where a run is not SyPS's, a
+    first column names each row's protocol, SyPS's rows first. NaN (undefined) shows as
     ``n/a``, a metric the run did not log as ``-``.
     """
     if not runs:
@@ -185,15 +199,24 @@ def compare_table(
         raise InputError(f"metric(s) {unknown} not logged by any of the runs compared")
     labels = _parent_labels(runs)
     several = len(labels) > 1
-    header = ["model", "dataset", *(["run"] if several else []), *metrics]
+    # A SyPS-only table keeps the layout it had before there were protocols.
+    protocols = any(r.protocol != SYPS for r in runs)
+    header = [
+        *(["protocol"] if protocols else []),
+        "model",
+        "dataset",
+        *(["run"] if several else []),
+        *metrics,
+    ]
     rows = [
         [
+            *([r.protocol] if protocols else []),
             r.model,
             r.dataset,
             *([labels[r.parent_id]] if several else []),
             *(_cell(r.metrics, m) for m in metrics),
         ]
-        for r in sorted(runs, key=lambda r: (r.model, r.dataset))
+        for r in sorted(runs, key=lambda r: (r.protocol != SYPS, r.protocol, r.model, r.dataset))
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     marked = any(LOW_SUPPORT in cell for row in rows for cell in row)
@@ -206,6 +229,21 @@ def compare_table(
     rule = line.format(*("-" * w for w in widths))
     table = [s.rstrip() for s in [line.format(*header), rule, *(line.format(*r) for r in rows)]]
     return "\n".join(table + ([LOW_SUPPORT_NOTE] if marked else []))
+
+
+def default_metrics(runs: list[ComparedRun]) -> list[str]:
+    """The columns when none are asked for: each protocol's headline metrics (see
+    :func:`syps.protocols.headline_metrics`), SyPS's first, each metric once.
+
+    Another protocol's list keeps only what its runs logged (its keys name cells, and a run
+    need not have every cell); SyPS's is kept whole, as ``syps compare`` always did.
+    """
+    out: list[str] = []
+    for protocol in sorted({r.protocol for r in runs}, key=lambda p: (p != SYPS, p)):
+        logged = {k for r in runs if r.protocol == protocol for k in r.metrics}
+        names = headline_metrics(protocol, logged)
+        out += [m for m in names if m not in out and (protocol == SYPS or m in logged)]
+    return out
 
 
 def _parent_labels(runs: list[ComparedRun]) -> dict[str, str]:

@@ -17,7 +17,8 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 
-DATASETS: tuple[str, ...] = ("OEQ", "AITA-YTA", "SS")
+from syps.datasets import DATASETS
+
 VARIANTS: tuple[str, ...] = ("P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7")
 VARIANT_NAMES: dict[str, str] = {
     "P0": "neutral",
@@ -70,7 +71,8 @@ def elephant_local_problem(dataset: str, path: str | None) -> str | None:
     """Why the ``elephant`` source cannot read ``dataset`` from ``data.files``; None if it can.
 
     myracheng/elephant releases only OEQ and AITA (AITA-YTA is the YTA rows of AITA.csv); a
-    dataset without a URL, SS above all, must come from a local copy the user supplies. The
+    dataset without a URL, above all one the registry marks unreleased (SS), must come from a
+    local copy the user supplies. The
     built-in sample is refused so that it is never passed off as the released set.
     """
     if path is not None and Path(path).parts[:2] != ("data", "builtin"):
@@ -80,13 +82,13 @@ def elephant_local_problem(dataset: str, path: str | None) -> str | None:
         if path is not None
         else "no data.files entry"
     )
-    if dataset == "SS":
+    if dataset in DATASETS and not DATASETS[dataset].elephant_released:
         return (
-            f"data.files.SS: the 'elephant' source cannot download SS ({why}): the SS statements "
-            f"of the ELEPHANT paper are not released in github.com/myracheng/elephant (it holds "
-            f"datasets/OEQ.csv and datasets/AITA.csv only); supply your own copy as a CSV with "
-            f"the data.columns.SS column, set data.files.SS to its path, or drop SS from "
-            f"data.datasets"
+            f"data.files.{dataset}: the 'elephant' source cannot download {dataset} ({why}): the "
+            f"{dataset} items of the ELEPHANT paper are not released in "
+            f"github.com/myracheng/elephant (it holds datasets/OEQ.csv and datasets/AITA.csv "
+            f"only); supply your own copy as a CSV with the data.columns.{dataset} column, set "
+            f"data.files.{dataset} to its path, or drop {dataset} from data.datasets"
         )
     return (
         f"data.elephant.urls.{dataset}: no URL for {dataset!r} and no local copy in "
@@ -109,7 +111,8 @@ class DataParams:
     columns: dict[str, dict[str, str]]
     elephant: ElephantSource
     limit: int | None = None
-    # AITA-YTA keeps only the rows whose verdict column holds this value.
+    # AITA-YTA keeps only the rows whose verdict column holds this value (its registry entry
+    # names this field: syps.datasets).
     yta_value: str = "YTA"
 
 
@@ -443,10 +446,14 @@ def validate(p: Params) -> Params:
                 f"templates.datasets.{ds}.cues.P0: the neutral reference has exactly one wording"
             )
         _reject_placeholders(ds, p.templates.datasets[ds], p.templates.cue_position)
-    if "AITA-YTA" in p.data.datasets and "verdict" not in p.data.columns["AITA-YTA"]:
-        raise ConfigError("data.columns.AITA-YTA: needs a 'verdict' column to keep the YTA rows")
-    for ds in ("AITA-YTA", "SS"):
-        if ds in p.data.datasets and ds not in p.labels:
+    for ds in p.data.datasets:
+        entry = DATASETS[ds]
+        if entry.verdict_filter and "verdict" not in p.data.columns[ds]:
+            value = getattr(p.data, entry.verdict_filter)
+            raise ConfigError(
+                f"data.columns.{ds}: needs a 'verdict' column to keep the {value} rows"
+            )
+        if entry.labeler == "rule" and ds not in p.labels:
             raise ConfigError(f"labels: missing the verdict mapping for {ds!r}")
     for name in p.models:
         if not _MODEL_NAME.match(name):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from syps.config import DataParams, elephant_local_problem
+from syps.datasets import DATASETS
 from syps.io import InputError, sha256_file, sha256_text, write_json
 
 ITEM_COLUMNS = ["dataset", "item_id", "row", "situation", "reference"]
@@ -54,9 +55,12 @@ def item_id(dataset: str, situation: str) -> str:
 
 
 def normalise(
-    df: pd.DataFrame, dataset: str, columns: dict[str, str], yta_value: str, source: str
+    df: pd.DataFrame, dataset: str, columns: dict[str, str], verdict_value: str, source: str
 ) -> pd.DataFrame:
     """Map one raw table onto the items layout; ``source`` names the file in errors.
+
+    A dataset whose registry entry has a verdict filter keeps only the rows whose verdict is
+    ``verdict_value``; for the others it is ignored.
 
     ``row`` is the 1-based data row in the source file (the header is row 0).
     """
@@ -72,13 +76,14 @@ def normalise(
             "reference": df[columns["verdict"]].str.strip() if "verdict" in columns else "",
         }
     )
-    if dataset == "AITA-YTA":
-        out = out[out["reference"] == yta_value]
+    filtered = DATASETS[dataset].verdict_filter is not None
+    if filtered:
+        out = out[out["reference"] == verdict_value]
     blank = out[out["situation"].str.strip() == ""]
     if len(blank):
         raise InputError(f"{source}: row {int(blank['row'].iloc[0])}: empty {sit_col!r}")
     if out.empty:
-        keep = f" with {columns['verdict']!r} == {yta_value!r}" if dataset == "AITA-YTA" else ""
+        keep = f" with {columns['verdict']!r} == {verdict_value!r}" if filtered else ""
         raise InputError(f"{source}: no items{keep} for dataset {dataset}")
     out.insert(1, "item_id", [item_id(dataset, s) for s in out["situation"]])
     dup = out[out.duplicated("item_id", keep=False)]
@@ -164,9 +169,9 @@ def _elephant_files(params: DataParams, root: Path) -> dict[str, Path]:
         local[ds] = root / path
         if not local[ds].is_file():
             origin = (
-                " (the ELEPHANT paper's SS statements are not released in "
+                f" (the ELEPHANT paper's {ds} items are not released in "
                 "github.com/myracheng/elephant: supply your own copy)"
-                if ds == "SS"
+                if not DATASETS[ds].elephant_released
                 else ""
             )
             raise InputError(f"data.files.{ds}: {local[ds]}: file not found{origin}")
@@ -184,6 +189,8 @@ def load_items(params: DataParams, root: Path) -> pd.DataFrame:
     for dataset in params.datasets:
         columns = params.columns[dataset]
         df = read_csv(files[dataset], list(columns.values()))
-        items = normalise(df, dataset, columns, params.yta_value, str(files[dataset]))
+        spec = DATASETS[dataset]
+        value = str(getattr(params, spec.verdict_filter)) if spec.verdict_filter else ""
+        items = normalise(df, dataset, columns, value, str(files[dataset]))
         tables.append(items.head(params.limit) if params.limit else items)
     return pd.concat(tables, ignore_index=True)

@@ -3,7 +3,8 @@
 AITA-YTA and SS are labelled by deterministic rules (the first verdict the response gives wins;
 mentions that are alternatives, hedged, someone else's, rejected or negated are read as such);
 OEQ by an LLM judge that compares the log-probabilities of its allowed answers. Anything that
-cannot be decided is UNCLEAR, stored as a missing value, never as 0.
+cannot be decided is UNCLEAR, stored as a missing value, never as 0. The rule sets below are
+named after the datasets they label; :mod:`syps.datasets` says which dataset uses which.
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ from pathlib import Path
 import pandas as pd
 
 from syps.config import DatasetTemplate, TemplateParams, load_params
+from syps.datasets import DATASETS
 from syps.io import InputError, read_parquet, write_json
 
 ROLES = ["system", "user"]
@@ -59,8 +60,6 @@ ROLES = ["system", "user"]
 # ("say whether you agree with it") is as much a second instruction as a whole one.
 COPY_WORDS = 6
 SITUATION_COPY_WORDS = 4
-# The verdict spelled out, as AITA posts and replies write it ("you're the asshole").
-SPELLED_OUT: dict[str, tuple[str, ...]] = {"AITA-YTA": ("asshole",)}
 _CLIP = 60
 
 
@@ -89,9 +88,11 @@ def target_answers(labels: Mapping[str, Mapping[str, int]]) -> dict[str, tuple[s
     """The answers a prompt must not name in one variant only, per dataset.
 
     These are the verdict words the rule labeler reads (the keys of params ``labels``), so the
-    list cannot drift from the answers the responses are scored on, plus ``SPELLED_OUT``.
+    list cannot drift from the answers the responses are scored on, plus each dataset's
+    ``spelled_out`` words (see :mod:`syps.datasets`).
     """
-    return {ds: (*words, *SPELLED_OUT.get(ds, ())) for ds, words in labels.items()}
+    spelled = {ds: DATASETS[ds].spelled_out if ds in DATASETS else () for ds in labels}
+    return {ds: (*words, *spelled[ds]) for ds, words in labels.items()}
 
 
 def lint_prompts(

@@ -1,5 +1,6 @@
-"""MLflow logging: one parent run per pipeline run, one child run per (model, dataset), and one
-run per judge validation (``syps judge validate``), tagged ``syps.kind=judge-validation``.
+"""MLflow logging: one parent run per pipeline run, one child run per (protocol, model, dataset),
+and one run per judge validation (``syps judge validate``), tagged ``syps.kind=judge-validation``.
+The layout (tags, names, artifacts) is :mod:`syps.runlayout`'s.
 
 Of the pipeline, only the score stage logs, so a ``dvc repro`` that skips unchanged stages
 creates no duplicate runs. mlflow is imported lazily: it is slow to import and only logging
@@ -8,13 +9,14 @@ needs it.
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from syps.runlayout import KIND_TAG, PROTOCOL_PARAM, SYPS, child_tags
 
 if TYPE_CHECKING:
     import mlflow
@@ -23,38 +25,20 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ChildRun:
+    """One child of a pipeline run; ``name`` as :func:`syps.runlayout.child_name` makes it.
+
+    ``protocol`` is logged as the tag ``syps.protocol`` and the param ``protocol``.
+    """
+
     name: str
     params: dict[str, str]
     metrics: dict[str, float]
     artifacts: list[Path | tuple[Path, str]] = field(default_factory=list)
+    protocol: str = SYPS
 
 
 def tracking_uri(mlruns: Path) -> str:
     return f"sqlite:///{mlruns.resolve() / 'mlflow.db'}"
-
-
-def git_info(root: Path, exclude: tuple[str, ...] = ("dvc.lock",)) -> dict[str, str]:
-    """Commit and dirty flag of ``root``; 'unknown' outside a git checkout.
-
-    ``exclude`` lists files the running pipeline itself rewrites (dvc.lock, the metrics file):
-    they are the run's results, not a change to what produced them.
-    """
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-
-    try:
-        commit = git("rev-parse", "HEAD")
-        top = Path(git("rev-parse", "--show-toplevel")).resolve()
-        inside = [(root / p).resolve() for p in exclude if (root / p).resolve().is_relative_to(top)]
-        # A path outside the checkout cannot make it dirty, and git rejects it as a pathspec.
-        pathspec = [".", *(f":(exclude){p}" for p in inside)]
-        status = git("status", "--porcelain", "--untracked-files=no", "--", *pathspec)
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        return {"git_commit": "unknown", "git_dirty": "unknown"}
-    return {"git_commit": commit, "git_dirty": str(bool(status)).lower()}
 
 
 def pipeline_run_name(git: dict[str, str], config_sha256: str, exp_name: str = "") -> str:
@@ -109,14 +93,20 @@ Artifact = Path | tuple[Path, str]
 
 
 def _log_paths(client: mlflow.MlflowClient, run_id: str, paths: Sequence[Artifact]) -> None:
-    """Log files as artifacts, and directories as artifact folders: named as given in a
-    ``(path, name)`` pair, else after the directory."""
+    """Log files as artifacts, and directories as artifact folders named after the directory.
+    In a ``(path, folder)`` pair, ``folder`` is the artifact folder that receives the file or
+    the directory's contents: ``(templates.json, "protocols/pushback")`` logs
+    ``protocols/pushback/templates.json`` (see :func:`syps.runlayout.protocol_templates`)."""
     for entry in paths:
-        path, name = entry if isinstance(entry, tuple) else (entry, entry.name)
-        if path.is_dir():
-            client.log_artifacts(run_id, str(path), artifact_path=name)
+        folder: str | None
+        if isinstance(entry, tuple):
+            path, folder = entry
         else:
-            client.log_artifact(run_id, str(path))
+            path, folder = entry, entry.name if entry.is_dir() else None
+        if path.is_dir():
+            client.log_artifacts(run_id, str(path), artifact_path=folder)
+        else:
+            client.log_artifact(run_id, str(path), artifact_path=folder)
 
 
 def log_pipeline_run(
@@ -138,13 +128,16 @@ def log_pipeline_run(
     _log_paths(client, parent, artifacts)
     now = int(time.time() * 1000)
     for child in children:
+        if child.params.get(PROTOCOL_PARAM, child.protocol) != child.protocol:
+            raise ValueError(f"child {child.name}: param protocol is not {child.protocol!r}")
         run_id = client.create_run(
-            exp_id, run_name=child.name, tags={"mlflow.parentRunId": parent}
+            exp_id, run_name=child.name, tags=child_tags(parent, child.protocol)
         ).info.run_id
+        params = {**child.params, PROTOCOL_PARAM: child.protocol}
         client.log_batch(
             run_id,
             metrics=[Metric(k, float(v), now, 0) for k, v in child.metrics.items()],
-            params=[Param(k, v) for k, v in child.params.items()],
+            params=[Param(k, v) for k, v in params.items()],
             tags=[RunTag(k, v) for k, v in tags.items()],
         )
         _log_paths(client, run_id, child.artifacts)
@@ -171,7 +164,7 @@ def log_validation_run(
     from mlflow.entities import Metric, Param
 
     client, exp_id = _experiment(mlruns, experiment)
-    all_tags = {**tags, "syps.kind": "judge-validation"}
+    all_tags = {**tags, KIND_TAG: "judge-validation"}
     run_id = str(client.create_run(exp_id, run_name=run_name, tags=all_tags).info.run_id)
     now = int(time.time() * 1000)
     client.log_batch(

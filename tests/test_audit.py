@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from syps.cli import app
 from syps.config import load_params
-from syps.pipeline import template_set
+from syps.provenance import template_set
 from syps.tracking import ChildRun, log_pipeline_run
 
 pytestmark = pytest.mark.slow  # every test logs runs to a new MLflow store
@@ -174,3 +174,83 @@ def test_audit_ambiguous_prefix_lists_the_candidates(store: tuple[Path, str, str
     ids = [r.info.run_id for r in client.search_runs([client.get_run(a).info.experiment_id])]
     k = next(k for k in range(common + 1, len(a) + 1) if sum(i.startswith(a[:k]) for i in ids) == 1)
     assert f"run       {a} (run-a)" in _audit(a[:k], "--mlruns", str(mlruns))
+
+
+# --- protocols: a run with another protocol's child and template set ---------------------------
+
+TOY = "toyproto"
+FOLLOW = "follow_rate/in_context/simple/named/fmt-objection/auto"
+
+
+def _log_with_protocol(mlruns: Path, tmp: Path, name: str, objection: str) -> str:
+    """A pipeline run with a SyPS child, a toyproto child and protocols/toyproto/templates.json,
+    plus a child logged before protocols existed (no protocol tag or param)."""
+    import mlflow
+
+    from syps.runlayout import child_name
+    from syps.tracking import tracking_uri
+
+    folder = tmp / name
+    folder.mkdir(parents=True)
+    params = folder / "params.yaml"
+    params.write_text(yaml.safe_dump(read_params(), sort_keys=False), encoding="utf-8")
+    tset = folder / "templates.json"
+    tset.write_text(json.dumps(template_set(load_params(params))), encoding="utf-8")
+    toy = folder / "protocols" / TOY / "templates.json"
+    toy.parent.mkdir(parents=True)
+    toy.write_text(json.dumps({"turns": {"objection": objection}, "version": 1}), encoding="utf-8")
+    children = [
+        ChildRun("m/SS", {"model": "m", "dataset": "SS"}, {"n_items": 14.0, "spss": 0.25}),
+        ChildRun(
+            child_name(TOY, "m", "mcq"),
+            {"model": "m", "dataset": "mcq"},
+            {FOLLOW: 0.25, f"{FOLLOW}_ci_low": 0.0, f"{FOLLOW}_ci_high": 0.5, "p_val": 0.5},
+            protocol=TOY,
+        ),
+    ]
+    run = log_pipeline_run(
+        mlruns, "syps", name, {}, children, [tset, params, (folder / "protocols", "protocols")]
+    )
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    old = client.create_run(
+        client.get_run(run).info.experiment_id,
+        run_name="m/OEQ",
+        tags={"mlflow.parentRunId": run},
+    ).info.run_id
+    client.log_batch(old, metrics=[mlflow.entities.Metric("n_items", 2.0, 0, 0)])
+    return run
+
+
+def test_audit_groups_children_by_protocol_and_shows_its_templates(tmp_path: Path) -> None:
+    mlruns = tmp_path / "mlruns"
+    a = _log_with_protocol(mlruns, tmp_path, "run-a", "Are you sure?")
+    lines = _audit(a, "--mlruns", str(mlruns)).splitlines()
+    counts = lines.index("counts")
+    # SyPS's counts: its own child and the untagged one (a child from before protocols).
+    assert [line.split()[0] for line in lines[counts + 2 : counts + 4]] == ["m/OEQ", "m/SS"]
+    assert lines[counts + 4 :] == [
+        f"protocol  {TOY}",
+        f"  templates (protocols/{TOY}/templates.json)",
+        "    {",
+        '      "turns": {',
+        '        "objection": "Are you sure?"',
+        "      },",
+        '      "version": 1',
+        "    }",
+        f"  {TOY}/m/mcq",
+        f"    {FOLLOW}  0.250",
+        f"    {'p_val':<{len(FOLLOW)}}  0.500",
+    ]
+
+
+def test_audit_diff_shows_a_protocols_template_change(tmp_path: Path) -> None:
+    mlruns = tmp_path / "mlruns"
+    a = _log_with_protocol(mlruns, tmp_path, "run-a", "Are you sure?")
+    b = _log_with_protocol(mlruns, tmp_path, "run-b", "I think it is B.")
+    out = _audit(a, b, "--mlruns", str(mlruns)).splitlines()
+    i = out.index(f"protocols/{TOY}/templates.json")
+    assert out[i + 1] == '  turns.objection: "Are you sure?" -> "I think it is B."'
+    assert out[i + 2] == "params.yaml: no change"
+    # The same run against itself: no change anywhere.
+    same = _audit(a, a, "--mlruns", str(mlruns))
+    assert f"protocols/{TOY}/templates.json: no change" in same

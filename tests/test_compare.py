@@ -20,7 +20,14 @@ from mlflow.entities import Metric, Param, RunTag
 from typer.testing import CliRunner
 
 from syps.cli import app
-from syps.compare import DEFAULT_METRICS, ComparedRun, compare_table, find_runs, parse_tags
+from syps.compare import (
+    DEFAULT_METRICS,
+    ComparedRun,
+    compare_table,
+    default_metrics,
+    find_runs,
+    parse_tags,
+)
 from syps.io import InputError
 from syps.tracking import tracking_uri
 
@@ -381,3 +388,82 @@ def test_support_is_shown_and_low_support_marked_not_hidden() -> None:
     assert markdown[-2:] == ["", note]
     # Nothing marked: no note.
     assert "†" not in compare_table([_run("m2", NEW_M2_SS)], ["base_syc"], "text")
+
+
+# --- protocols: one pipeline run with a SyPS child and a child of another protocol ------------
+
+# A protocol with no module under syps.protocols: its headline is every key it logged.
+TOY = "toyproto"
+FOLLOW = "follow_rate/in_context/simple/named/fmt-objection/auto"
+TOY_MCQ = {
+    FOLLOW: 0.25,
+    f"{FOLLOW}_ci_low": 0.0,
+    f"{FOLLOW}_ci_high": 0.5,
+    "contrast/naming/diff": -0.125,
+    "p_val": 0.5,
+}
+SYPS_SS = {"base_syc": 0.5, "spss": 0.125, "signed_sensitivity": 0.0, "unclear_rate": 0.0}
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Experiment ``syps``: an older SyPS-only run, then a run with m/SS and toyproto/m/mcq."""
+    from syps.runlayout import child_name
+    from syps.tracking import ChildRun, log_pipeline_run
+
+    mlruns = tmp_path_factory.mktemp("mixed") / "mlruns"
+    ss = ChildRun(child_name("syps", "m", "SS"), {"model": "m", "dataset": "SS"}, SYPS_SS)
+    older = {**SYPS_SS, "n_items": 3.0}
+    log_pipeline_run(mlruns, "syps", "run-1", {}, [ChildRun("m/SS", ss.params, older)])
+    toy = ChildRun(
+        child_name(TOY, "m", "mcq"), {"model": "m", "dataset": "mcq"}, TOY_MCQ, protocol=TOY
+    )
+    log_pipeline_run(mlruns, "syps", "run-2", {}, [ss, toy])
+    return mlruns
+
+
+def test_old_children_without_the_tag_are_syps(store: Store) -> None:
+    runs = find_runs(store.uri, "syps", {}, [], False)
+    assert len(runs) == 4 and {r.protocol for r in runs} == {"syps"}
+
+
+def test_a_protocol_child_is_listed_with_its_protocol(mixed: Path) -> None:
+    runs = find_runs(tracking_uri(mixed), "syps", {}, [], True)
+    assert sorted((r.protocol, r.model, r.dataset) for r in runs) == [
+        ("syps", "m", "SS"),
+        (TOY, "m", "mcq"),
+    ]
+    # SyPS's headline, then the other protocol's logged keys but its CI bounds, sorted.
+    assert default_metrics(runs) == [
+        *DEFAULT_METRICS,
+        "contrast/naming/diff",
+        FOLLOW,
+        "p_val",
+    ]
+    # A protocol column appears; SyPS's rows come first.
+    table = compare_table(runs, ["spss", FOLLOW], "text").splitlines()
+    assert [line.split() for line in table[:1] + table[2:]] == [
+        ["protocol", "model", "dataset", "spss", FOLLOW],
+        ["syps", "m", "SS", "0.125", "-"],
+        [TOY, "m", "mcq", "-", "0.250", "[0.000,", "0.500]"],
+    ]
+
+
+def test_protocol_filter(mixed: Path) -> None:
+    out = CliRunner().invoke(app, ["compare", "--mlruns", str(mixed), "--protocol", TOY])
+    assert out.exit_code == 0, out.output
+    assert [line.split() for line in out.output.splitlines()[2:]] == [
+        [TOY, "m", "mcq", "-0.125", "0.250", "[0.000,", "0.500]", "0.500"]
+    ]
+    # SyPS alone: the table as it was before protocols, the latest run with SyPS children.
+    only = find_runs(tracking_uri(mixed), "syps", {}, [], True, "syps")
+    assert [(r.parent_name, r.dataset) for r in only] == [("run-2", "SS")]
+    assert compare_table(only, ["spss"], "text").splitlines()[0].split() == [
+        "model",
+        "dataset",
+        "spss",
+    ]
+    # --all with the filter: the older run has no toyproto child, so one row.
+    assert len(find_runs(tracking_uri(mixed), "syps", {}, [], False, TOY)) == 1
+    with pytest.raises(InputError, match="no child run of protocol 'nope'"):
+        find_runs(tracking_uri(mixed), "syps", {}, [], True, "nope")

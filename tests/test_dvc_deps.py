@@ -518,7 +518,7 @@ def test_the_store_and_mlruns_stay_in_the_repository(project: Project) -> None:
 def test_syps_cache_dir_holds_the_model_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from syps import pipeline
+    from syps import runs
     from syps.backends import model_identity
     from syps.config import ModelSpec
 
@@ -527,10 +527,10 @@ def test_syps_cache_dir_holds_the_model_cache(
     monkeypatch.setenv("DVC_ROOT", str(repo))
     monkeypatch.setenv("SYPS_CACHE_DIR", str(shared))
     # Naming the embedded model hashes its weights once and memoises the hash.
-    model_identity(ModelSpec("embedded:smollm2"), pipeline.cache_dir(), "models.smollm2-135m")
+    model_identity(ModelSpec("embedded:smollm2"), runs.cache_dir(), "models.smollm2-135m")
     assert (shared / "hashes.json").is_file()
     assert not (repo / ".cache").exists()
-    assert pipeline.store_path() == repo.resolve() / ".cache" / "store.sqlite"
+    assert runs.store_path() == repo.resolve() / ".cache" / "store.sqlite"
 
 
 # --- plots ------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from conftest import copy_repo, tiny_params
 
 from syps.config import VARIANTS
 from syps.metrics import metric_names
-from syps.pipeline import RUN_LOG_COUNTS
+from syps.runs import RUN_LOG_COUNTS
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 import syps.backends
 import syps.backends.hf_resolve as hf_resolve
-from syps import pipeline
+from syps import provenance
 from syps.backends import BackendEntry
 from syps.backends.hf_resolve import check_plain_copy, plain_copy_dir, resolve
 from syps.cli import app
@@ -365,7 +365,7 @@ def test_corrupt_elephant_lock(tmp_path: Path, text: str, why: str) -> None:
     assert not cache.exists()
 
 
-# The pinned md5 that data.dvc records; pipeline._data_md5 (not owned here) reads it.
+# The pinned md5 that data.dvc records; provenance.data_md5 (not owned here) reads it.
 DATA_DVC = (REPO / "data.dvc").read_text(encoding="utf-8")
 _MD5_AT = DATA_DVC.index("md5: ") + len("md5: ")
 
@@ -377,7 +377,7 @@ def test_truncated_data_dvc_names_file(tmp_path: Path, cut: int) -> None:
     path = tmp_path / "data.dvc"
     path.write_text(DATA_DVC[:cut], encoding="utf-8")
     with pytest.raises(InputError) as e:
-        pipeline._data_md5(path)
+        provenance.data_md5(path)
     assert str(e.value).startswith(f"{path}: cannot read the recorded md5")
 
 
@@ -386,7 +386,7 @@ def test_data_dvc_cut_inside_the_md5(tmp_path: Path, cut: int) -> None:
     path = tmp_path / "data.dvc"
     path.write_text(DATA_DVC[:cut], encoding="utf-8")
     with pytest.raises(InputError, match="is not an md5; restore it with `git checkout --"):
-        pipeline._data_md5(path)
+        provenance.data_md5(path)
 
 
 # --- the model cache -------------------------------------------------------------------------

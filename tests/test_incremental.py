@@ -30,7 +30,7 @@ import yaml
 from conftest import read_params
 
 import syps.backends
-from syps import pipeline
+from syps import pipeline, runs
 from syps.backends import (
     GenRequest,
     GenResult,
@@ -225,7 +225,7 @@ def _run_log(p: Project, stage: str) -> dict:  # type: ignore[type-arg]
 
 def _counts(p: Project, stage: str) -> dict[str, tuple[int, ...]]:
     """Per dataset: (generated, served from the store) or (judged, judge served from store)."""
-    names = pipeline.RUN_LOG_COUNTS[stage]
+    names = runs.RUN_LOG_COUNTS[stage]
     return {d: tuple(c[n] for n in names) for d, c in _run_log(p, stage)["datasets"].items()}
 
 

@@ -30,7 +30,7 @@ from conftest import read_params
 
 import syps.backends
 import syps.tracking
-from syps import pipeline
+from syps import pipeline, provenance, runs
 from syps.backends import (
     GenRequest,
     GenResult,
@@ -39,8 +39,9 @@ from syps.backends import (
     OptionScores,
     SamplingParams,
 )
-from syps.config import ConfigError, ModelSpec
+from syps.config import ConfigError, ModelSpec, load_params
 from syps.io import InputError
+from syps.runs import NOT_RUN
 from syps.tracking import tracking_uri
 
 REPO = Path(__file__).resolve().parents[1]
@@ -484,15 +485,15 @@ def test_cache_dir_defaults_under_repo_root(
 ) -> None:
     monkeypatch.delenv("SYPS_CACHE_DIR", raising=False)
     monkeypatch.setenv("DVC_ROOT", str(tmp_path))
-    assert pipeline.cache_dir() == tmp_path.resolve() / ".cache"
+    assert runs.cache_dir() == tmp_path.resolve() / ".cache"
     monkeypatch.setenv("SYPS_CACHE_DIR", str(tmp_path / "elsewhere"))
-    assert pipeline.cache_dir() == tmp_path / "elsewhere"
+    assert runs.cache_dir() == tmp_path / "elsewhere"
 
 
 def test_repo_root_is_cwd_without_dvc_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DVC_ROOT", raising=False)
     monkeypatch.chdir(tmp_path)
-    assert pipeline.repo_root() == tmp_path.resolve()
+    assert runs.repo_root() == tmp_path.resolve()
 
 
 # --- _data_md5 ------------------------------------------------------------------------------
@@ -501,7 +502,7 @@ def test_repo_root_is_cwd_without_dvc_root(tmp_path: Path, monkeypatch: pytest.M
 def test_data_md5_reads_first_out(tmp_path: Path) -> None:
     path = tmp_path / "data.dvc"
     path.write_text(yaml.safe_dump({"outs": [{"md5": DATA_MD5, "path": "data"}]}), encoding="utf-8")
-    assert pipeline._data_md5(path) == DATA_MD5
+    assert provenance.data_md5(path) == DATA_MD5
 
 
 @pytest.mark.parametrize(
@@ -521,7 +522,7 @@ def test_data_md5_corrupt_names_file(tmp_path: Path, content: str | None) -> Non
     if content is not None:
         path.write_text(content, encoding="utf-8")
     with pytest.raises(InputError) as e:
-        pipeline._data_md5(path)
+        provenance.data_md5(path)
     assert str(e.value).startswith(f"{path}: cannot read the recorded md5")
 
 
@@ -1080,7 +1081,7 @@ def test_score_logs_what_generate_and_label_did_in_this_run_only(
     ss = runs[f"{MODEL}/SS"]
     assert ss.data.params["generate_ran"] == "false" and ss.data.params["label_ran"] == "false"
     assert (ss.data.metrics["generated"], ss.data.metrics["served_from_store"]) == (0, 0)
-    assert runs["parent"].data.tags[f"run_log.generate.{MODEL}"] == pipeline.NOT_RUN
+    assert runs["parent"].data.tags[f"run_log.generate.{MODEL}"] == NOT_RUN
 
     # 3. Generate and label again on the warm store: everything served, nothing computed.
     pipeline.generate(params, prompts, MODEL, responses)
@@ -1098,7 +1099,7 @@ def test_score_logs_what_generate_and_label_did_in_this_run_only(
     table.to_parquet(responses, index=False)
     runs = score()
     assert runs[f"{MODEL}/SS"].data.params["generate_ran"] == "false"
-    assert runs["parent"].data.tags[f"run_log.generate.{MODEL}"] == pipeline.NOT_RUN
+    assert runs["parent"].data.tags[f"run_log.generate.{MODEL}"] == NOT_RUN
     # Each pipeline run has its own name: the same commit and config get .2, .3, ...
     names = [_child_runs(work / "mlruns", r)["parent"].info.run_name for r in logged]
     base = names[0]
@@ -1106,8 +1107,8 @@ def test_score_logs_what_generate_and_label_did_in_this_run_only(
 
 
 def test_config_hash_tells_an_edited_cue_apart(run: Run, tmp_path: Path) -> None:
-    p = pipeline.load_params(run.params)
-    shas = pipeline.variant_shas(pd.read_parquet(run.prompts))
+    p = load_params(run.params)
+    shas = provenance.variant_shas(pd.read_parquet(run.prompts))
     raw = yaml.safe_load(run.params.read_text(encoding="utf-8"))
     raw["templates"]["datasets"]["SS"]["cues"]["P3"] = "Tell me I'm right."
     edited = tmp_path / "edited.yaml"
@@ -1115,12 +1116,8 @@ def test_config_hash_tells_an_edited_cue_apart(run: Run, tmp_path: Path) -> None
     # The same params (reread, or rewritten by another YAML writer) give the same hash.
     same = tmp_path / "same.yaml"
     same.write_text(yaml.safe_dump(yaml.safe_load(run.params.read_text()), sort_keys=True))
-    assert pipeline.config_sha256(pipeline.load_params(same), shas) == pipeline.config_sha256(
-        p, shas
-    )
-    assert pipeline.config_sha256(pipeline.load_params(edited), shas) != pipeline.config_sha256(
-        p, shas
-    )
+    assert provenance.config_sha256(load_params(same), shas) == provenance.config_sha256(p, shas)
+    assert provenance.config_sha256(load_params(edited), shas) != provenance.config_sha256(p, shas)
     # A template that renders differently (same params) changes it too.
     other = {**shas, ("SS", "P3"): "0" * 64}
-    assert pipeline.config_sha256(p, other) != pipeline.config_sha256(p, shas)
+    assert provenance.config_sha256(p, other) != provenance.config_sha256(p, shas)

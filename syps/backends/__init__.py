@@ -187,7 +187,7 @@ def _openai_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
 
 def _openai_load(spec: ModelSpec, cache_dir: Path) -> Backend:
     from syps.backends.openai_api import OpenAIBackend
-    from syps.pipeline import store_path  # at call time: pipeline imports this module
+    from syps.runs import store_path
 
     # Batch ids sit next to the response store whose misses they will fill.
     return OpenAIBackend(spec, batch_dir=store_path().parent / "batches")

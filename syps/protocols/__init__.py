@@ -8,7 +8,7 @@ bootstrap, tracking) knows no protocol by name.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,3 +88,32 @@ def load_protocol(name: str) -> Any:
     if name not in PROTOCOLS:
         raise KeyError(f"unknown protocol {name!r}; known: {sorted(PROTOCOLS)}")
     return importlib.import_module(PROTOCOLS[name]).PROTOCOL
+
+
+# SyPS's headline: what `syps compare` has always shown by default.
+_SYPS_HEADLINE = ("base_syc", "spss", "signed_sensitivity", "unclear_rate", "n_items")
+# Logged beside a metric, shown inside its cell by `syps compare`: never a column of their own.
+_BOUNDS = ("_ci_low", "_ci_high")
+
+
+def headline_metrics(protocol: str, logged: Iterable[str] = ()) -> list[str]:
+    """The metrics ``syps compare`` shows by default for ``protocol``'s child runs.
+
+    SyPS: its five headline metrics. Another protocol: the module-level list
+    ``HEADLINE_METRICS`` of ``syps.protocols.<protocol>.protocol`` where that module exists,
+    else every key in ``logged`` (the metrics its runs logged) but CI bounds, sorted.
+    """
+    if protocol == "syps":
+        return list(_SYPS_HEADLINE)
+    if protocol.isidentifier():  # a name from a run's tag, never a path into the package
+        name = f"syps.protocols.{protocol}.protocol"
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            # Only the module's own absence means "no list"; a broken import is an error.
+            if e.name is None or not (name + ".").startswith(e.name + "."):
+                raise
+        else:
+            if hasattr(module, "HEADLINE_METRICS"):
+                return [str(m) for m in module.HEADLINE_METRICS]
+    return sorted(k for k in set(logged) if not k.endswith(_BOUNDS))

@@ -60,7 +60,7 @@ def _off(name: str, what: str) -> None:
 
 
 def _paths() -> tuple[Path, Path]:
-    from syps.pipeline import cache_dir, store_path
+    from syps.runs import cache_dir, store_path
 
     return cache_dir(), store_path()
 
@@ -376,7 +376,7 @@ def tracked_protocols(
     Only enabled protocols count; a bundle written under other params (a stale file) is
     refused: its params sha256 must match the params of this run.
     """
-    from syps.pipeline import read_run_log
+    from syps.runs import read_run_log
 
     children: list[dict[str, Any]] = []
     tags: dict[str, str] = {}

@@ -291,7 +291,7 @@ def test_label_names_the_judge_key_before_judging(
 ) -> None:
     import pandas as pd
 
-    from syps import pipeline
+    from syps import pipeline, runs
     from syps.config import load_params
 
     monkeypatch.setenv("SYPS_CACHE_DIR", str(tmp_path / "cache"))
@@ -313,5 +313,5 @@ def test_label_names_the_judge_key_before_judging(
     )
     with pytest.raises(InputError, match=r"^judge\.model\.model: 'syps-test/no-judge' is neither"):
         pipeline.label_responses(p, resp)
-    assert pipeline.store_path() == tmp_path / ".cache" / "store.sqlite"
-    assert not pipeline.store_path().exists()  # the store was not even opened
+    assert runs.store_path() == tmp_path / ".cache" / "store.sqlite"
+    assert not runs.store_path().exists()  # the store was not even opened

@@ -1,0 +1,146 @@
+"""Where a pipeline run keeps its state outside DVC's outputs: the repository root, the model
+cache, the response store, and each stage's run log (what the stage did in its last run, which
+the score stage logs to MLflow once).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from syps.io import sha256_file, write_json
+
+
+def repo_root() -> Path:
+    """The repository that owns caches and mlruns/.
+
+    Queued ``dvc exp`` runs execute in a temporary copy but get the parent repo as DVC_ROOT,
+    so every run shares one model cache and one MLflow store.
+    """
+    return Path(os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
+
+
+def cache_dir() -> Path:
+    """The model cache: converted model weights (``models/``) and the weights-hash memo
+    (``hashes.json``), in ``$SYPS_CACHE_DIR``, else ``<repo>/.cache``.
+
+    Its contents are named by the weights' hashes, so one directory can serve several clones.
+    The response store is not here: see :func:`store_path`.
+    """
+    return Path(os.environ.get("SYPS_CACHE_DIR") or repo_root() / ".cache")
+
+
+def store_path() -> Path:
+    """The response store: ``<repo>/.cache/store.sqlite``, outside DVC's outputs, shared by
+    queued runs (through DVC_ROOT).
+
+    ``$SYPS_CACHE_DIR`` does not move it: the store holds this project's answers, so deleting
+    the project's ``.cache/`` resets them, while a model cache shared between clones (or test
+    runs) shares weights, never answers.
+    """
+    return repo_root() / ".cache" / "store.sqlite"
+
+
+RUN_LOG = "run-log"
+
+
+def run_log_path(outputs: Path, stage: str, model: str) -> Path:
+    """Where ``stage`` leaves the record of its last run for ``model``:
+    ``<outputs>/run-log/<stage>.<model>.json``, with ``outputs`` the directory above the
+    stage's own output folder (``out/``).
+
+    It sits in the working copy (each queued experiment has its own), beside DVC's outputs but
+    not one of them and not inside a declared dependency, so it never enters ``dvc.lock``.
+    """
+    return outputs / RUN_LOG / f"{stage}.{model}.json"
+
+
+def write_run_log(
+    out: Path, stage: str, model: str, line: str, counts: dict[str, dict[str, int]]
+) -> None:
+    """Record what this run of ``stage`` did (its log line, counts per dataset), tied to the
+    output it wrote by that file's sha256; the score stage logs it to MLflow."""
+    from datetime import UTC, datetime
+
+    record = {
+        "stage": stage,
+        "model": model,
+        "line": line,
+        "datasets": counts,
+        "output": str(out),
+        "output_sha256": sha256_file(out),
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "logged_in_run": None,
+    }
+    write_json(record, run_log_path(out.parent.parent, stage, model))
+
+
+def read_run_log(outputs: Path, stage: str, model: str, output: Path) -> dict[str, Any] | None:
+    """The record of ``stage``'s last run for ``model`` if that run wrote ``output`` as it is
+    now and no pipeline run has logged it yet; else None: this pipeline run did not run the
+    stage (DVC found the output up to date, or restored it from its run cache)."""
+    import json
+
+    path = run_log_path(outputs, stage, model)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # no record, or a damaged one: it cannot vouch for anything
+    if (
+        not isinstance(record, dict)
+        or record.get("logged_in_run") is not None
+        or not output.exists()
+        or record.get("output_sha256") != sha256_file(output)
+    ):
+        return None
+    return record
+
+
+def mark_run_log_logged(outputs: Path, stage: str, model: str, run_id: str) -> None:
+    """Note that a pipeline run logged this record, so the next one does not claim it."""
+    import json
+
+    path = run_log_path(outputs, stage, model)
+    record = json.loads(path.read_text(encoding="utf-8"))
+    write_json({**record, "logged_in_run": run_id}, path)
+
+
+# The score stage's note for a stage that did not run in this pipeline run.
+NOT_RUN = (
+    "did not run in this pipeline run: DVC found its output up to date or restored it from "
+    "its run cache, or an earlier pipeline run already logged that run"
+)
+# The per-dataset counts each stage's run log holds, logged as child-run metrics.
+RUN_LOG_COUNTS = {
+    "generate": ("generated", "served_from_store"),
+    "label": ("judged", "judge_served_from_store"),
+}
+
+
+Records = dict[tuple[str, str], dict[str, Any] | None]
+
+
+def read_run_logs(outputs: Path, folders: dict[str, Path], models: list[str]) -> Records:
+    """(stage, model) -> :func:`read_run_log` of the stage's ``<model>.parquet`` in
+    ``folders[stage]``: what each stage did for each model in this pipeline run, or None."""
+    return {
+        (stage, m): read_run_log(outputs, stage, m, folder / f"{m}.parquet")
+        for m in models
+        for stage, folder in folders.items()
+    }
+
+
+def run_log_tags(records: Records) -> dict[str, str]:
+    """The parent run's tags ``run_log.<stage>.<model>``: the stage's log line, or NOT_RUN."""
+    return {
+        f"run_log.{stage}.{m}": rec["line"] if rec else NOT_RUN
+        for (stage, m), rec in records.items()
+    }
+
+
+def mark_run_logs_logged(outputs: Path, records: Records, run_id: str) -> None:
+    """Mark every record read as logged by ``run_id`` (see :func:`mark_run_log_logged`)."""
+    for (stage, m), rec in records.items():
+        if rec is not None:
+            mark_run_log_logged(outputs, stage, m, run_id)

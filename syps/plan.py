@@ -145,6 +145,7 @@ def _plan_syps(
 ) -> list[PlanRow]:
     from syps.backends import SamplingParams
     from syps.data import load_items
+    from syps.datasets import judged as is_judged
     from syps.pipeline import judge_template_sha256
     from syps.templates import fill, messages_json, parse_messages, render_variants
 
@@ -153,7 +154,7 @@ def _plan_syps(
     situations = dict(zip(items["item_id"], items["situation"], strict=True))
     sampling = SamplingParams(p.generation.temperature, p.generation.top_p, p.seed)
     max_new = [p.generation.max_new_tokens[d] for d in prompts["dataset"]]
-    judged = prompts["dataset"] == "OEQ"
+    judged = prompts["dataset"].map(is_judged).astype(bool)  # datasets the judge labels
     judge_id = model_identity(p.judge.model, cache_dir, "judge.model") if judged.any() else {}
     t_sha = judge_template_sha256(p.judge)
     rows = []
@@ -171,7 +172,7 @@ def _plan_syps(
             if k not in records
         ]
         rows.append(_row(counters, spec, f"generate@{model}", "syps", model, len(first), pending))
-        # The judge reads each OEQ answer: known when it is in the store; else counted with an
+        # The judge reads each answer of a judged dataset (OEQ): known when it is in the store; else counted with an
         # empty answer whose max_new_tokens are added to the prompt's input (an upper bound).
         judge_prompts: dict[str, tuple[Messages, int]] = {}
         unknown = 0

@@ -172,8 +172,9 @@ def _plan_syps(
             if k not in records
         ]
         rows.append(_row(counters, spec, f"generate@{model}", "syps", model, len(first), pending))
-        # The judge reads each answer of a judged dataset (OEQ): known when it is in the store; else counted with an
-        # empty answer whose max_new_tokens are added to the prompt's input (an upper bound).
+        # The judge reads each answer of a judged dataset (OEQ): known when it is in the store;
+        # else counted with an empty answer whose max_new_tokens are added to the prompt's input
+        # (an upper bound).
         judge_prompts: dict[str, tuple[Messages, int]] = {}
         unknown = 0
         for i in judged[judged].index:

@@ -323,7 +323,9 @@ def run_log_file(out: Path, stage: str, model: str) -> Path:
     """Where a protocol step leaves the record of its last run for ``model``:
     ``out/run-log/<stage>.<model>.json`` for an output ``out/protocols/<p>/<dir>/<model>.parquet``
     (beside the SyPS stages' records; outside every DVC output and dependency)."""
-    return out.parents[3] / "run-log" / f"{stage}.{model}.json"
+    in_layout = len(out.parents) > 3 and out.parents[2].name == "protocols"
+    # A step run by hand on another path leaves its record beside its output.
+    return (out.parents[3] if in_layout else out.parent) / "run-log" / f"{stage}.{model}.json"
 
 
 def write_log(

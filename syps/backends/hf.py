@@ -7,7 +7,6 @@ contends for the GIL and was seen to slow a batch many times over.
 from __future__ import annotations
 
 import inspect
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,7 +37,7 @@ from syps.backends import (
     longest_first,
     prompt_seed,
 )
-from syps.backends.hf_resolve import ResolvedModel, resolve
+from syps.backends.hf_resolve import ResolvedModel, build_once, resolve
 from syps.config import ModelSpec
 from syps.io import InputError
 
@@ -50,20 +49,19 @@ def plain_copy_of_gguf(gguf: Path, digest: str, cache_dir: Path) -> Path:
     quantization config and loading its state dict gives a plain model with identical outputs.
     """
     target = cache_dir / "models" / digest[:16]
-    if (target / "config.json").exists():
-        return target
-    print(f"converting {gguf.name} once into {target} ...", file=sys.stderr)
-    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    cfg = quantised.config.to_dict()
-    cfg.pop("quantization_config", None)
-    plain = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg))  # type: ignore[no-untyped-call]
-    plain.load_state_dict(quantised.state_dict())
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    plain.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    tmp.replace(target)
-    return target
+
+    def convert(tmp: Path) -> None:
+        print(f"converting {gguf.name} once into {target} ...", file=sys.stderr)
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        cfg = quantised.config.to_dict()
+        cfg.pop("quantization_config", None)
+        plain = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg))  # type: ignore[no-untyped-call]
+        plain.load_state_dict(quantised.state_dict())
+        plain.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+
+    return build_once(target, convert)
 
 
 def parameter_count(spec: ModelSpec, cache_dir: Path) -> float | None:

@@ -38,6 +38,7 @@ from syps.backends import (
     prompt_seed,
 )
 from syps.backends.hf_resolve import ResolvedModel, build_once, resolve
+from syps.backends.threads import thread_count
 from syps.config import ModelSpec
 from syps.io import InputError
 
@@ -286,6 +287,8 @@ class HFBackend:
     def load(cls, spec: ModelSpec, cache_dir: Path, device: str | None = None) -> HFBackend:
         """Load on ``device`` (default: the first GPU if any, else the CPU)."""
         resolved, source = cls._source(spec, cache_dir)
+        # Its share of the cores, so parallel workers do not oversubscribe them (see threads).
+        torch.set_num_threads(thread_count())
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         cuda = device.startswith("cuda")
         kwargs: dict[str, Any] = {"revision": resolved.hf_revision} if resolved.hf_revision else {}

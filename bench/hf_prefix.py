@@ -17,8 +17,8 @@ Three paths on the same prompts and batch size: plain batched `generate` (left p
 sorted by length: what a transformers user writes), the syps path with every prompt prefilled
 in full (share_prefixes off), and the syps path as shipped (a shared prefix prefilled once).
 The script asserts that all three give the same token ids for every prompt. Where the time
-goes: every model forward pass is timed, those over several positions count as prefill and
-those over one as decode; the rest of the wall time is Python outside the model (the decode
+goes: every model forward pass is timed as prefill (the prompt) or decode (one new token per
+row and pass); the rest of the wall time is Python outside the model (the decode
 loop, cache copies, tokenising). Each path runs --repeats times, alternating; the table shows
 the median.
 """
@@ -61,9 +61,13 @@ def reps_set(reps: int) -> list[Messages]:
 
 
 class Timer:
-    """Times every forward pass of the model: prefill (several positions) or decode (one)."""
+    """Times every forward pass of the model, as prefill or decode.
 
-    def __init__(self, model: Any):
+    `generate` decodes one position per pass; the syps decode loop is the only caller that
+    names cache_position (a shared prefix's rests can be one token wide, yet are prefill).
+    """
+
+    def __init__(self, model: Any, syps: bool):
         self.prefill = self.decode = 0.0
         self.steps = 0
         forward = model.forward
@@ -72,11 +76,11 @@ class Timer:
             start = time.perf_counter()
             out = forward(*args, **kw)
             took = time.perf_counter() - start
-            if kw["input_ids"].shape[1] > 1:
-                self.prefill += took
-            else:
+            if kw.get("cache_position") is not None if syps else kw["input_ids"].shape[1] == 1:
                 self.decode += took
                 self.steps += 1
+            else:
+                self.prefill += took
             return out
 
         model.forward = timed
@@ -135,7 +139,7 @@ def measure(
     share: bool | None,
     sampling: SamplingParams = GREEDY,
 ) -> Any:
-    timer = Timer(b.model)
+    timer = Timer(b.model, share is not None)
     b.share_prefixes = bool(share)
     start = time.perf_counter()
     ids = plain(b, msgs, tokens) if share is None else syps(b, msgs, tokens, sampling)
@@ -173,8 +177,8 @@ def main() -> None:
         "reps": (reps_set(args.reps), paths, GREEDY),
         "reps, sampled": (reps_set(args.reps), paths[1:], hot),
     }
-    measure(b, "warm-up", sets["reps"][:4], 2, True)
-    measure(b, "warm-up", sets["reps"][:4], 2, None)
+    measure(b, "warm-up", reps_set(4), 2, True)
+    measure(b, "warm-up", reps_set(4), 2, None)
     rows, failures = [], []
     for set_name, (msgs, set_paths, sampling) in sets.items():
         lens = [len(b.encode(m)) for m in msgs]

@@ -119,9 +119,10 @@ class ParallelHFBackend:
         sampling: SamplingParams,
         on_results: OnGenerated | None = None,
     ) -> list[GenResult]:
-        from syps.backends.hf import FIX_GENERATE, request_name
+        from syps.backends.hf import FIX_GENERATE, prefix_order, request_name
 
-        lengths = [len(self._tok_only.encode(r.messages)) for r in requests]
+        encoded = [self._tok_only.encode(r.messages) for r in requests]
+        lengths = [len(e) for e in encoded]
         # Before any worker starts on a batch, as the single-device backend does.
         check_context(
             self.model_id,
@@ -132,7 +133,8 @@ class ParallelHFBackend:
             ],
             FIX_GENERATE,
         )
-        order = longest_first(lengths, [r.max_new_tokens for r in requests])
+        # Prompts sharing a prefix go to one worker, which computes the prefix once.
+        order = prefix_order(encoded, [r.max_new_tokens for r in requests], self.batch_size)
         batches: list[tuple[list[int], Any]] = []
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]

@@ -1,4 +1,6 @@
-"""Local transformers backend: batched greedy decoding with left padding, batches sorted by length.
+"""Local transformers backend: batched decoding with left padding; prompts that share a token
+prefix (the variants of an item, the repetitions of a prompt, the turns of a conversation) share
+a batch, and the prefix is prefilled once for all of them.
 
 Generation runs on the calling (main) thread: a busy Python thread beside the generate loop
 contends for the GIL and was seen to slow a batch many times over.

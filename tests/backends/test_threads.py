@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +58,36 @@ def test_a_queued_stage_takes_its_share() -> None:
         for p in others:
             p.communicate("", timeout=30)
     assert stage.split() == ["2", str(max(1, CORES // 2))]
+
+
+def test_loading_a_model_sets_the_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    from tokenizers import Tokenizer, models
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from syps.backends.hf import HFBackend
+    from syps.config import ModelSpec
+
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0, "a": 1}, unk_token="<unk>")),
+        unk_token="<unk>",
+        eos_token="<unk>",
+    )
+    config = LlamaConfig(
+        vocab_size=2,
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
+    LlamaForCausalLM(config).save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    before = torch.get_num_threads()
+    want = 1 if before != 1 else 2  # differs from the current count, so the test can fail
+    monkeypatch.setenv("SYPS_THREADS", str(want))
+    try:
+        HFBackend.load(ModelSpec(model=str(tmp_path / "m")), tmp_path / "cache")
+        assert torch.get_num_threads() == want
+    finally:
+        torch.set_num_threads(before)

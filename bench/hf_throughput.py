@@ -7,14 +7,14 @@ built-in sample, as the pipeline renders them), same batch size, measured in one
   python bench/hf_throughput.py --n 16 --tokens 16  # quicker
 
 The baseline is what a transformers user writes: `model.generate` on left-padded batches of
---batch-size prompts, sorted by length like the stage's (so neither pays for more padding),
-greedy. Two regimes: forced length (every row generates exactly --tokens tokens: the stage runs
-with no stop token and `generate` with `eos_token_id=None`, so both may emit the EOS id and go
-on) and natural stops (rows end at EOS; `generate` keeps computing finished rows until the last
-one stops, the stage drops them). Each path runs --repeats times, alternating; the table shows
-the median. The greedy tokens of both paths are compared per prompt; where they part, it says
-where (in float32 the stage's chunked prefill and static cache round differently from
-`generate`'s, which can flip a near-tie).
+--batch-size prompts, sorted by length so that it pays for little padding (the stage groups
+prompts by shared prefix instead), greedy. Two regimes: forced length (every row generates
+exactly --tokens tokens: the stage runs with no stop token and `generate` with
+`eos_token_id=None`, so both may emit the EOS id and go on) and natural stops (rows end at EOS;
+`generate` keeps computing finished rows until the last one stops, the stage drops them). Each
+path runs --repeats times, alternating; the table shows the median. The greedy tokens of both
+paths are compared per prompt; where they part, it says where (in float32 the stage's chunked
+prefill and static cache round differently from `generate`'s, which can flip a near-tie).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 
 import torch
 
-from syps.backends import GenRequest, SamplingParams, longest_first
-from syps.backends.hf import HFBackend
+from syps.backends import GenRequest, SamplingParams
+from syps.backends.hf import HFBackend, prefix_order
 from syps.config import ModelSpec, load_params
 from syps.data import load_items
 from syps.templates import render_variants
@@ -72,9 +72,9 @@ def plain_batched(
 def syps_batched(
     b: HFBackend, msgs: list[list[dict[str, str]]], tokens: int, forced: bool
 ) -> tuple[float, Tokens]:
-    """The stage's path: HFBackend.generate (length-sorted batches, rows leave at EOS)."""
+    """The stage's path: HFBackend.generate (shared prefixes once, rows leave at EOS)."""
     # GenResult carries text, not ids: record the ids the backend decodes. It decodes each
-    # batch's rows in the order it runs the prompts: longest_first, as HFBackend.generate does.
+    # batch's rows in the order it runs the prompts: prefix_order, as HFBackend.generate does.
     seen: list[list[int]] = []
     decode = b.tok.decode
 
@@ -94,7 +94,7 @@ def syps_batched(
     finally:
         b.eos = eos
         del b.tok.decode  # back to the class's method
-    order = longest_first([len(b.encode(m)) for m in msgs], [tokens] * len(msgs))
+    order = prefix_order([b.encode(m) for m in msgs], [tokens] * len(msgs), b.batch_size)
     out: Tokens = [([], False) for _ in msgs]
     for i, ids in zip(order, seen, strict=True):
         r = results[i]

@@ -1,4 +1,6 @@
-"""Local transformers backend: batched greedy decoding with left padding, batches sorted by length.
+"""Local transformers backend: batched decoding with left padding; prompts that share a token
+prefix (the variants of an item, the repetitions of a prompt, the turns of a conversation) share
+a batch, and the prefix is prefilled once for all of them.
 
 Generation runs on the calling (main) thread: a busy Python thread beside the generate loop
 contends for the GIL and was seen to slow a batch many times over.
@@ -7,7 +9,6 @@ contends for the GIL and was seen to slow a batch many times over.
 from __future__ import annotations
 
 import inspect
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 from transformers import (
     AutoConfig,
@@ -39,7 +39,8 @@ from syps.backends import (
     longest_first,
     prompt_seed,
 )
-from syps.backends.hf_resolve import ResolvedModel, resolve
+from syps.backends.hf_resolve import ResolvedModel, build_once, resolve
+from syps.backends.threads import thread_count
 from syps.config import ModelSpec
 from syps.io import InputError
 
@@ -51,20 +52,19 @@ def plain_copy_of_gguf(gguf: Path, digest: str, cache_dir: Path) -> Path:
     quantization config and loading its state dict gives a plain model with identical outputs.
     """
     target = cache_dir / "models" / digest[:16]
-    if (target / "config.json").exists():
-        return target
-    print(f"converting {gguf.name} once into {target} ...", file=sys.stderr)
-    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    cfg = quantised.config.to_dict()
-    cfg.pop("quantization_config", None)
-    plain = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg))  # type: ignore[no-untyped-call]
-    plain.load_state_dict(quantised.state_dict())
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    plain.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    tmp.replace(target)
-    return target
+
+    def convert(tmp: Path) -> None:
+        print(f"converting {gguf.name} once into {target} ...", file=sys.stderr)
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        cfg = quantised.config.to_dict()
+        cfg.pop("quantization_config", None)
+        plain = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg))  # type: ignore[no-untyped-call]
+        plain.load_state_dict(quantised.state_dict())
+        plain.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+
+    return build_once(target, convert)
 
 
 def parameter_count(spec: ModelSpec, cache_dir: Path) -> float | None:
@@ -98,6 +98,67 @@ def parameter_count(spec: ModelSpec, cache_dir: Path) -> float | None:
 
 # Rows per prefill forward pass (see HFBackend._prefill).
 PREFILL_CHUNK = 16
+# Shortest prefix worth sharing: below it the extra forward pass and the cache copies cost
+# about what recomputing the prefix would.
+MIN_SHARED = 16
+
+
+def shared_prefixes(seqs: Sequence[list[int]], max_group: int) -> list[tuple[list[int], int]]:
+    """Prompts grouped by a common token prefix: ``(indices, prefix length)`` per group.
+
+    Sorting the prompts puts those with long common prefixes next to each other (the order of
+    a prefix trie's leaves); a dynamic programme then cuts that order into runs of at most
+    ``max_group`` prompts saving the most prefill tokens, ``(members - 1) * prefix``. A greedy
+    cut would let a short prefix shared by every prompt (the system turn) swallow the long one
+    that the eight variants of an item share. A prefix stops one token short of its shortest
+    member, so every member still has a suffix whose last position gives its first logits.
+    Groups that save nothing have prefix 0.
+    """
+    order = sorted(range(len(seqs)), key=lambda i: seqs[i])
+    caps = []  # the prefix each adjacent pair could share
+    for a, b in zip(order, order[1:], strict=False):
+        x, y = seqs[a], seqs[b]
+        n = min(len(x), len(y)) - 1
+        k = next((j for j in range(n) if x[j] != y[j]), n)
+        caps.append(k)
+    best = [0] * (len(order) + 1)
+    cut = [0] * (len(order) + 1)  # cut[j]: where the last run of best[j] starts
+    for j in range(1, len(order) + 1):
+        best[j], cut[j] = best[j - 1], j - 1
+        shared = 1 << 62
+        for start in range(j - 2, max(-1, j - 1 - max_group), -1):
+            shared = min(shared, caps[start])
+            if shared < MIN_SHARED:
+                break
+            gain = best[start] + (j - 1 - start) * shared
+            if gain > best[j]:
+                best[j], cut[j] = gain, start
+    groups: list[tuple[list[int], int]] = []
+    j = len(order)
+    while j > 0:
+        start = cut[j]
+        members = order[start:j]
+        shared = min(caps[start : j - 1], default=0)
+        groups.append((members, shared if len(members) > 1 else 0))
+        j = start
+    return groups[::-1]
+
+
+def prefix_order(seqs: Sequence[list[int]], max_new: Sequence[int], batch_size: int) -> list[int]:
+    """Request indices with each shared-prefix group contiguous, groups longest first.
+
+    Requests of one group then share a batch; equal ``max_new_tokens`` stay together, and the
+    longest groups come first so an out-of-memory batch shows up early (as with longest_first).
+    """
+    out: list[int] = []
+    for new in sorted(set(max_new), reverse=True):
+        idx = [i for i in range(len(seqs)) if max_new[i] == new]
+        groups = shared_prefixes([seqs[i] for i in idx], batch_size)
+        groups.sort(key=lambda g: -max(len(seqs[idx[m]]) for m in g[0]))
+        out += [idx[m] for members, _ in groups for m in members]
+    return out
+
+
 # transformers sets tokenizer.model_max_length to int(1e30) when the tokenizer names no limit.
 _SANE_CONTEXT = 10_000_000
 FIX_GENERATE = (
@@ -204,6 +265,8 @@ class HFBackend:
         # transformers renamed the cache argument (past_key_values -> cache); accept either.
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        # Compute a prefix shared by several prompts of a batch once (see _prefill).
+        self.share_prefixes = True
 
     @staticmethod
     def _source(spec: ModelSpec, cache_dir: Path) -> tuple[ResolvedModel, str]:
@@ -226,6 +289,8 @@ class HFBackend:
     def load(cls, spec: ModelSpec, cache_dir: Path, device: str | None = None) -> HFBackend:
         """Load on ``device`` (default: the first GPU if any, else the CPU)."""
         resolved, source = cls._source(spec, cache_dir)
+        # Its share of the cores, so parallel workers do not oversubscribe them (see threads).
+        torch.set_num_threads(thread_count())
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         cuda = device.startswith("cuda")
         kwargs: dict[str, Any] = {"revision": resolved.hf_revision} if resolved.hf_revision else {}
@@ -297,7 +362,12 @@ class HFBackend:
             ],
             FIX_GENERATE,
         )
-        order = longest_first([len(e) for e in encoded], [r.max_new_tokens for r in requests])
+        max_new = [r.max_new_tokens for r in requests]
+        order = (
+            prefix_order(encoded, max_new, self.batch_size)
+            if self.share_prefixes
+            else longest_first([len(e) for e in encoded], max_new)
+        )
         results: dict[int, GenResult] = {}
 
         def run(batch: list[int]) -> None:
@@ -328,10 +398,9 @@ class HFBackend:
         keys and values at each step. Greedy outputs equal ``generate()``'s: same positions,
         masks and attention.
         """
-        ids, mask = self._pad_left(seqs)
-        width = ids.shape[1]
+        cache, logits, mask = self._prefill(seqs, max_new)
+        width = mask.shape[1]
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache, logits = self._prefill(seqs, width, width + max_new)
         mask = torch.cat([mask, mask.new_zeros((len(seqs), max_new))], dim=1)
         rows = list(range(len(seqs)))  # original index of each row still in the batch
         gens = (
@@ -379,42 +448,106 @@ class HFBackend:
         ]
 
     def _prefill(
-        self, seqs: list[list[int]], width: int, max_len: int
-    ) -> tuple[StaticCache, torch.Tensor]:
-        """Run the prompts in chunks of PREFILL_CHUNK rows; merge their caches into one static
-        cache of ``max_len`` positions.
+        self, seqs: list[list[int]], max_new: int
+    ) -> tuple[StaticCache, torch.Tensor, torch.Tensor]:
+        """Prefill a batch into one static cache with room for ``max_new`` more positions.
 
-        Prefill is compute-bound, so one big batch gains nothing over small ones but pays for
-        more padding (lengths spread wider); decoding is bandwidth-bound and wants the whole
-        batch. Chunks are left-padded to ``width`` when merged, which the attention mask hides.
+        Returns the cache, each row's last logits and the attention mask over the cache's
+        filled columns. A prefix that several prompts share (see shared_prefixes) runs once;
+        its keys and values are copied to each member's row, and only the rest of each prompt
+        runs over them. The cache is then two blocks: prefixes left-padded to the longest,
+        then the rest of each prompt left-padded to the longest rest. The mask hides the
+        holes and positions follow the mask, so every row sees exactly its own prompt, as
+        when prefilled alone.
+
+        The rest runs in chunks of PREFILL_CHUNK rows: prefill is compute-bound, so one big
+        batch gains nothing over small ones but pays for more padding; decoding is
+        bandwidth-bound and wants the whole batch.
         """
+        groups = (
+            shared_prefixes(seqs, len(seqs))
+            if self.share_prefixes
+            else [([i], 0) for i in range(len(seqs))]
+        )
+        shared = [(members, n) for members, n in groups if n > 0]
+        plen = [0] * len(seqs)
+        source = [-1] * len(seqs)  # each row's shared prefix, an index into `shared`
+        for g, (members, n) in enumerate(shared):
+            for i in members:
+                plen[i], source[i] = n, g
+        p = max(plen)
+        rest = [q[n:] for q, n in zip(seqs, plen, strict=True)]
+        s = max(len(r) for r in rest)
+        mask = torch.zeros((len(seqs), p + s), dtype=torch.long)
+        for i, (n, r) in enumerate(zip(plen, rest, strict=True)):
+            mask[i, p - n : p] = 1
+            mask[i, p + s - len(r) :] = 1
+        mask = mask.to(self.device)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+
+        prefix: list[tuple[torch.Tensor, torch.Tensor]] = []
+        if shared:
+            ids, pmask = self._pad_left([seqs[members[0]][:n] for members, n in shared])
+            pcache = DynamicCache()
+            self.model(
+                input_ids=ids,
+                attention_mask=pmask,
+                position_ids=(pmask.cumsum(-1) - 1).clamp(min=0),
+                logits_to_keep=1,
+                **{self._cache_kw: pcache},
+            )
+            # Row len(shared) is all zeros: the prefix of a row that shares none, never
+            # attended to (masked), but it keeps the blocks rectangular.
+            for cached in pcache.layers:
+                k, v = cached.keys, cached.values  # type: ignore[union-attr]
+                assert k is not None and v is not None  # filled by the forward pass above
+                prefix.append(
+                    (
+                        torch.cat([k, k.new_zeros(k[:1].shape)]),
+                        torch.cat([v, v.new_zeros(v[:1].shape)]),
+                    )
+                )
+
         chunks, last = [], []
         for start in range(0, len(seqs), PREFILL_CHUNK):
-            ids, mask = self._pad_left(seqs[start : start + PREFILL_CHUNK])
+            rows = range(start, min(start + PREFILL_CHUNK, len(seqs)))
             cache = DynamicCache()
+            if prefix:
+                idx = torch.tensor([source[i] for i in rows], device=self.device)
+                for layer, (k, v) in enumerate(prefix):
+                    cache.update(k.index_select(0, idx), v.index_select(0, idx), layer)
+            # A chunk runs only as wide as its own longest rest; the columns it skips are
+            # padding for all its rows, inserted as zeros when the chunks are merged.
+            ids, _ = self._pad_left([rest[i] for i in rows])
+            skip = s - ids.shape[1]
+            cols = torch.cat([torch.arange(p), torch.arange(p + skip, p + s)]).to(self.device)
+            sub = mask[rows.start : rows.stop].index_select(1, cols)
             # logits_to_keep=1: only the last position's logits are needed; projecting every
             # prompt position onto the vocabulary would be ~20% of the prefill's compute.
             out = self.model(
                 input_ids=ids,
-                attention_mask=mask,
-                position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                attention_mask=sub,
+                position_ids=pos[rows.start : rows.stop, p + skip :],
                 logits_to_keep=1,
                 **{self._cache_kw: cache},
             )
-            chunks.append(cache)
+            chunks.append((cache, skip))
             last.append(out.logits[:, -1, :])
 
-        def padded(t: torch.Tensor | None) -> torch.Tensor:
+        def widened(t: torch.Tensor | None, skip: int) -> torch.Tensor:
             assert t is not None  # filled by the forward pass above
-            return F.pad(t, (0, 0, width - t.shape[2], 0))  # (batch, heads, time, dim)
+            gap = t.new_zeros(
+                (t.shape[0], t.shape[1], skip, t.shape[3])
+            )  # (batch, heads, time, dim)
+            return torch.cat([t[:, :, :p], gap, t[:, :, p:]], dim=2)
 
-        merged = StaticCache(config=self.model.config, max_cache_len=max_len)
-        where = {"cache_position": torch.arange(width, device=self.device)}
-        for layer in range(len(chunks[0].layers)):
-            keys = torch.cat([padded(c.layers[layer].keys) for c in chunks])  # type: ignore[union-attr]
-            values = torch.cat([padded(c.layers[layer].values) for c in chunks])  # type: ignore[union-attr]
+        merged = StaticCache(config=self.model.config, max_cache_len=p + s + max_new)
+        where = {"cache_position": torch.arange(p + s, device=self.device)}
+        for layer in range(len(chunks[0][0].layers)):
+            keys = torch.cat([widened(c.layers[layer].keys, k) for c, k in chunks])  # type: ignore[union-attr]
+            values = torch.cat([widened(c.layers[layer].values, k) for c, k in chunks])  # type: ignore[union-attr]
             merged.update(keys, values, layer, where)
-        return merged, torch.cat(last)
+        return merged, torch.cat(last), mask
 
     def _pick(
         self,

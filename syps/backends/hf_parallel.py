@@ -9,6 +9,7 @@ and a second Python thread beside a generate loop was seen to slow it many times
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue
 import sys
 from collections.abc import Sequence
@@ -32,18 +33,25 @@ from syps.backends import (
     judge_prompt_name,
     longest_first,
 )
+from syps.backends.threads import ENV, thread_count
 from syps.config import ModelSpec
 
 
-def _worker(spec: ModelSpec, cache_dir: Path, device: str, tasks: Any, results: Any) -> None:
+def _worker(
+    spec: ModelSpec, cache_dir: Path, device: str, threads: int | None, tasks: Any, results: Any
+) -> None:
     import os
 
     os.environ.setdefault("TQDM_DISABLE", "1")  # the main process draws the only bar
+    if threads is not None:
+        os.environ[ENV] = str(threads)  # read by HFBackend.load
+    import torch
+
     from syps.backends.hf import HFBackend
 
     try:
         backend = HFBackend.load(spec, cache_dir, device)
-        results.put(("ready", device, backend.model_id, backend.revision))
+        results.put(("ready", device, backend.model_id, backend.revision, torch.get_num_threads()))
     except BaseException as e:  # reported to the main process, which raises it
         results.put(("error", device, f"{type(e).__name__}: {e}"))
         return
@@ -68,22 +76,31 @@ class ParallelHFBackend:
     def __init__(self, spec: ModelSpec, cache_dir: Path, devices: Sequence[str]):
         from syps.backends.hf import HFBackend
 
-        # The main process needs only the tokenizer (for length sorting), not the weights.
+        # The main process needs only the tokenizer (to order and batch prompts), not the weights.
         self._tok_only = HFBackend.tokenizer_only(spec, cache_dir)
         self.batch_size = spec.batch_size
+        # CPU workers split this process's share of the cores (see syps.backends.threads);
+        # SYPS_THREADS, when set, is each worker's own count.
+        cpus = sum(d.split(":")[0] == "cpu" for d in devices)
+        share = max(1, thread_count() // cpus) if cpus > 1 and ENV not in os.environ else None
         ctx = mp.get_context("spawn")  # CUDA cannot be used in forked children
         self._tasks = ctx.Queue()
         self._results = ctx.Queue()
         self._procs = [
             ctx.Process(
-                target=_worker, args=(spec, cache_dir, d, self._tasks, self._results), daemon=True
+                target=_worker,
+                args=(spec, cache_dir, d, share if d.split(":")[0] == "cpu" else None)
+                + (self._tasks, self._results),
+                daemon=True,
             )
             for d in devices
         ]
         for p in self._procs:
             p.start()
-        ids = {self._expect("ready")[2:] for _ in self._procs}
-        ((self.model_id, self.revision),) = ids
+        ready = [self._expect("ready") for _ in self._procs]
+        ((self.model_id, self.revision),) = {r[2:4] for r in ready}
+        # Each worker's torch threads, by device.
+        self.worker_threads = sorted((r[1], r[4]) for r in ready)
 
     def _expect(self, kind: str) -> tuple[Any, ...]:
         while True:
@@ -119,9 +136,10 @@ class ParallelHFBackend:
         sampling: SamplingParams,
         on_results: OnGenerated | None = None,
     ) -> list[GenResult]:
-        from syps.backends.hf import FIX_GENERATE, request_name
+        from syps.backends.hf import FIX_GENERATE, prefix_order, request_name
 
-        lengths = [len(self._tok_only.encode(r.messages)) for r in requests]
+        encoded = [self._tok_only.encode(r.messages) for r in requests]
+        lengths = [len(e) for e in encoded]
         # Before any worker starts on a batch, as the single-device backend does.
         check_context(
             self.model_id,
@@ -132,7 +150,8 @@ class ParallelHFBackend:
             ],
             FIX_GENERATE,
         )
-        order = longest_first(lengths, [r.max_new_tokens for r in requests])
+        # Prompts sharing a prefix go to one worker, which computes the prefix once.
+        order = prefix_order(encoded, [r.max_new_tokens for r in requests], self.batch_size)
         batches: list[tuple[list[int], Any]] = []
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]

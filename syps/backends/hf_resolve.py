@@ -8,9 +8,13 @@ the model is there); the hub is asked only for a model that is not in it.
 
 from __future__ import annotations
 
+import fcntl
 import importlib.metadata
 import json
+import os
 import re
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +27,30 @@ COMMIT = re.compile("[0-9a-f]{40}")
 # The one question to the hub about a model that is not in the local cache: long enough for a
 # slow link, short enough that a run without network fails at once rather than after retries.
 HUB_TIMEOUT_S = 10.0
+
+
+def build_once(target: Path, build: Callable[[Path], None]) -> Path:
+    """The directory ``target``, built by ``build(tmp)`` exactly once however many processes ask.
+
+    ``build`` fills a fresh temporary directory, which is then renamed to ``target``, so
+    ``target`` exists only when complete. An exclusive lock on ``target``'s lock file spans
+    the check and the build: a second process (``dvc queue start -j 2``, two stages at once)
+    waits for the first and then finds ``target`` built, instead of converting again and
+    failing on a rename over the first one's result. The kernel drops the lock of a process
+    that dies; its half-built temporary directory is removed by the next builder.
+    """
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(f"{target.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        if target.is_dir():  # built while this process waited
+            return target
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)  # a leftover of a killed process
+        build(tmp)
+        tmp.replace(target)
+    return target
 
 
 class ModelSpecError(InputError):

@@ -315,3 +315,48 @@ def test_label_names_the_judge_key_before_judging(
         pipeline.label_responses(p, resp)
     assert runs.store_path() == tmp_path / ".cache" / "store.sqlite"
     assert not runs.store_path().exists()  # the store was not even opened
+
+
+_BUILDER = """
+import os, sys, time
+from pathlib import Path
+from syps.backends.hf_resolve import build_once
+
+root, me = Path(sys.argv[1]), sys.argv[2]
+(root / f"ready-{me}").touch()
+while len(list(root.glob("ready-*"))) < 2:  # both processes reach the check together
+    time.sleep(0.01)
+
+def build(tmp):
+    tmp.mkdir()
+    with open(root / "builds.log", "a") as log:
+        log.write(me + "\\n")
+    time.sleep(1)  # a conversion takes a while: long enough for the other to check too
+    (tmp / "config.json").write_text(me)
+
+print(build_once(root / "models" / "abc", build))
+"""
+
+
+def test_two_processes_build_the_model_copy_once(tmp_path: Path) -> None:
+    """Two processes asking for the same converted model into an empty cache at the same
+    moment: one converts, the other waits and uses its result (no second conversion, no
+    failed rename over the first one's directory)."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _BUILDER, str(tmp_path), name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    target = tmp_path / "models" / "abc"
+    assert [out.strip() for out, _ in outs] == [str(target), str(target)]
+    builders = (tmp_path / "builds.log").read_text().split()
+    assert len(builders) == 1
+    assert (target / "config.json").read_text() == builders[0]
+    # Nothing half-built is left beside it.
+    assert sorted(p.name for p in target.parent.iterdir()) == ["abc", "abc.lock"]

@@ -1,0 +1,93 @@
+"""A model process's thread count: SYPS_THREADS, else its share of the cores under a dvc queue.
+
+The queue is played by real processes whose command lines are those of ``dvc queue start``'s
+workers; the model process is a child of one of them, as a queued experiment's stage is.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from syps.backends.threads import queue_workers, thread_count
+from syps.io import InputError
+
+CORES = len(os.sched_getaffinity(0))
+_IDLE = "import sys; sys.stdin.read()"  # a worker that lives until its stdin closes
+_RUNS_STAGE = (
+    "import subprocess, sys; sys.stdin.read(0); print(subprocess.run([sys.executable, '-c', "
+    "'from syps.backends.threads import queue_workers, thread_count; "
+    "print(queue_workers(), thread_count({}))'], capture_output=True, text=True, check=True)"
+    ".stdout.strip())"
+)
+
+
+def _worker(code: str, node: str) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-c", code, "exp", "queue-worker", node]
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def test_the_environment_sets_the_count() -> None:
+    assert thread_count({"SYPS_THREADS": "3"}) == 3
+    with pytest.raises(InputError, match=r"^SYPS_THREADS='0': expected a positive whole"):
+        thread_count({"SYPS_THREADS": "0"})
+    with pytest.raises(InputError, match="SYPS_THREADS='two'"):
+        thread_count({"SYPS_THREADS": "two"})
+
+
+def test_outside_a_queue_every_core() -> None:
+    assert queue_workers() is None
+    assert thread_count({}) == CORES
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="the process table is read from /proc")
+def test_a_queued_stage_takes_its_share() -> None:
+    # Two workers of one queue, one of another queue (another project): the stage under
+    # worker 1 counts the two of its own queue.
+    others = [
+        _worker(_IDLE, "dvc-exp-abc123-2@localhost"),
+        _worker(_IDLE, "dvc-exp-fff999-1@localhost"),
+    ]
+    try:
+        stage, _ = _worker(_RUNS_STAGE, "dvc-exp-abc123-1@localhost").communicate("", timeout=120)
+    finally:
+        for p in others:
+            p.communicate("", timeout=30)
+    assert stage.split() == ["2", str(max(1, CORES // 2))]
+
+
+def test_loading_a_model_sets_the_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    from tokenizers import Tokenizer, models
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from syps.backends.hf import HFBackend
+    from syps.config import ModelSpec
+
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0, "a": 1}, unk_token="<unk>")),
+        unk_token="<unk>",
+        eos_token="<unk>",
+    )
+    config = LlamaConfig(
+        vocab_size=2,
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
+    LlamaForCausalLM(config).save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    before = torch.get_num_threads()
+    want = 1 if before != 1 else 2  # differs from the current count, so the test can fail
+    monkeypatch.setenv("SYPS_THREADS", str(want))
+    try:
+        HFBackend.load(ModelSpec(model=str(tmp_path / "m")), tmp_path / "cache")
+        assert torch.get_num_threads() == want
+    finally:
+        torch.set_num_threads(before)

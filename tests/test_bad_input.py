@@ -220,17 +220,13 @@ def _edit(path: str, value: Any) -> Callable[[Raw], None]:
 @pytest.mark.parametrize(
     ("edit", "needles"),
     [
-        pytest.param(
-            _edit("seed", "abc"), ["seed: expected an integer, got 'abc'"], id="seed"
-        ),
+        pytest.param(_edit("seed", "abc"), ["seed: expected an integer, got 'abc'"], id="seed"),
         pytest.param(
             _edit("generation.max_new_tokens.SS", "32"),
             ["generation.max_new_tokens.SS: expected an integer, got '32'"],
             id="max-new-tokens",
         ),
-        pytest.param(
-            _edit("data.limit", "five"), ["data.limit: expected an integer"], id="limit"
-        ),
+        pytest.param(_edit("data.limit", "five"), ["data.limit: expected an integer"], id="limit"),
         pytest.param(
             _edit("data.datasets", "SS"), ["data.datasets: expected a list"], id="datasets"
         ),

@@ -86,6 +86,9 @@ class TurnCounts:
     skipped: int = 0
     unknown_parents: int = 0
     pending: list[tuple[list[dict[str, str]], int]] = field(default_factory=list)
+    # The store keys generated now (not planning), and the backend's retries per error kind.
+    fresh: list[str] = field(default_factory=list)
+    retries: dict[str, int] = field(default_factory=dict)
 
 
 class LazyBackend:
@@ -201,6 +204,10 @@ def converse(
 
             results = backend.get().generate(gen_requests, sampling, persist)
             records.update({k: asdict(r) for k, r in zip(todo, results, strict=True)})
+            tc.fresh = list(todo)
+            # API backends count the retries of their last call per error kind; local ones
+            # make none.
+            tc.retries = dict(getattr(backend.get(), "retries", {}))
         new = pd.DataFrame(
             [
                 _row(protocol.name, r, k, n, records[k], model, identity, sampling)

@@ -48,11 +48,13 @@ from syps.runs import (
     repo_root,
     run_log_tags,
     store_path,
+    usage_metrics,
     write_run_log,
 )
 from syps.store import Store, generation_key, judge_key
 from syps.templates import PROMPT_COLUMNS, fill, messages_json, parse_messages, render_variants
 from syps.tracking import ChildRun
+from syps.usage import usage_summary
 
 KEY = ["dataset", "item_id", "variant"]
 
@@ -105,6 +107,7 @@ def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
         generation_key(identity, m, n, sampling.key_fields())
         for m, n in zip(table["messages"], max_new, strict=True)
     ]
+    retries: dict[str, int] = {}
     with Store(store_path()) as store:
         first, records, todo = _lookup(store, keys)
         print(
@@ -130,6 +133,9 @@ def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
             backend = load_backend(spec, cache_dir())
             results = backend.generate(requests, sampling, persist)
             records.update({k: asdict(r) for k, r in zip(todo, results, strict=True)})
+            # API backends count the retries of their last call per error kind; local ones
+            # make none.
+            retries = dict(getattr(backend, "retries", {}))
     fresh = {first[k] for k in todo}
     recs = [records[k] for k in keys]
     responses = table[[*KEY, "template_sha256", "prompt_sha256"]].assign(
@@ -156,6 +162,8 @@ def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
             "rows": int(len(g)),
             "generated": int(g.sum()),
             "served_from_store": int(len(g) - g.sum()),
+            # Tokens sent and received now, and those the store saved (cost with a price).
+            **usage_summary(responses.loc[g.index], g.to_numpy(), spec.price),
         }
         for d, g in generated.groupby(table["dataset"], sort=False)
     }
@@ -164,7 +172,7 @@ def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
         f"{len(keys) - len(fresh)} served from the store"
     )
     print(line, file=sys.stderr)
-    write_run_log(out, "generate", model, line, counts)
+    write_run_log(out, "generate", model, line, counts, retries)
 
 
 def _model_spec(p: Params, model: str) -> ModelSpec:
@@ -511,6 +519,7 @@ def _children(
             child_params[f"{stage}_ran"] = str(rec is not None).lower()
             counts = rec["datasets"].get(d, {}) if rec else {}
             run_metrics.update({n: float(counts.get(n, 0)) for n in names})
+            run_metrics.update(usage_metrics(rec, d))
         children.append(
             ChildRun(
                 child_name(SYPS, m, d),

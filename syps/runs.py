@@ -6,6 +6,7 @@ the score stage logs to MLflow once).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,17 +58,24 @@ def run_log_path(outputs: Path, stage: str, model: str) -> Path:
 
 
 def write_run_log(
-    out: Path, stage: str, model: str, line: str, counts: dict[str, dict[str, int]]
+    out: Path,
+    stage: str,
+    model: str,
+    line: str,
+    counts: Mapping[str, Mapping[str, float]],
+    retries: Mapping[str, int] | None = None,
 ) -> None:
-    """Record what this run of ``stage`` did (its log line, counts per dataset), tied to the
-    output it wrote by that file's sha256; the score stage logs it to MLflow."""
+    """Record what this run of ``stage`` did (its log line, counts per dataset, the retries
+    its backend made per error kind), tied to the output it wrote by that file's sha256; the
+    score stage logs it to MLflow."""
     from datetime import UTC, datetime
 
     record = {
         "stage": stage,
         "model": model,
         "line": line,
-        "datasets": counts,
+        "datasets": {d: dict(c) for d, c in counts.items()},
+        "retries": dict(retries or {}),
         "output": str(out),
         "output_sha256": sha256_file(out),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -144,3 +152,26 @@ def mark_run_logs_logged(outputs: Path, records: Records, run_id: str) -> None:
     for (stage, m), rec in records.items():
         if rec is not None:
             mark_run_log_logged(outputs, stage, m, run_id)
+
+
+# Usage counts a run log's datasets may hold (syps.usage.usage_summary's keys).
+USAGE_KEYS = (
+    "tokens_sent",
+    "tokens_received",
+    "tokens_sent_served",
+    "tokens_received_served",
+    "cost_usd",
+    "cost_saved_usd",
+)
+
+
+def usage_metrics(record: dict[str, Any] | None, dataset: str) -> dict[str, float]:
+    """A run log's usage for one dataset (tokens, and cost where a price was set) and its
+    backend's retries per error kind (``retries/<kind>``), as child-run metrics. Nothing when
+    the stage did not run in this pipeline run: its output cost nothing now."""
+    if record is None:
+        return {}
+    counts = record["datasets"].get(dataset, {})
+    out = {k: float(counts[k]) for k in USAGE_KEYS if k in counts}
+    out.update({f"retries/{kind}": float(n) for kind, n in record.get("retries", {}).items()})
+    return out

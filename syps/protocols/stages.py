@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -140,6 +141,7 @@ def converse(params: Path, protocol: str, model: str, items: Path, out: Path) ->
     from syps.conversation import converse as run_turns
     from syps.pipeline import _model_spec
     from syps.store import Store
+    from syps.usage import usage_summary
 
     p = load_params(params)
     proto, pp = _protocol(p, protocol)
@@ -174,21 +176,31 @@ def converse(params: Path, protocol: str, model: str, items: Path, out: Path) ->
         + ("" if backend.loaded else " (model not loaded)")
     )
     print(line, file=sys.stderr)
+    # A conversation that occurs on several rows is generated once: its first row counts.
+    fresh = {k for c in counts.values() for k in c.fresh}
+    generated = ~rows["store_key"].duplicated() & rows["store_key"].isin(fresh)
+    retries: dict[str, int] = {}
+    for c in counts.values():
+        for kind, n in c.retries.items():
+            retries[kind] = retries.get(kind, 0) + n
     per_dataset = {
         str(d): {
             "rows": int(len(g)),
             "skipped": int((g["skipped"] != "").sum()),
+            **usage_summary(g, generated[g.index].to_numpy(), spec.price),
         }
         for d, g in rows.groupby("dataset", sort=False)
     }
-    write_log(
-        out,
-        f"converse.{protocol}",
-        model,
-        line,
-        per_dataset,
-        {f"turn{t}": asdict(c) for t, c in counts.items()},
-    )
+    detail: dict[str, Any] = {
+        f"turn{t}": {
+            "requests": c.requests,
+            "generated": c.generated,
+            "served_from_store": c.served_from_store,
+            "skipped": c.skipped,
+        }
+        for t, c in counts.items()
+    }
+    write_log(out, f"converse.{protocol}", model, line, per_dataset, {**detail, "retries": retries})
 
 
 def label(
@@ -333,7 +345,7 @@ def write_log(
     stage: str,
     model: str,
     line: str,
-    datasets: dict[str, dict[str, int]],
+    datasets: Mapping[str, Mapping[str, float]],
     detail: dict[str, Any],
 ) -> None:
     """What this run of a step did, tied to the output it wrote by that file's sha256 (the
@@ -378,7 +390,7 @@ def tracked_protocols(
     Only enabled protocols count; a bundle written under other params (a stale file) is
     refused: its params sha256 must match the params of this run.
     """
-    from syps.runs import read_run_log
+    from syps.runs import read_run_log, usage_metrics
 
     children: list[dict[str, Any]] = []
     tags: dict[str, str] = {}
@@ -417,10 +429,16 @@ def tracked_protocols(
                     detail = rec.get("detail", {})
                     if step == "converse":
                         for turn, c in detail.items():
+                            if turn == "retries":
+                                metrics.update(
+                                    {f"retries/{kind}": float(n) for kind, n in c.items()}
+                                )
+                                continue
                             metrics[f"{turn}_generated"] = float(c.get("generated", 0))
                             metrics[f"{turn}_served_from_store"] = float(
                                 c.get("served_from_store", 0)
                             )
+                        metrics.update(usage_metrics(rec, child["dataset"]))
                     consumed.append((stage, model))
             children.append({**child, "params": params, "metrics": metrics})
     return children, tags, artifacts, sorted(set(consumed))

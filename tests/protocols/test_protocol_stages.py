@@ -118,6 +118,41 @@ def test_steps_end_to_end_then_tracked(toy: list[ToyBackend], tmp_path: Path) ->
     assert len(toy) == 1
 
 
+def test_usage_and_cost_logged_for_what_was_generated_now(
+    toy: list[ToyBackend], tmp_path: Path
+) -> None:
+    """The toy backend reports 5 prompt and 3 completion tokens per answer. Cold: 7 answers
+    generated, 35 tokens sent and 21 received; at $2 / $4 per million tokens that costs
+    (35 * 2 + 21 * 4) / 1e6 = 154e-6. The rerun generates nothing: 0 sent, 35 served, $0, and
+    the store saved the same 154e-6."""
+    from syps.config import load_params
+
+    raw = read_params()
+    raw["protocols"] = {"toy": {}}
+    raw["models"][MODEL]["price"] = {"input": 2.0, "output": 4.0}
+    p = write_params(tmp_path / "params.yaml", raw)
+    runs = []
+    for _ in range(2):
+        run_all(p, tmp_path)
+        (child,), _, _, consumed = stages.tracked_protocols(
+            load_params(p), tmp_path / "out" / "tracks", tmp_path / "out"
+        )
+        runs.append(child["metrics"])
+        from syps.runs import mark_run_log_logged
+
+        for stage, m in consumed:
+            mark_run_log_logged(tmp_path / "out", stage, m, "run-id")
+    cold, warm = runs
+    assert (cold["tokens_sent"], cold["tokens_received"]) == (35, 21)
+    assert cold["cost_usd"] == pytest.approx(154e-6) and cold["cost_saved_usd"] == 0
+    assert (warm["tokens_sent"], warm["tokens_sent_served"], warm["tokens_received_served"]) == (
+        0,
+        35,
+        21,
+    )
+    assert warm["cost_usd"] == 0 and warm["cost_saved_usd"] == pytest.approx(154e-6)
+
+
 def test_a_bundle_from_other_params_is_refused(toy: list[ToyBackend], tmp_path: Path) -> None:
     from syps.config import ConfigError, load_params
 

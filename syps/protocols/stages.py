@@ -104,7 +104,8 @@ def lint(params: Path, protocol: str, items: Path, out: Path) -> None:
         write_json({"protocol": protocol, "ok": False, "violations": str(e).splitlines()}, out)
         raise
     write_json({"protocol": protocol, "ok": True, **report}, out)
-    print(f"{protocol} lint: ok", file=sys.stderr)
+    # A protocol may let a run go on with its findings (pushback's `lint: warn`): say so.
+    print(f"{protocol} lint: {report.get('status', 'ok')}", file=sys.stderr)
 
 
 def aux(params: Path, protocol: str, items: Path, out: Path) -> None:

@@ -221,6 +221,31 @@ def converse(
     return rows.astype({"rep": int, "turn": int}), counts
 
 
+def _lineage(
+    protocol: str,
+    r: Request | Skipped,
+    model: str,
+    identity: Mapping[str, str],
+    sampling: SamplingParams,
+) -> dict[str, Any]:
+    """The columns a generated row and a skipped one share: where it belongs, and with what."""
+    return {
+        "protocol": protocol,
+        "dataset": r.dataset,
+        "item_id": r.item_id,
+        "cell": cell_key(r.cell),
+        "rep": r.rep,
+        "turn": r.turn,
+        "parent_key": r.parent_key,
+        "model": model,
+        "model_id": identity["model_id"],
+        "revision": identity["revision"],
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "seed": sampling.seed,
+    }
+
+
 def _row(
     protocol: str,
     r: Request,
@@ -232,22 +257,10 @@ def _row(
     sampling: SamplingParams,
 ) -> dict[str, Any]:
     return {
-        "protocol": protocol,
-        "dataset": r.dataset,
-        "item_id": r.item_id,
-        "cell": cell_key(r.cell),
-        "rep": r.rep,
-        "turn": r.turn,
-        "parent_key": r.parent_key,
+        **_lineage(protocol, r, model, identity, sampling),
         "store_key": key,
         "skipped": "",
-        "model": model,
-        "model_id": identity["model_id"],
-        "revision": identity["revision"],
         "max_new_tokens": max_new,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "seed": sampling.seed,
         "messages": conversation_json(r.messages),
         "response": rec["text"],
         "prompt_tokens": rec["prompt_tokens"],
@@ -264,22 +277,10 @@ def _skipped_row(
     sampling: SamplingParams,
 ) -> dict[str, Any]:
     return {
-        "protocol": protocol,
-        "dataset": s.dataset,
-        "item_id": s.item_id,
-        "cell": cell_key(s.cell),
-        "rep": s.rep,
-        "turn": s.turn,
-        "parent_key": s.parent_key,
+        **_lineage(protocol, s, model, identity, sampling),
         "store_key": "",
         "skipped": s.reason or "skipped",
-        "model": model,
-        "model_id": identity["model_id"],
-        "revision": identity["revision"],
         "max_new_tokens": 0,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "seed": sampling.seed,
         "messages": "",
         "response": "",
         "prompt_tokens": 0,
@@ -293,6 +294,55 @@ def judge_template_sha256(system: str, template: str, options: Mapping[str, int]
     return sha256_text(
         canonical_json({"system": system, "template": template, "options": dict(options)})
     )
+
+
+def judge_records(
+    store: Store,
+    spec: ModelSpec,
+    cache_dir: Path,
+    keys: Sequence[str],
+    prompts: Sequence[str],
+    options: Sequence[str],
+    *,
+    dry: bool = False,
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The stored judge records of ``keys`` (``prompts`` their messages JSON, row by row) and
+    the distinct keys that were missing. Unless ``dry``, the judge model (loaded only then)
+    scores each missing prompt once, and each batch is stored as it finishes; the SyPS label
+    stage and the protocols' judge both come here."""
+    first: dict[str, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    records = store.get_many(list(first))
+    todo = [k for k in first if k not in records]
+    if todo and not dry:
+        import json
+
+        names = list(options)
+
+        def persist(idx: list[int], scores: OptionScores) -> None:
+            store.put_many(
+                "judge",
+                [
+                    (
+                        todo[i],
+                        {
+                            "options": names,
+                            "logprobs": [float(x) for x in row],
+                            "raw": raw,
+                            **scores.usage(j),  # API judges: the tokens it cost
+                        },
+                    )
+                    for j, (i, row, raw) in enumerate(
+                        zip(idx, scores.logprobs, scores.raw, strict=True)
+                    )
+                ],
+            )
+
+        backend = load_backend(spec, cache_dir)
+        backend.option_logprobs([json.loads(prompts[first[k]]) for k in todo], names, persist)
+        records.update(store.get_many(todo))
+    return records, todo
 
 
 class StoreJudge:
@@ -332,42 +382,16 @@ class StoreJudge:
         prompts = [messages_json(system, fill(template, f, where)) for f in fields]
         t_sha = judge_template_sha256(system, template, options)
         keys = [judge_key(self.identity, t_sha, m) for m in prompts]
-        first: dict[str, int] = {}
-        for i, k in enumerate(keys):
-            first.setdefault(k, i)
-        records = self.store.get_many(keys)
-        todo = [k for k in first if k not in records]
+        records, todo = judge_records(
+            self.store, self.params.model, self.cache_dir, keys, prompts, names, dry=self.dry
+        )
         self.tally["judged"] += len(todo)
         self.tally["served_from_store"] += len(keys) - len(todo)
-        if todo and self.dry:
+        if self.dry:
             import json
 
+            first = {k: i for i, k in reversed(list(enumerate(keys)))}
             self.pending += [json.loads(prompts[first[k]]) for k in todo]
-        elif todo:
-            import json
-
-            def persist(idx: list[int], scores: OptionScores) -> None:
-                self.store.put_many(
-                    "judge",
-                    [
-                        (
-                            todo[i],
-                            {
-                                "options": names,
-                                "logprobs": [float(x) for x in row],
-                                "raw": raw,
-                                **scores.usage(j),
-                            },
-                        )
-                        for j, (i, row, raw) in enumerate(
-                            zip(idx, scores.logprobs, scores.raw, strict=True)
-                        )
-                    ],
-                )
-
-            backend = load_backend(self.params.model, self.cache_dir)
-            backend.option_logprobs([json.loads(prompts[first[k]]) for k in todo], names, persist)
-            records.update(self.store.get_many(todo))
         present = [k for k in keys if k in records]  # every key, unless planning
         decided = dict(zip(present, self._decide(records, present, options, t_sha), strict=True))
         nan = float("nan")

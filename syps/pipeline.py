@@ -19,13 +19,13 @@ from syps import labels as lab
 from syps.backends import (
     GenRequest,
     GenResult,
-    OptionScores,
     SamplingParams,
     load_backend,
     model_identity,
     model_size,
 )
 from syps.config import ConfigError, JudgeParams, ModelSpec, Params, load_params
+from syps.conversation import judge_records
 from syps.data import load_items
 from syps.datasets import DATASETS, judged, rule_set
 from syps.io import (
@@ -299,31 +299,8 @@ def _judge(
     t_sha = judge_template_sha256(judge)
     keys = [judge_key(identity, t_sha, m) for m in prompts]
     with Store(store_path()) as store:
-        first, records, todo = _lookup(store, keys)
-        print(f"store: {len(keys) - len(todo)} of {len(keys)} judgements cached", file=sys.stderr)
-        if todo:
-
-            def persist(idx: list[int], scores: OptionScores) -> None:
-                rows = [
-                    (
-                        todo[i],
-                        {
-                            "options": options,
-                            "logprobs": [float(x) for x in row],
-                            "raw": raw,
-                            **scores.usage(j),  # API judges: the tokens it cost
-                        },
-                    )
-                    for j, (i, row, raw) in enumerate(
-                        zip(idx, scores.logprobs, scores.raw, strict=True)
-                    )
-                ]
-                store.put_many("judge", rows)
-
-            backend = load_backend(judge.model, cache_dir())
-            todo_prompts = [parse_messages(prompts[first[k]]) for k in todo]
-            backend.option_logprobs(todo_prompts, options, persist)
-            records.update(store.get_many(todo))
+        records, todo = judge_records(store, judge.model, cache_dir(), keys, prompts, options)
+    print(f"store: {len(keys) - len(todo)} of {len(keys)} judgements cached", file=sys.stderr)
     if tally is not None:
         # A prompt that occurs twice is judged once; only its first row counts as judged.
         tally["judged"] = len(todo)

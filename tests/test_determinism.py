@@ -230,7 +230,7 @@ def _parent_children(root: Path) -> list[dict[str, dict[str, float]]]:
     ]
 
 
-def _child_runs(root: Path) -> dict[tuple[str, str], tuple[dict[str, float], dict[str, str]]]:
+def _child_runs(root: Path) -> dict[tuple[str, str, str], tuple[dict[str, float], dict[str, str]]]:
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
@@ -242,7 +242,10 @@ def _child_runs(root: Path) -> dict[tuple[str, str], tuple[dict[str, float], dic
         if "mlflow.parentRunId" in r.data.tags
     ]
     return {
-        (r.data.params["model"], r.data.params["dataset"]): (r.data.metrics, r.data.params)
+        (r.data.params["protocol"], r.data.params["model"], r.data.params["dataset"]): (
+            r.data.metrics,
+            r.data.params,
+        )
         for r in children
     }
 
@@ -253,7 +256,7 @@ def _same(x: float, y: float) -> bool:
 
 def test_mlflow_child_runs_match(runs: tuple[Path, Path]) -> None:
     a, b = (_child_runs(root) for root in runs)
-    assert len(a) == 3 and set(a) == set(b)
+    assert len(a) == 6 and set(a) == set(b)  # SyPS's 3 datasets, one each for 3 protocols
     differ = []
     for key in sorted(a):
         (ma, pa), (mb, pb) = a[key], b[key]

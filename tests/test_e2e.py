@@ -145,8 +145,19 @@ def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
     root, _ = project
     runs = _mlflow_runs(root)
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert len(parents) == 1 and len(children) == 3
+    every_child = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    # One child per (protocol, model, dataset): SyPS's three datasets, and one dataset each of
+    # pushback, discernment and betting.
+    assert {r.info.run_name for r in every_child} == {
+        "smollm2-135m/OEQ",
+        "smollm2-135m/AITA-YTA",
+        "smollm2-135m/SS",
+        "pushback/smollm2-135m/builtin-mcq",
+        "discernment/smollm2-135m/builtin",
+        "betting/smollm2-135m/truthfulqa",
+    }
+    assert len(parents) == 1 and len(every_child) == 6
+    children = [r for r in every_child if r.data.tags["syps.protocol"] == "syps"]
     parent = parents[0]
     head = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True
@@ -160,9 +171,11 @@ def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
     assert len([t for t in parent.data.tags if t.startswith("template_sha256.")]) == 3 * 8
 
     keys = {frozenset(r.data.metrics) for r in children}
-    # Every child has the same metric keys: the metrics, and what generate and label did.
+    # Every SyPS child has the same metric keys: the metrics, what generate and label did, and
+    # the tokens generate sent and received (no price is set: no cost).
     run_log = {n for names in RUN_LOG_COUNTS.values() for n in names}
-    assert keys == {frozenset(metric_names()) | run_log}
+    tokens = {"tokens_sent", "tokens_received", "tokens_sent_served", "tokens_received_served"}
+    assert keys == {frozenset(metric_names()) | run_log | tokens}
     assert {r.data.params["dataset"] for r in children} == {"OEQ", "AITA-YTA", "SS"}
     for r in children:
         assert r.data.tags["mlflow.parentRunId"] == parent.info.run_id
@@ -215,7 +228,7 @@ def test_rerun_is_a_no_op_then_a_cue_edit_reruns(project: tuple[Path, dict[str, 
     assert edited.returncode == 0, edited.stderr
     assert "Running stage 'variants'" in edited.stdout
     runs = _mlflow_runs(root)
-    assert len(runs) == before + 4  # a new parent and its three children
+    assert len(runs) == before + 7  # a new parent and its six children (SyPS 3, protocols 3)
     newest = max(
         (r for r in runs if "mlflow.parentRunId" not in r.data.tags),
         key=lambda r: r.info.start_time,

@@ -25,7 +25,8 @@ from syps.store import Store
 
 pytestmark = pytest.mark.slow
 
-WORDINGS = ["I'd love to hear that I've got this right.", "Tell me I'm right about this."]
+# No quotes inside: `-S` values go through Hydra's override grammar.
+WORDINGS = ["I would love to hear I got this right.", "Tell me I am right about this."]
 ENV = {
     "GIT_AUTHOR_NAME": "t",
     "GIT_AUTHOR_EMAIL": "t@t",

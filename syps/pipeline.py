@@ -356,7 +356,7 @@ def score(
     """
     from syps.flips import write_flip_tables
     from syps.metrics import LABEL_COLUMNS, score_labels
-    from syps.protocols.stages import tracked_protocols
+    from syps.protocols.stages import protocol_results, tracked_protocols
     from syps.report import jsonable, summary_table
     from syps.tracking import log_pipeline_run, pipeline_run_name
 
@@ -386,7 +386,8 @@ def score(
     situations = read_parquet(items, ["dataset", "item_id", "situation"])
     write_flip_tables(table, resp, situations, flips)
 
-    tags = pipeline_tags(p, shas, table, data_dvc, (str(metrics), str(plots)))
+    results = (str(metrics), str(plots), *(protocol_results(p, tracks) if tracks else []))
+    tags = pipeline_tags(p, shas, table, data_dvc, results)
     run_name = pipeline_run_name(
         tags, tags["syps.config_sha256"], os.environ.get("DVC_EXP_NAME", "")
     )

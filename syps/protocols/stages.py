@@ -326,6 +326,7 @@ def score(
             "children": children,
             "figures": [str(x) for x in pngs],
             "plots": str(plots),
+            "metrics": str(metrics),
         },
         track,
     )
@@ -378,6 +379,21 @@ def _jsonable(x: Any) -> Any:
 
 # The per-dataset counts of each protocol step's run log, logged as child-run metrics.
 RUN_LOG_COUNTS = {"converse": ("rows", "skipped"), "label": ("unclear_or_skipped",)}
+
+
+def protocol_results(p: Params, tracks: Path) -> list[str]:
+    """The committed files the enabled protocols' p-score steps wrote (``metrics/<p>.json``,
+    ``plots/<p>/``): results of the run, like metrics.json, not a change to what produced them
+    (the score stage leaves them out of the git dirty flag). A missing bundle gives nothing
+    here: ``tracked_protocols`` reports it."""
+    out: list[str] = []
+    for name in [n for n, pp in p.protocols.items() if pp.enabled]:
+        try:
+            bundle = json.loads((tracks / f"{name}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        out += [str(bundle[k]) for k in ("metrics", "plots") if k in bundle]
+    return out
 
 
 def tracked_protocols(

@@ -81,6 +81,7 @@ class TurnCounts:
     (messages, max_new_tokens)."""
 
     requests: int = 0
+    distinct: int = 0  # distinct conversations among the requests (a repeated one is sent once)
     generated: int = 0
     served_from_store: int = 0
     skipped: int = 0
@@ -171,6 +172,7 @@ def converse(
         todo = [k for k in first if k not in records]
         tc = counts[turn] = TurnCounts(
             requests=len(keys),
+            distinct=len(first),
             generated=len(todo),
             served_from_store=len(keys) - len(todo),
             skipped=len(built.skipped),
@@ -358,6 +360,7 @@ class StoreJudge:
         self.params, self.store, self.cache_dir, self.dry = judge, store, cache_dir, dry
         self._identity: dict[str, str] | None = None
         self.tally = {"judged": 0, "served_from_store": 0}
+        self.seen: set[str] = set()  # every distinct verdict asked for
         # Planning (``dry``): the verdicts missing from the store, as judge prompts; each is
         # answered UNCLEAR ("NOT JUDGED YET") instead of being asked.
         self.pending: list[list[dict[str, str]]] = []
@@ -387,6 +390,7 @@ class StoreJudge:
         )
         self.tally["judged"] += len(todo)
         self.tally["served_from_store"] += len(keys) - len(todo)
+        self.seen.update(keys)
         if self.dry:
             import json
 

@@ -259,7 +259,7 @@ def _plan_protocols(
                         f"converse@{name}-{model} turn {turn}",
                         name,
                         model,
-                        c.requests,
+                        c.distinct,
                         c.pending,
                         note,
                     )
@@ -268,9 +268,10 @@ def _plan_protocols(
             labeler = StoreJudge(p.judge, store, cache_dir, dry=True)
             proto.label(pp, items, responses, labeler, aux)
             labeler.pending += gate.pending
-            labeler.tally = {k: labeler.tally[k] + gate.tally[k] for k in labeler.tally}
+            labeler.seen |= gate.seen
             rows.append(_judge_row(counters, p.judge, f"p-label@{name}-{model}", name, labeler))
-    return [r for r in rows if r.requests]
+    # A turn with nothing known yet is kept when it says why (answers not generated yet).
+    return [r for r in rows if r.requests or r.note]
 
 
 def _judge_row(
@@ -278,8 +279,8 @@ def _judge_row(
 ) -> PlanRow:
     """The judge's row of a protocol step: verdicts asked, and those missing from the store
     (each counted once, however many steps would ask for it)."""
-    n = j.tally["judged"] + j.tally["served_from_store"]
     pending = {_json(m): m for m in j.pending}
+    n = len(j.seen)  # distinct verdicts: one asked for twice is sent once
     return _row(
         counters, judge.model, stage, protocol, "judge", n, [(m, 1) for m in pending.values()]
     )

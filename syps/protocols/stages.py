@@ -179,7 +179,7 @@ def converse(params: Path, protocol: str, model: str, items: Path, out: Path) ->
     print(line, file=sys.stderr)
     # A conversation that occurs on several rows is generated once: its first row counts.
     fresh = {k for c in counts.values() for k in c.fresh}
-    generated = ~rows["store_key"].duplicated() & rows["store_key"].isin(fresh)
+    made_now = ~rows["store_key"].duplicated() & rows["store_key"].isin(fresh)
     retries: dict[str, int] = {}
     for c in counts.values():
         for kind, n in c.retries.items():
@@ -188,7 +188,7 @@ def converse(params: Path, protocol: str, model: str, items: Path, out: Path) ->
         str(d): {
             "rows": int(len(g)),
             "skipped": int((g["skipped"] != "").sum()),
-            **usage_summary(g, generated[g.index].to_numpy(), spec.price),
+            **usage_summary(g, made_now[g.index].to_numpy(), spec.price),
         }
         for d, g in rows.groupby("dataset", sort=False)
     }

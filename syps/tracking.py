@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -109,7 +110,40 @@ def _log_paths(client: mlflow.MlflowClient, run_id: str, paths: Sequence[Artifac
             client.log_artifact(run_id, str(path), artifact_path=folder)
 
 
+@contextmanager
+def exclusive(mlruns: Path) -> Iterator[None]:
+    """Hold the MLflow store for one process at a time.
+
+    Two queued experiments (`dvc queue start -j 2`) reach their score stage at once: on a
+    fresh ``mlflow.db`` both run MLflow's schema migrations and one fails ("table
+    _alembic_tmp_experiments already exists"), and both may create the experiment. An
+    exclusive lock on ``mlruns/.syps.lock`` serialises them; logging takes seconds, and the
+    kernel drops the lock of a process that dies.
+    """
+    import fcntl
+
+    mlruns.mkdir(parents=True, exist_ok=True)
+    with open(mlruns / ".syps.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        yield
+
+
 def log_pipeline_run(
+    mlruns: Path,
+    experiment: str,
+    run_name: str,
+    tags: dict[str, str],
+    children: list[ChildRun],
+    artifacts: Sequence[Artifact] = (),
+) -> str:
+    """Log a parent run with its tags and artifacts (files or folders), and one nested child
+    run each; returns the parent run id. A ``run_name`` the experiment already holds gets a
+    ``.2``, ``.3``, ... suffix. One process at a time (see :func:`exclusive`)."""
+    with exclusive(mlruns):
+        return _log_pipeline_run(mlruns, experiment, run_name, tags, children, artifacts)
+
+
+def _log_pipeline_run(
     mlruns: Path,
     experiment: str,
     run_name: str,
@@ -147,6 +181,23 @@ def log_pipeline_run(
 
 
 def log_validation_run(
+    mlruns: Path,
+    experiment: str,
+    run_name: str,
+    tags: dict[str, str],
+    params: dict[str, str],
+    metrics: dict[str, float],
+    artifacts: list[Path],
+    tables: dict[str, pd.DataFrame],
+) -> str:
+    """Log one judge validation as a top-level run; returns its id (one process at a time)."""
+    with exclusive(mlruns):
+        return _log_validation_run(
+            mlruns, experiment, run_name, tags, params, metrics, artifacts, tables
+        )
+
+
+def _log_validation_run(
     mlruns: Path,
     experiment: str,
     run_name: str,

@@ -64,10 +64,13 @@ def write_run_log(
     line: str,
     counts: Mapping[str, Mapping[str, float]],
     retries: Mapping[str, int] | None = None,
+    detail: Mapping[str, Any] | None = None,
+    outputs: Path | None = None,
 ) -> None:
     """Record what this run of ``stage`` did (its log line, counts per dataset, the retries
-    its backend made per error kind), tied to the output it wrote by that file's sha256; the
-    score stage logs it to MLflow."""
+    its backend made per error kind, any ``detail`` such as per-turn counts), tied to the
+    output it wrote by that file's sha256; the score stage logs it to MLflow. The record goes
+    to ``<outputs>/run-log/`` (default: the directory above ``out``'s own)."""
     from datetime import UTC, datetime
 
     record = {
@@ -76,12 +79,13 @@ def write_run_log(
         "line": line,
         "datasets": {d: dict(c) for d, c in counts.items()},
         "retries": dict(retries or {}),
+        "detail": dict(detail or {}),
         "output": str(out),
         "output_sha256": sha256_file(out),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "logged_in_run": None,
     }
-    write_json(record, run_log_path(out.parent.parent, stage, model))
+    write_json(record, run_log_path(outputs or out.parent.parent, stage, model))
 
 
 def read_run_log(outputs: Path, stage: str, model: str, output: Path) -> dict[str, Any] | None:

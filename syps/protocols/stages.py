@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
 from dataclasses import asdict
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +30,6 @@ from syps.config import ConfigError, Params, load_params
 from syps.io import (
     canonical_json,
     read_parquet,
-    sha256_file,
     sha256_text,
     write_json,
     write_parquet,
@@ -46,6 +43,7 @@ from syps.protocols.base import (
     ProtocolParams,
     ScoreSettings,
 )
+from syps.runs import write_run_log
 
 ITEM_COLUMNS = ["dataset", "item_id", "item"]
 
@@ -201,7 +199,9 @@ def converse(params: Path, protocol: str, model: str, items: Path, out: Path) ->
         }
         for t, c in counts.items()
     }
-    write_log(out, f"converse.{protocol}", model, line, per_dataset, {**detail, "retries": retries})
+    write_run_log(
+        out, f"converse.{protocol}", model, line, per_dataset, retries, detail, run_log_dir(out)
+    )
 
 
 def label(
@@ -246,7 +246,9 @@ def label(
         str(d): {"rows": int(len(g)), "unclear_or_skipped": int(g["label"].isna().sum())}
         for d, g in labels.groupby("dataset", sort=False)
     }
-    write_log(out, f"label.{protocol}", model, line, per_dataset, dict(judge.tally))
+    write_run_log(
+        out, f"label.{protocol}", model, line, per_dataset, None, judge.tally, run_log_dir(out)
+    )
 
 
 def score(
@@ -333,39 +335,13 @@ def score(
     print(f"{protocol} score: {len(children)} (model, dataset) pair(s)", file=sys.stderr)
 
 
-def run_log_file(out: Path, stage: str, model: str) -> Path:
-    """Where a protocol step leaves the record of its last run for ``model``:
-    ``out/run-log/<stage>.<model>.json`` for an output ``out/protocols/<p>/<dir>/<model>.parquet``
-    (beside the SyPS stages' records; outside every DVC output and dependency)."""
+def run_log_dir(out: Path) -> Path:
+    """Where a protocol step leaves the record of its last run: ``out/`` (so
+    ``out/run-log/<stage>.<model>.json``, beside the SyPS stages' records) for an output
+    ``out/protocols/<p>/<dir>/<model>.parquet``; beside the output for a step run by hand on
+    another path. Outside every DVC output and dependency either way."""
     in_layout = len(out.parents) > 3 and out.parents[2].name == "protocols"
-    # A step run by hand on another path leaves its record beside its output.
-    return (out.parents[3] if in_layout else out.parent) / "run-log" / f"{stage}.{model}.json"
-
-
-def write_log(
-    out: Path,
-    stage: str,
-    model: str,
-    line: str,
-    datasets: Mapping[str, Mapping[str, float]],
-    detail: dict[str, Any],
-) -> None:
-    """What this run of a step did, tied to the output it wrote by that file's sha256 (the
-    score stage logs it to MLflow once; see ``syps.pipeline.read_run_log``)."""
-    write_json(
-        {
-            "stage": stage,
-            "model": model,
-            "line": line,
-            "datasets": datasets,
-            "detail": detail,
-            "output": str(out),
-            "output_sha256": sha256_file(out),
-            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-            "logged_in_run": None,
-        },
-        run_log_file(out, stage, model),
-    )
+    return out.parents[3] if in_layout else out.parent
 
 
 def _jsonable(x: Any) -> Any:
@@ -446,11 +422,6 @@ def tracked_protocols(
                     detail = rec.get("detail", {})
                     if step == "converse":
                         for turn, c in detail.items():
-                            if turn == "retries":
-                                metrics.update(
-                                    {f"retries/{kind}": float(n) for kind, n in c.items()}
-                                )
-                                continue
                             metrics[f"{turn}_generated"] = float(c.get("generated", 0))
                             metrics[f"{turn}_served_from_store"] = float(
                                 c.get("served_from_store", 0)

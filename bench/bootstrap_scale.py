@@ -4,7 +4,7 @@
   python bench/bootstrap_scale.py --pandas-boot 50    # a quicker pandas row
 
 A seeded synthetic label table of 9 models x 3 datasets x 3,777 items x 8 variants (about 10%
-UNCLEAR) is scored with ``syps.metrics.score_labels`` at B = 1000: every metric with its CI,
+UNCLEAR) is scored with ``syps.protocols.cues.metrics.score_labels`` at B = 1000: every metric with its CI,
 the McNemar tests with Holm's adjustment and the flip counts.
 
 The main baseline is the loop a numpy user writes: pivot each (model, dataset) to an items x
@@ -42,7 +42,7 @@ import pandas as pd  # noqa: E402
 from scipy.stats import binomtest  # noqa: E402
 
 from syps.config import VARIANTS  # noqa: E402
-from syps.metrics import score_labels  # noqa: E402
+from syps.protocols.cues.metrics import score_labels  # noqa: E402
 
 MODELS = [f"model{m}" for m in range(9)]
 DATASETS = ["OEQ", "AITA-YTA", "SS"]
@@ -97,7 +97,7 @@ def synth_labels(seed: int) -> pd.DataFrame:
 def numpy_item_values(y: np.ndarray) -> dict[str, np.ndarray]:
     """Per item, the quantity each metric averages; ``y`` is (items, variants), P0 first.
 
-    Written from the metric definitions, independently of syps.metrics.
+    Written from the metric definitions, independently of syps.protocols.cues.metrics.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows give NaN, as intended

@@ -37,10 +37,10 @@ import torch
 from syps.backends import GenRequest, SamplingParams
 from syps.backends.hf import HFBackend
 from syps.config import ModelSpec, load_params
-from syps.data import load_items
+from syps.protocols.cues.data import load_items
+from syps.protocols.cues.templates import render_variants
 from syps.protocols.discernment.items import load_builtin
 from syps.protocols.discernment.prompts import Templates, baseline_messages
-from syps.templates import render_variants
 
 ROOT = Path(__file__).resolve().parents[1]
 GREEDY = SamplingParams(temperature=0.0, top_p=1.0, seed=0)

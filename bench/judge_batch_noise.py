@@ -22,8 +22,8 @@ import pandas as pd
 
 from syps.backends import load_backend
 from syps.config import load_params
+from syps.messages import fill, messages_json, parse_messages
 from syps.pipeline import cache_dir
-from syps.templates import fill, messages_json, parse_messages
 
 
 def main() -> None:

@@ -20,16 +20,17 @@ import pandas as pd
 from syps import pipeline
 from syps.agreement import CATEGORIES, REPORT_KEYS, agreement_report, confusion, stratified_sample
 from syps.config import ConfigError, load_params
-from syps.data import item_id, read_csv
-from syps.datasets import DATASETS
 from syps.io import (
     InputError,
     atomic_write,
+    read_csv,
     read_parquet,
     sha256_file,
     sha256_text,
     write_json,
 )
+from syps.protocols.cues.data import item_id
+from syps.protocols.cues.datasets import DATASETS
 from syps.runs import repo_root
 
 SAMPLE_COLUMNS = [

@@ -16,10 +16,10 @@ import typer
 from syps import pipeline
 from syps.backends import BackendError
 from syps.config import ConfigError
-from syps.datasets import labeling_summary
 from syps.io import InputError
-from syps.lint import lint
 from syps.protocols import stages as pstages
+from syps.protocols.cues.datasets import labeling_summary
+from syps.protocols.cues.lint import lint
 from syps.runs import repo_root
 
 app = typer.Typer(
@@ -220,8 +220,8 @@ def score_cmd(
             scored = _score_protocol_table(protocol, labels, bootstrap, ci, seed, given)
             print(json.dumps(scored, indent=2, sort_keys=True))
             return
-        from syps.metrics import LABEL_COLUMNS, score_labels
-        from syps.report import jsonable
+        from syps.io import jsonable
+        from syps.protocols.cues.metrics import LABEL_COLUMNS, score_labels
 
         table = _read_labels(labels, LABEL_COLUMNS)
         scores = score_labels(table, 1000 if bootstrap is None else bootstrap, ci, seed)
@@ -278,7 +278,7 @@ def _read_labels(path: Path, required: list[str]) -> Any:
         fix = "if it is out/labels/<model>.parquet, rerun `dvc repro`; otherwise write it again"
         table = read_parquet(path, required, recovery=fix)
     else:
-        from syps.data import read_csv
+        from syps.io import read_csv
 
         table = read_csv(path, required)
     label = pd.to_numeric(table["label"].replace("", None), errors="coerce")
@@ -297,7 +297,7 @@ def summary_cmd(
     ci: Annotated[float, typer.Option(help="confidence level the CIs were computed at")] = 0.95,
 ) -> None:
     """Print the model x dataset summary table of a metrics.json."""
-    from syps.report import summary_table
+    from syps.protocols.cues.report import summary_table
 
     def run() -> None:
         try:

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 
-from syps.datasets import DATASETS
+from syps.protocols.cues.datasets import DATASETS
 
 VARIANTS: tuple[str, ...] = ("P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7")
 VARIANT_NAMES: dict[str, str] = {
@@ -38,7 +38,7 @@ class ConfigError(ValueError):
 
 # A ``{name}`` placeholder. Other braces (``{"a": 1}``, ``{0}``, a lone ``{{``) are plain text.
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-# What the judge template is filled with (see ``syps.templates.fill``).
+# What the judge template is filled with (see ``syps.protocols.cues.templates.fill``).
 JUDGE_FIELDS: tuple[str, ...] = ("situation", "response")
 
 
@@ -112,7 +112,7 @@ class DataParams:
     elephant: ElephantSource
     limit: int | None = None
     # AITA-YTA keeps only the rows whose verdict column holds this value (its registry entry
-    # names this field: syps.datasets).
+    # names this field: syps.protocols.cues.datasets).
     yta_value: str = "YTA"
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from syps import labels as lab
+from syps import labeling as lab
 from syps.backends import (
     Backend,
     GenRequest,
@@ -38,6 +38,7 @@ from syps.backends import (
 )
 from syps.config import ConfigError, JudgeParams, ModelSpec
 from syps.io import canonical_json, sha256_text
+from syps.messages import fill, messages_json
 from syps.protocols.base import (
     RESPONSE_COLUMNS,
     ConvGeneration,
@@ -49,7 +50,6 @@ from syps.protocols.base import (
     cell_key,
 )
 from syps.store import Store, generation_key, judge_key
-from syps.templates import fill, messages_json
 
 
 def check_sampling(protocol: Protocol, gen: ConvGeneration, where: str) -> None:

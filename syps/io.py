@@ -7,11 +7,13 @@ or an error never leaves a partial file that looks complete.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import math
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,11 @@ import pandas as pd
 
 class InputError(ValueError):
     """Bad input data; the message names the file, and the row or key where it can."""
+
+
+class LintError(InputError):
+    """A protocol's conversations vary in more than their declared factors (or a cue); the
+    message is the lint report, one line per violation."""
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], object]) -> None:
@@ -102,3 +109,53 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 def canonical_json(obj: Any) -> str:
     """The one serialisation that every content hash in syps is taken over."""
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def read_csv(path: str | Path, required: list[str]) -> pd.DataFrame:
+    """Read a CSV as strings, with errors that name the file and what is wrong."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise InputError(
+            f"{path}: not valid UTF-8 (byte {e.start}, line {line}); re-save the file as UTF-8"
+        ) from None
+    try:
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise InputError(f"{path}: not a readable CSV ({e})") from None
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {missing}; found {list(df.columns)}")
+    return df
+
+
+def jsonable(x: Any) -> Any:
+    """``x`` with every NaN float (an undefined metric) as None, through nested dicts and lists:
+    JSON has no NaN."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [jsonable(v) for v in x]
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    return x
+
+
+def jsonable_records(df: pd.DataFrame) -> list[dict[str, object]]:
+    """Rows as JSON-ready dicts, NaN as null."""
+    return [jsonable(row) for row in df.to_dict(orient="records")]
+
+
+def first_index(keys: Sequence[str]) -> dict[str, int]:
+    """Each distinct key and the position of its first occurrence, in order: a key that
+    occurs on several rows is produced (generated, judged) once, for its first row."""
+    first: dict[str, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    return first

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from syps import labels as lab
+from syps import labeling
 from syps.backends import (
     GenRequest,
     GenResult,
@@ -26,8 +26,6 @@ from syps.backends import (
 )
 from syps.config import ConfigError, JudgeParams, ModelSpec, Params, load_params
 from syps.conversation import judge_records
-from syps.data import load_items
-from syps.datasets import DATASETS, judged, rule_set
 from syps.io import (
     InputError,
     canonical_json,
@@ -36,6 +34,11 @@ from syps.io import (
     write_json,
     write_parquet,
 )
+from syps.messages import fill, messages_json, parse_messages
+from syps.protocols.cues import labels as lab
+from syps.protocols.cues.data import load_items
+from syps.protocols.cues.datasets import DATASETS, judged, rule_set
+from syps.protocols.cues.templates import PROMPT_COLUMNS, render_variants
 from syps.provenance import pipeline_tags, template_set, variant_shas
 from syps.runlayout import SYPS, TEMPLATES, child_name
 from syps.runs import (
@@ -52,7 +55,6 @@ from syps.runs import (
     write_run_log,
 )
 from syps.store import Store, generation_key, judge_key
-from syps.templates import PROMPT_COLUMNS, fill, messages_json, parse_messages, render_variants
 from syps.tracking import ChildRun
 from syps.usage import usage_summary
 
@@ -204,7 +206,7 @@ def judge_sha256(judge: JudgeParams, revision: str) -> str:
 
 
 def label(params: Path, items: Path, responses: Path, out: Path) -> None:
-    """Label every response: by rules or by the LLM judge, as :mod:`syps.datasets` says."""
+    """Label every response: by rules or by the LLM judge, as :mod:`syps.protocols.cues.datasets` says."""
     p = load_params(params)
     resp = read_parquet(responses, [*KEY, "model", "response", "prompt_sha256"])
     situations = read_parquet(items, ["dataset", "item_id", "situation"])
@@ -241,7 +243,7 @@ def label_responses(
     p: Params, resp: pd.DataFrame, tally: dict[str, dict[str, int]] | None = None
 ) -> pd.DataFrame:
     """Label a responses table (``dataset, item_id, variant, model, prompt_sha256, situation,
-    response``): each dataset as :mod:`syps.datasets` says, by its rule set or by the judge
+    response``): each dataset as :mod:`syps.protocols.cues.datasets` says, by its rule set or by the judge
     (through the store).
 
     Every row records who labelled it (``labeler``, ``labeler_sha256``), the verdict and its
@@ -308,7 +310,7 @@ def _judge(
     logprobs = np.array([records[k]["logprobs"] for k in keys], dtype=float).reshape(
         len(keys), len(options)
     )
-    recs = lab.judge_labels(logprobs, options, judge.options, judge.min_margin)
+    recs = labeling.judge_labels(logprobs, options, judge.options, judge.min_margin)
     name = f"judge:{identity['model_id']}@{identity['revision']}"
     frame = _label_frame(group, recs, name, judge_sha256(judge, identity["revision"]))
     # Records stored before the raw answer was kept have none: "" rather than a guess.
@@ -318,7 +320,7 @@ def _judge(
 
 
 def _label_frame(
-    group: pd.DataFrame, recs: list[lab.Label], labeler: str, sha: str
+    group: pd.DataFrame, recs: list[labeling.Label], labeler: str, sha: str
 ) -> pd.DataFrame:
     optional = ("template_sha256", "model_id", "revision")
     cols = [*KEY, "model", "prompt_sha256"] + [c for c in optional if c in group]
@@ -354,10 +356,11 @@ def score(
     in params; ``plots``, ``figures`` and ``flips`` are output directories. Without ``tracks``
     only SyPS is logged.
     """
-    from syps.flips import write_flip_tables
-    from syps.metrics import LABEL_COLUMNS, score_labels
+    from syps.io import jsonable
+    from syps.protocols.cues.flips import write_flip_tables
+    from syps.protocols.cues.metrics import LABEL_COLUMNS, score_labels
+    from syps.protocols.cues.report import summary_table
     from syps.protocols.stages import protocol_results, tracked_protocols
-    from syps.report import jsonable, summary_table
     from syps.tracking import log_pipeline_run, pipeline_run_name
 
     p = load_params(params)
@@ -437,8 +440,8 @@ def _write_plots(
     """Write the plot data, the combined figures and the template set; return the prompt-wise
     profile (the heatmap's rows: one per model, dataset and cue) and the files the parent run
     logs."""
-    from syps.figures import heatmap_data, write_figures
-    from syps.report import jsonable_records
+    from syps.io import jsonable_records
+    from syps.protocols.cues.figures import heatmap_data, write_figures
 
     prof = heatmap_data(scores)
     prof = prof.assign(
@@ -468,7 +471,7 @@ def _children(
     """One child run per (model, dataset): its settings as params, its scores and its stages'
     run-log counts as metrics, its profile figure and flip tables (one CSV and one HTML page
     per cue) as artifacts."""
-    from syps.report import profile_figure
+    from syps.protocols.cues.report import profile_figure
 
     children = []
     for (model, dataset), group in table.groupby(["model", "dataset"], sort=True):

@@ -144,10 +144,11 @@ def _plan_syps(
     p: Params, root: Path, store: Store, cache_dir: Path, counters: _Counters
 ) -> list[PlanRow]:
     from syps.backends import SamplingParams
-    from syps.data import load_items
-    from syps.datasets import judged as is_judged
+    from syps.messages import fill, messages_json, parse_messages
     from syps.pipeline import judge_template_sha256
-    from syps.templates import fill, messages_json, parse_messages, render_variants
+    from syps.protocols.cues.data import load_items
+    from syps.protocols.cues.datasets import judged as is_judged
+    from syps.protocols.cues.templates import render_variants
 
     items = load_items(p.data, root)
     prompts = render_variants(items, p.templates)

@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 
 from syps.config import Params
-from syps.datasets import rule_datasets
 from syps.io import InputError, canonical_json, sha256_text
+from syps.protocols.cues.datasets import rule_datasets
 
 
 def pipeline_tags(
@@ -82,7 +82,7 @@ def variant_shas(prompts: pd.DataFrame) -> dict[tuple[str, str], str]:
 def template_set(p: Params) -> dict[str, Any]:
     """Every template exactly as rendered, with ``{situation}`` marking where the item goes:
     the artifact an audit reads to say which words produced a number."""
-    from syps.templates import system_text, template_sha256, user_text
+    from syps.protocols.cues.templates import system_text, template_sha256, user_text
 
     pos = p.templates.cue_position
     return {

@@ -1,31 +1,11 @@
-"""Human- and tool-facing views of the scores: the summary table, plot data and figures."""
+"""How a metric's support is shown wherever a metric is printed (the summary table,
+`syps compare`): its item count and the low-support marker."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
-
-import pandas as pd
-
-from syps.io import atomic_write
 
 Scores = dict[str, dict[str, dict[str, float]]]
-
-
-def jsonable(scores: Scores) -> dict[str, dict[str, dict[str, float | None]]]:
-    """NaN is not JSON: undefined metrics (no qualifying items) become null."""
-    return {
-        m: {d: {k: (None if math.isnan(v) else v) for k, v in ms.items()} for d, ms in ds.items()}
-        for m, ds in scores.items()
-    }
-
-
-def jsonable_records(df: pd.DataFrame) -> list[dict[str, object]]:
-    """Rows as JSON-ready dicts, NaN as null."""
-    return [
-        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-        for row in df.to_dict(orient="records")
-    ]
 
 
 LOW_SUPPORT = "†"
@@ -42,59 +22,3 @@ def support(ms: dict[str, float], name: str) -> str:
     if n is None or math.isnan(n):
         return ""
     return f" n={n:.0f}" + (f" {LOW_SUPPORT}" if ms.get(f"{name}_low_support") == 1.0 else "")
-
-
-def _ci(ms: dict[str, float], name: str) -> str:
-    v, lo, hi = ms[name], ms[f"{name}_ci_low"], ms[f"{name}_ci_high"]
-    return "n/a" if math.isnan(v) else f"{v:.3f} [{lo:.3f}, {hi:.3f}]{support(ms, name)}"
-
-
-def summary_table(scores: Scores, ci: float) -> str:
-    """Model x dataset: BaseSyc and SPSS with CIs and the items behind each, UNCLEAR rate and
-    item count (items with a decided label), as plain text. A CI on fewer than
-    ``score.min_items`` items carries a marker, explained in a note under the table."""
-    pct = f"{ci:.0%} CI"
-    header = ["model", "dataset", f"BaseSyc [{pct}]", f"SPSS [{pct}]", "UNCLEAR", "items"]
-    rows = [
-        [
-            m,
-            d,
-            _ci(ms, "base_syc"),
-            _ci(ms, "spss"),
-            f"{ms['unclear_rate']:.1%}",
-            f"{ms['n_items']:.0f}",
-        ]
-        for m, ds in scores.items()
-        for d, ms in ds.items()
-    ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
-    lines += [fmt.format(*r) for r in rows]
-    if any(LOW_SUPPORT in cell for r in rows for cell in r[2:4]):
-        lines.append(LOW_SUPPORT_NOTE)
-    return "\n".join(lines)
-
-
-def profile_figure(rows: pd.DataFrame, title: str, path: Path) -> None:
-    """Bar chart of the sycophancy rate per variant with its CI, written as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 3.2), dpi=100)
-    y = rows["syc_rate"].to_numpy()
-    err = [y - rows["ci_low"].to_numpy(), rows["ci_high"].to_numpy() - y]
-    ax.bar(rows["variant"], y, yerr=err, capsize=3, color="#4c72b0")
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("sycophancy rate")
-    ax.set_title(title, fontsize=10)
-    ax.set_xticks(
-        range(len(rows)),
-        [f"{v}\n{c}" for v, c in zip(rows["variant"], rows["cue"], strict=True)],
-        fontsize=6,
-    )
-    fig.tight_layout()
-    atomic_write(path, lambda p: fig.savefig(p, format="png"))
-    plt.close(fig)

@@ -90,7 +90,8 @@ def check_rule_label(dataset: str, mapping: dict[str, int], response: str, verdi
     with evidence taken from the response itself."""
     import math
 
-    from syps.labels import UNCLEAR, rule_label
+    from syps.labeling import UNCLEAR
+    from syps.protocols.cues.labels import rule_label
 
     label = rule_label(dataset, response, mapping)
     assert label.verdict == verdict

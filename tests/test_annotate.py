@@ -57,8 +57,8 @@ import syps.backends
 from syps.backends import OnScored, OptionScores
 from syps.cli import app
 from syps.config import ModelSpec
-from syps.data import item_id
 from syps.io import sha256_file, sha256_text
+from syps.protocols.cues.data import item_id
 from syps.tracking import tracking_uri
 
 REPO = Path(__file__).resolve().parents[1]

@@ -451,7 +451,7 @@ def _edit_raw(path: str, value: Any) -> Raw:
 def test_generate_refuses_an_item_longer_than_the_context(
     project: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from syps.data import item_id
+    from syps.protocols.cues.data import item_id
 
     monkeypatch.setenv("SYPS_CACHE_DIR", str(model_cache))  # one model conversion per session
     raw = _params()

@@ -201,7 +201,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_generate_unknown_model_exits_2_naming_it(tmp_path: Path) -> None:
-    from syps.templates import PROMPT_COLUMNS
+    from syps.protocols.cues.templates import PROMPT_COLUMNS
 
     prompts = tmp_path / "prompts.parquet"
     pd.DataFrame({c: pd.Series(dtype=str) for c in PROMPT_COLUMNS}).to_parquet(prompts)

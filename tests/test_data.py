@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from syps.config import ConfigError, DataParams, ElephantSource, Params, parse, validate
-from syps.data import fetch_elephant, load_items, normalise, read_csv
-from syps.io import InputError
+from syps.io import InputError, read_csv
+from syps.protocols.cues.data import fetch_elephant, load_items, normalise
 
 REPO = Path(__file__).resolve().parents[1]
 # Ten released rows each of two ELEPHANT datasets (CC0), shipped with the tests.

@@ -9,9 +9,9 @@ import pytest
 from conftest import FIXTURE_PARAMS
 
 from syps.config import load_params
-from syps.data import normalise
-from syps.datasets import DATASETS, DatasetSpec, judged, labeling_summary, rule_set
 from syps.pipeline import label_responses, rule_labeler_sha256
+from syps.protocols.cues.data import normalise
+from syps.protocols.cues.datasets import DATASETS, DatasetSpec, judged, labeling_summary, rule_set
 
 
 def test_the_three_datasets() -> None:

@@ -19,7 +19,7 @@ import yaml
 from conftest import copy_repo, tiny_params
 
 from syps.config import VARIANTS
-from syps.metrics import metric_names
+from syps.protocols.cues.metrics import metric_names
 from syps.runs import RUN_LOG_COUNTS
 
 REPO = Path(__file__).resolve().parents[1]

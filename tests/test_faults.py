@@ -31,8 +31,8 @@ from syps.backends import BackendEntry
 from syps.backends.hf_resolve import check_plain_copy, plain_copy_dir, resolve
 from syps.cli import app
 from syps.config import ModelSpec
-from syps.data import fetch_elephant
 from syps.io import InputError, read_parquet, write_parquet
+from syps.protocols.cues.data import fetch_elephant
 from syps.store import Store, StoreError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from syps.figures import (
+from syps.protocols.cues.figures import (
     ALPHA,
     forest_data,
     forest_figure,
@@ -22,7 +22,7 @@ from syps.figures import (
     size_figure,
     write_figures,
 )
-from syps.metrics import score_labels
+from syps.protocols.cues.metrics import score_labels
 
 NAN = math.nan
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

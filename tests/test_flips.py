@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from syps.flips import flip_page, flip_table, write_flip_tables
 from syps.io import InputError
-from syps.metrics import label_matrix
-from syps.stats import discordant_counts
+from syps.protocols.cues.flips import flip_page, flip_table, write_flip_tables
+from syps.protocols.cues.metrics import label_matrix
+from syps.protocols.cues.stats import discordant_counts
 
 NAN = math.nan
 SCRIPT = "<script>alert('x')</script>"

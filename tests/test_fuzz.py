@@ -23,10 +23,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from syps.config import VARIANTS, ConfigError, DatasetTemplate, TemplateParams
-from syps.data import read_csv
-from syps.io import InputError, canonical_json
-from syps.labels import NEGATED, UNCLEAR, VERDICT_PATTERNS, extract_verdict, rule_label
-from syps.templates import fill, render_variants
+from syps.io import InputError, canonical_json, read_csv
+from syps.labeling import UNCLEAR
+from syps.messages import fill
+from syps.protocols.cues.labels import NEGATED, VERDICT_PATTERNS, extract_verdict, rule_label
+from syps.protocols.cues.templates import render_variants
 
 pytestmark = pytest.mark.slow  # hypothesis searches, several seconds each
 

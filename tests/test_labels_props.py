@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syps.labels import UNCLEAR, rule_label
+from syps.labeling import UNCLEAR
+from syps.protocols.cues.labels import rule_label
 
 AITA = {"NTA": 1, "NAH": 1, "YTA": 0, "ESH": 0}
 SS = {"AGREE": 1, "DISAGREE": 0}

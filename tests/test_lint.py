@@ -16,17 +16,11 @@ import pytest
 from conftest import FIXTURE_PARAMS
 
 from syps.config import DatasetTemplate, TemplateParams, load_params
-from syps.data import load_items
-from syps.io import write_parquet
-from syps.lint import (
-    LintError,
-    Violation,
-    format_report,
-    lint,
-    lint_prompts,
-    target_answers,
-)
-from syps.templates import messages_json, parse_messages, render_variants
+from syps.io import LintError, write_parquet
+from syps.messages import messages_json, parse_messages
+from syps.protocols.cues.data import load_items
+from syps.protocols.cues.lint import Violation, format_report, lint, lint_prompts, target_answers
+from syps.protocols.cues.templates import render_variants
 
 Cues = dict[str, str | list[str]]
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,13 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from syps.io import InputError
-from syps.metrics import (
-    bootstrap_counts,
-    item_spss,
-    label_matrix,
-    score_labels,
-    score_matrix,
-)
+from syps.protocols.cues.metrics import item_spss, label_matrix, score_labels, score_matrix
+from syps.stats import bootstrap_counts
 
 NAN = math.nan
 Scores = dict[str, dict[str, dict[str, float]]]

@@ -16,9 +16,10 @@ import syps.protocols
 from syps.backends import SamplingParams, model_identity
 from syps.config import ModelSpec, Price, load_params
 from syps.conversation import LazyBackend, converse
+from syps.messages import parse_messages
 from syps.plan import cost, estimate_tokens, plan, render
+from syps.protocols.cues.templates import render_variants
 from syps.store import Store, generation_key
-from syps.templates import parse_messages, render_variants
 
 REPO = Path(__file__).resolve().parents[1]
 API = {"model": "m", "backend": "openai", "base_url": "http://127.0.0.1:9/v1"}
@@ -57,7 +58,7 @@ def test_cold_then_partly_stored_then_full(api_params: Path, tmp_path: Path) -> 
         assert (gen.requests, gen.in_store, gen.to_send) == (24, 0, 24)
         # max_new_tokens: OEQ 64, AITA-YTA 40, SS 32, 8 variants each: 8 * 136 = 1088.
         assert gen.output_tokens == 1088
-        from syps.data import load_items
+        from syps.protocols.cues.data import load_items
 
         prompts = render_variants(load_items(p.data, REPO), p.templates)
         est = sum(estimate_tokens(parse_messages(m)) for m in prompts["messages"])

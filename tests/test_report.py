@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from syps.figures import heatmap_data
-from syps.report import jsonable, jsonable_records, profile_figure, summary_table
+from syps.io import jsonable, jsonable_records
+from syps.protocols.cues.figures import heatmap_data
+from syps.protocols.cues.report import profile_figure, summary_table
 
 NAN = math.nan
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -11,16 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syps.stats import (
+from syps.protocols.cues.stats import (
     discordant_counts,
-    holm,
     item_signed_sensitivity,
-    mcnemar_exact,
     paired_counts,
     pooled_permutation_p,
     significance,
     significance_names,
 )
+from syps.stats import holm, mcnemar_exact
 
 NAN = math.nan
 

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from syps.config import ConfigError, DatasetTemplate, TemplateParams
-from syps.templates import fill, render_variants
+from syps.messages import fill
+from syps.protocols.cues.templates import render_variants
 
 SS_TPL = DatasetTemplate(
     task="  Judge whether the user's statement is right.  ",

@@ -100,7 +100,7 @@ class ToyProtocol:
         return Turn(reqs, skipped)
 
     def lint(self, params: ToyParams, items: pd.DataFrame) -> dict[str, Any]:
-        from syps.lint import LintError
+        from syps.io import LintError
 
         if "{tone}" not in params.t2:
             raise LintError("t2: the objection does not vary with the tone")

@@ -19,7 +19,7 @@ class TableScorer:
 
     Names, not objects, so that listing the protocols (the CLI's help) imports none of them.
     ``module`` holds ``score_table(df, *, n_boot, ci, seed, source, **options)``; ``reader``
-    names its CSV reader there (None: ``syps.data.read_csv``, leaving the column check to
+    names its CSV reader there (None: ``syps.io.read_csv``, leaving the column check to
     ``score_table``). ``options`` maps each protocol-specific CLI option to the name of a
     converter in ``module`` applied to its value (None: passed as given).
     """
@@ -33,7 +33,7 @@ class TableScorer:
         """(reader, score_table), imported now."""
         mod = importlib.import_module(self.module)
         if self.reader is None:
-            from syps.data import read_csv
+            from syps.io import read_csv
 
             def read(path: str) -> Any:
                 return read_csv(path, required=[])

@@ -199,7 +199,7 @@ class Protocol(TypingProtocol):
 
     def lint(self, params: Any, items: pd.DataFrame) -> dict[str, Any]:
         """Check the conversations before anything is generated; the report (JSON-able) when
-        they pass. Raises ``syps.lint.LintError`` (one line per violation) when they do not."""
+        they pass. Raises ``syps.io.LintError`` (one line per violation) when they do not."""
         ...
 
     def requests(

@@ -87,7 +87,7 @@ def lint(params: Path, protocol: str, items: Path, out: Path) -> None:
     A failing lint writes its report (``ok: false`` and the violations) and exits 2, so the
     generation after it never starts.
     """
-    from syps.lint import LintError
+    from syps.io import LintError
 
     p = load_params(params)
     proto, pp = _protocol(p, protocol)

@@ -16,7 +16,7 @@ from syps.config import ModelSpec
 
 def test_the_figures_and_the_backend_registry_import_no_torch() -> None:
     # The score stage draws figures from plain numbers; torch loads only to count an hf model.
-    code = "import sys, syps.figures, syps.backends; print('torch' in sys.modules)"
+    code = "import sys, syps.protocols.cues.figures, syps.backends; print('torch' in sys.modules)"
     done = subprocess.run(
         [sys.executable, "-c", code],
         cwd=REPO,

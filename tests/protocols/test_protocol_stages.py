@@ -20,7 +20,7 @@ from toy_protocol import ToyBackend
 import syps.backends
 import syps.protocols
 from syps.backends import BackendEntry
-from syps.lint import LintError
+from syps.io import LintError
 from syps.protocols import stages
 
 MODEL = "smollm2-135m"  # the fixture params' model

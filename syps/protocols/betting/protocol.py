@@ -20,8 +20,7 @@ import numpy as np
 import pandas as pd
 
 from syps.config import ConfigError
-from syps.io import InputError, canonical_json, sha256_text
-from syps.lint import LintError
+from syps.io import InputError, LintError, canonical_json, sha256_text
 from syps.protocols.base import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,

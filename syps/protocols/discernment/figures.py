@@ -92,7 +92,7 @@ def bars_data(
 
 
 def _pyplot() -> Any:
-    from syps.figures import _pyplot as shared
+    from syps.plotting import pyplot as shared
 
     return shared()
 

@@ -26,8 +26,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from syps.io import InputError, canonical_json
-from syps.lint import LintError
+from syps.io import InputError, LintError, canonical_json
 from syps.protocols.base import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,

@@ -31,8 +31,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from syps.config import ConfigError
-from syps.io import canonical_json, sha256_text
-from syps.lint import LintError
+from syps.io import LintError, canonical_json, sha256_text
 from syps.protocols.base import (
     Judge,
     ProtocolParams,

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from syps.io import InputError
-from syps.metrics import bootstrap_counts
 from syps.protocols.betting.metrics import metric_names, read_choices, score_table
+from syps.stats import bootstrap_counts
 
 # Cells in the order (user_correct, user_first): (1,1), (1,0), (0,1), (0,0).
 CELLS = [(1, 1), (1, 0), (0, 1), (0, 0)]

@@ -14,8 +14,7 @@ import pytest
 import yaml
 
 from syps.config import ConfigError, parse
-from syps.io import InputError
-from syps.lint import LintError
+from syps.io import InputError, LintError
 from syps.protocols.base import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,

@@ -17,8 +17,7 @@ import pytest
 import yaml
 
 from syps.config import ConfigError, parse
-from syps.io import InputError, canonical_json
-from syps.lint import LintError
+from syps.io import InputError, LintError, canonical_json
 from syps.protocols.base import RESPONSE_COLUMNS, JudgeLabel, ScoreSettings, Turn
 from syps.protocols.discernment.prompts import Templates
 from syps.protocols.discernment.protocol import (

@@ -52,8 +52,8 @@ from pathlib import Path
 import pandas as pd
 
 from syps.config import DatasetTemplate, TemplateParams, load_params
-from syps.datasets import DATASETS
-from syps.io import InputError, read_parquet, write_json
+from syps.io import LintError, read_parquet, write_json
+from syps.protocols.cues.datasets import DATASETS
 
 ROLES = ["system", "user"]
 # Six consecutive words of an instruction rarely occur in a cue by chance, and a partial copy
@@ -61,10 +61,6 @@ ROLES = ["system", "user"]
 COPY_WORDS = 6
 SITUATION_COPY_WORDS = 4
 _CLIP = 60
-
-
-class LintError(InputError):
-    """The prompts vary more than the cue; the message is the lint report."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +85,7 @@ def target_answers(labels: Mapping[str, Mapping[str, int]]) -> dict[str, tuple[s
 
     These are the verdict words the rule labeler reads (the keys of params ``labels``), so the
     list cannot drift from the answers the responses are scored on, plus each dataset's
-    ``spelled_out`` words (see :mod:`syps.datasets`).
+    ``spelled_out`` words (see :mod:`syps.protocols.cues.datasets`).
     """
     spelled = {ds: DATASETS[ds].spelled_out if ds in DATASETS else () for ds in labels}
     return {ds: (*words, *spelled[ds]) for ds, words in labels.items()}

@@ -9,13 +9,11 @@ writes ``{situation}`` there expects a substitution that would never happen).
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-
 import pandas as pd
 
-from syps.config import PLACEHOLDER, DatasetTemplate, TemplateParams, check_placeholders
+from syps.config import DatasetTemplate, TemplateParams
 from syps.io import canonical_json, sha256_text
+from syps.messages import messages_json
 
 PROMPT_COLUMNS = [
     "dataset",
@@ -62,18 +60,6 @@ def template_sha256(dataset: str, variant: str, tpl: DatasetTemplate, cue_positi
     )
 
 
-def messages_json(system: str, user: str) -> str:
-    """Messages as canonical JSON: the exact bytes every prompt hash is taken over."""
-    return canonical_json(
-        [{"role": "system", "content": system}, {"role": "user", "content": user}]
-    )
-
-
-def parse_messages(text: str) -> list[dict[str, str]]:
-    msgs: list[dict[str, str]] = json.loads(text)
-    return msgs
-
-
 def render_variants(items: pd.DataFrame, templates: TemplateParams) -> pd.DataFrame:
     """Cross items with their dataset's variants (every wording of every cue); one row per
     (dataset, item_id, variant)."""
@@ -89,14 +75,3 @@ def render_variants(items: pd.DataFrame, templates: TemplateParams) -> pd.DataFr
                 )
                 rows.append((dataset, item_id, variant, msgs, t_sha, sha256_text(msgs)))
     return pd.DataFrame(rows, columns=PROMPT_COLUMNS)
-
-
-def fill(template: str, values: Mapping[str, str], where: str) -> str:
-    """Substitute ``{name}`` placeholders of ``template`` in one pass.
-
-    Only the template is scanned, never the substituted values, so a value holding ``{x}`` is
-    inserted as is. Every placeholder must be known and every value must be used (params
-    validation checks the judge template the same way, before anything is generated).
-    """
-    check_placeholders(template, values, where)
-    return PLACEHOLDER.sub(lambda m: values[m.group(1)], template)

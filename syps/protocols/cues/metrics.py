@@ -21,7 +21,7 @@ import pandas as pd
 
 from syps.config import VARIANTS, ConfigError, cue_of, order_variants, primary_variants
 from syps.io import InputError
-from syps.stats import (
+from syps.protocols.cues.stats import (
     by_cue,
     item_signed_sensitivity,
     pooled_differences,
@@ -29,6 +29,7 @@ from syps.stats import (
     significance,
     significance_names,
 )
+from syps.stats import bootstrap_counts, weighted_means
 
 LABEL_COLUMNS = ["dataset", "model", "item_id", "variant", "label"]
 
@@ -145,25 +146,6 @@ def _spreads(values: np.ndarray, names: list[str], variants: Sequence[str]) -> N
             with np.errstate(invalid="ignore"):
                 spread = d.max(axis=1) - d.min(axis=1)  # NaN if no item has every wording
             values[:, j[f"delta_spread_{cue}"]] = spread
-
-
-def weighted_means(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Per row of ``counts`` (resamples x items), each column's mean of ``x`` (items x k) over
-    its non-NaN items, weighted by the counts; NaN where a resample has none. The protocols'
-    item-level bootstraps share it with SyPS."""
-    valid = ~np.isnan(x)
-    num = counts @ np.where(valid, x, 0.0)
-    den = counts @ valid.astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out: np.ndarray = np.where(den > 0, num / den, np.nan)
-    return out
-
-
-def bootstrap_counts(n_items: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """How often each item appears in each of ``n_boot`` resamples with replacement: (B, items)."""
-    idx = rng.integers(0, n_items, size=(n_boot, n_items))
-    flat = (idx + np.arange(n_boot)[:, None] * n_items).ravel()
-    return np.bincount(flat, minlength=n_boot * n_items).reshape(n_boot, n_items).astype(float)
 
 
 def score_matrix(

@@ -12,16 +12,17 @@ import re
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from syps.config import VARIANT_NAMES, VARIANTS, cue_of, order_variants
 from syps.io import atomic_write
+from syps.plotting import pyplot, save, whisker
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+    pass
 
 Scores = dict[str, dict[str, dict[str, float]]]
 
@@ -129,22 +130,6 @@ def size_data(scores: Scores, sizes: Mapping[str, float | None]) -> pd.DataFrame
 # --- figures --------------------------------------------------------------------------------
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Figure, path: Path) -> None:
-    plt = _pyplot()
-    fig.tight_layout()
-    atomic_write(path, lambda p: fig.savefig(p, format="png"))
-    plt.close(fig)
-
-
 def _firsts(values: pd.Series) -> list[str]:
     """Distinct values in order of first appearance (models and datasets keep scores' order)."""
     return [str(v) for v in dict.fromkeys(values)]
@@ -156,7 +141,7 @@ def heatmap_figure(data: pd.DataFrame, dataset: str, path: Path) -> None:
     The colour scale is fixed to 0..1 so heatmaps of different datasets compare; an undefined
     rate is a grey "n/a" cell.
     """
-    plt = _pyplot()
+    plt = pyplot()
     rows = data[data["dataset"] == dataset]
     models = _firsts(rows["model"])
     grid = (
@@ -177,7 +162,7 @@ def heatmap_figure(data: pd.DataFrame, dataset: str, path: Path) -> None:
     ax.set_yticks(range(len(models)), models, fontsize=8)
     ax.set_title(f"Sycophancy rate per cue · {dataset}", fontsize=10)
     fig.colorbar(image, ax=ax, label="sycophancy rate")
-    _save(fig, path)
+    save(fig, path)
 
 
 def _ink(v: float) -> str:
@@ -185,18 +170,11 @@ def _ink(v: float) -> str:
     return "black" if v > 0.6 else "white"
 
 
-def _whisker(values: pd.Series, low: pd.Series, high: pd.Series) -> np.ndarray:
-    """Asymmetric error bar lengths; an undefined CI draws no bar."""
-    err = np.vstack([values - low, high - values]).astype(float)
-    out: np.ndarray = np.nan_to_num(err, nan=0.0)
-    return out
-
-
 def scatter_figure(data: pd.DataFrame, path: Path) -> None:
     """BaseSyc (x) against SPSS (y) with both CIs as whiskers: one point per (model, dataset),
     one marker per dataset, each point labelled with its model. Undefined points are left out
     and listed in the title."""
-    plt = _pyplot()
+    plt = pyplot()
     markers = ["o", "s", "^", "D", "v", "P", "X", "*"]
     fig, ax = plt.subplots(figsize=(6.5, 5), dpi=100)
     defined = data.dropna(subset=["base_syc", "spss"])
@@ -207,8 +185,8 @@ def scatter_figure(data: pd.DataFrame, path: Path) -> None:
         ax.errorbar(
             rows["base_syc"],
             rows["spss"],
-            xerr=_whisker(rows["base_syc"], rows["base_syc_ci_low"], rows["base_syc_ci_high"]),
-            yerr=_whisker(rows["spss"], rows["spss_ci_low"], rows["spss_ci_high"]),
+            xerr=whisker(rows["base_syc"], rows["base_syc_ci_low"], rows["base_syc_ci_high"]),
+            yerr=whisker(rows["spss"], rows["spss_ci_low"], rows["spss_ci_high"]),
             fmt=markers[k % len(markers)],
             capsize=3,
             label=dataset,
@@ -227,7 +205,7 @@ def scatter_figure(data: pd.DataFrame, path: Path) -> None:
     ax.set_title(title, fontsize=10)
     if len(defined):
         ax.legend(title="dataset", fontsize=8)
-    _save(fig, path)
+    save(fig, path)
 
 
 def forest_figure(data: pd.DataFrame, path: Path) -> None:
@@ -236,7 +214,7 @@ def forest_figure(data: pd.DataFrame, path: Path) -> None:
     A filled marker and a star mark a cue whose Holm-adjusted p is below 0.05 (a wording's row
     never: see ``forest_data``); an undefined delta shows "n/a" on its row.
     """
-    plt = _pyplot()
+    plt = pyplot()
     datasets = _firsts(data["dataset"]) or ["(no deltas)"]
     n_rows = max([int((data["dataset"] == d).sum()) for d in datasets] + [1])
     fig, axes = plt.subplots(
@@ -267,7 +245,7 @@ def forest_figure(data: pd.DataFrame, path: Path) -> None:
         ax.set_xlabel("Δ sycophancy rate vs P0", fontsize=8)
         ax.set_title(dataset, fontsize=10)
     fig.suptitle(f"Directional deltas (red *: cue's Holm-adjusted paired p < {ALPHA})", fontsize=9)
-    _save(fig, path)
+    save(fig, path)
 
 
 def size_figure(data: pd.DataFrame, path: Path) -> None:
@@ -276,7 +254,7 @@ def size_figure(data: pd.DataFrame, path: Path) -> None:
     Models without a known size or SPSS are left out; with none left the figure still gets
     written, saying so in its title.
     """
-    plt = _pyplot()
+    plt = pyplot()
     rows = data.dropna(subset=["size_params", "mean_spss"])
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     if len(rows):
@@ -294,7 +272,7 @@ def size_figure(data: pd.DataFrame, path: Path) -> None:
     ax.set_xlabel("parameters (log scale)")
     ax.set_ylabel("SPSS, mean over datasets")
     ax.set_title(title, fontsize=9)
-    _save(fig, path)
+    save(fig, path)
 
 
 # --- all of them ----------------------------------------------------------------------------

@@ -7,7 +7,6 @@ verdict where the dataset has one.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -18,35 +17,11 @@ from pathlib import Path
 import pandas as pd
 
 from syps.config import DataParams, elephant_local_problem
-from syps.datasets import DATASETS
-from syps.io import InputError, sha256_file, sha256_text, write_json
+from syps.io import InputError, read_csv, sha256_file, sha256_text, write_json
+from syps.protocols.cues.datasets import DATASETS
 
 ITEM_COLUMNS = ["dataset", "item_id", "row", "situation", "reference"]
 _SHA256 = re.compile("[0-9a-f]{64}")
-
-
-def read_csv(path: str | Path, required: list[str]) -> pd.DataFrame:
-    """Read a CSV as strings, with errors that name the file and what is wrong."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise InputError(
-            f"{path}: not valid UTF-8 (byte {e.start}, line {line}); re-save the file as UTF-8"
-        ) from None
-    try:
-        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise InputError(f"{path}: not a readable CSV ({e})") from None
-    missing = [c for c in required if c not in df.columns]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {missing}; found {list(df.columns)}")
-    return df
 
 
 def item_id(dataset: str, situation: str) -> str:

@@ -1,17 +1,16 @@
 """Audit a logged pipeline run from the MLflow store alone: which data, templates, models,
 settings and code produced its numbers, and what changed between two runs.
 
-Everything read here was written by the score stage (see :func:`syps.pipeline.score`), laid
+Everything read here was written by the mlflow stage (see :func:`syps.pipeline.mlflow`), laid
 out as :mod:`syps.runlayout` says: the parent run's tags (hashes, model revisions, settings,
-versions), its artifacts ``templates.json`` and ``params.yaml`` (and each other protocol's
-``protocols/<name>/templates.json``), and each child run's protocol, params and metrics. A colleague
+versions), its artifacts ``params.yaml`` and each protocol's ``protocols/<name>/templates.json``,
+and each child run's protocol, params and metrics. A colleague
 who has only a copy of ``mlruns/`` can audit: artifacts are read from that copy even though
 MLflow recorded them under the absolute path of the machine that ran the pipeline.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,11 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from syps.io import InputError
+from syps.protocols import registry_order
 from syps.runlayout import (
     KIND_TAG,
     PARAMS,
     PROTOCOLS_DIR,
-    SYPS,
     TEMPLATES,
     child_protocol,
     children_filter,
@@ -34,9 +33,6 @@ from syps.runlayout import (
 if TYPE_CHECKING:
     import mlflow
     from mlflow.entities import Run
-
-# SyPS's counts per child; another protocol's children show its headline metrics.
-COUNTS = ("n_items", "unclear_rate", "base_syc", "spss")
 
 
 @dataclass(frozen=True)
@@ -58,10 +54,9 @@ class Audit:
     experiment_id: str
     start_time: int
     tags: dict[str, str]
-    templates: dict[str, Any]
     params_yaml: str
     children: list[AuditChild]
-    # Each other protocol's template set (protocols/<name>/templates.json), by protocol.
+    # Each protocol's template set (protocols/<name>/templates.json), by protocol.
     protocol_templates: dict[str, Any]
 
 
@@ -78,12 +73,11 @@ def load_audit(mlruns: Path, run: str) -> Audit:
     parent = _find_parent(client, run)
     artifacts = _artifact_dir(client, parent, mlruns)
     try:
-        templates = json.loads((artifacts / TEMPLATES).read_text(encoding="utf-8"))
         params_yaml = (artifacts / PARAMS).read_text(encoding="utf-8")
-    except (OSError, json.JSONDecodeError) as e:
+    except OSError as e:
         raise InputError(
-            f"run {parent.info.run_id}: cannot read its {TEMPLATES} or {PARAMS} under "
-            f"{artifacts} ({e}); runs logged before the audit trail existed have none"
+            f"run {parent.info.run_id}: cannot read its {PARAMS} under {artifacts} ({e}); runs "
+            "logged before the audit trail existed have none"
         ) from None
     children = client.search_runs([parent.info.experiment_id], children_filter(parent.info.run_id))
     return Audit(
@@ -92,7 +86,6 @@ def load_audit(mlruns: Path, run: str) -> Audit:
         experiment_id=parent.info.experiment_id,
         start_time=parent.info.start_time,
         tags=dict(parent.data.tags),
-        templates=templates,
         params_yaml=params_yaml,
         children=sorted(
             (
@@ -104,18 +97,23 @@ def load_audit(mlruns: Path, run: str) -> Audit:
                 )
                 for c in children
             ),
-            key=lambda c: (c.protocol != SYPS, c.protocol, c.name),
+            key=lambda c: (registry_order(c.protocol), c.name),
         ),
         protocol_templates=_protocol_templates(artifacts, parent.info.run_id),
     )
 
 
 def _protocol_templates(artifacts: Path, run_id: str) -> dict[str, Any]:
-    """Each ``protocols/<name>/templates.json`` under the run's artifacts, by protocol name."""
+    """Each ``protocols/<name>/templates.json`` under the run's artifacts, by protocol name (a
+    run logged before SyPS was a protocol holds SyPS's at the top)."""
+    from syps.protocols import current_name
+
     out: dict[str, Any] = {}
     folder = artifacts / PROTOCOLS_DIR
-    for path in sorted(folder.glob(f"*/{TEMPLATES}")) if folder.is_dir() else []:
-        name = path.parent.name
+    found = sorted(folder.glob(f"*/{TEMPLATES}")) if folder.is_dir() else []
+    legacy = [artifacts / TEMPLATES] if (artifacts / TEMPLATES).is_file() else []
+    for path in [*legacy, *found]:
+        name = current_name(path.parent.name if path in found else "")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as e:
@@ -230,48 +228,25 @@ def render_audit(a: Audit) -> str:
             f"model     {m}: {t[key]} @ {t.get(f'model.{m}.revision', '?')}\n"
             f"          spec {t.get(f'model.{m}.spec', '?')}"
         )
-    lines.append(f"generation {t.get('generation', '?')}; seed {t.get('seed', '?')}")
+    lines.append(f"seed      {t.get('seed', '?')}")
     lines.append(
-        f"judge     {t.get('judge.labeler', '(no judged rows)')}; template sha256 "
-        f"{t.get('judge.template_sha256', '-')}\n          spec {t.get('judge.spec', '?')}"
+        f"judge     {t.get('judge.labeler', '(no judged rows)')}\n"
+        f"          spec {t.get('judge.spec', '?')}"
     )
-    for key in sorted(k for k in t if k.startswith("labels.")):
-        lines.append(f"rules     {key.removeprefix('labels.')}: {t[key]}")
     # What this pipeline run's generate and label stages did (their own log lines).
     for key in sorted(k for k in t if k.startswith("run_log.")):
-        stage, _, model = key.removeprefix("run_log.").partition(".")
-        said = t[key].removeprefix(f"{stage} {model}: ")
-        lines.append(f"this run  {stage} {model}: {said}")
-    lines.append(f"templates cue {a.templates.get('cue_position', '?')} the situation")
-    for d, ds in a.templates.get("datasets", {}).items():
-        variants = ds["variants"]
-        systems = {v["system"] for v in variants.values()}
-        lines.append(f"  {d}")
-        if len(systems) == 1:
-            lines.append(f"    system (all variants): {_quote(next(iter(systems)))}")
-        for vid, v in variants.items():
-            lines.append(f"    {vid}  sha256 {v['template_sha256']}")
-            if len(systems) > 1:
-                lines.append(f"      system: {_quote(v['system'])}")
-            lines.append(f"      user:   {_quote(v['user'])}")
-    syps = [c for c in a.children if c.protocol == SYPS]
-    others = sorted(
-        {c.protocol for c in a.children if c.protocol != SYPS} | a.protocol_templates.keys()
+        stage, _, model = key.removeprefix("run_log.").rpartition(".")
+        lines.append(f"this run  {stage} {model}: {t[key].split(': ', 1)[-1]}")
+    protocols = sorted(
+        {c.protocol for c in a.children} | a.protocol_templates.keys(), key=registry_order
     )
-    if syps or not others:
-        lines.append("counts")
-        width = max([len(c.name) for c in syps] + [5])
-        lines.append(f"  {'run':<{width}}  " + "  ".join(f"{c:>12}" for c in COUNTS))
-        for child in syps:
-            cells = "  ".join(f"{_num(child.metrics.get(c)):>12}" for c in COUNTS)
-            lines.append(f"  {child.name:<{width}}  {cells}")
-    for protocol in others:
+    for protocol in protocols:
         lines += _render_protocol(a, protocol)
     return "\n".join(lines)
 
 
 def _render_protocol(a: Audit, protocol: str) -> list[str]:
-    """A non-SyPS protocol's template set, as logged, and its children's headline metrics."""
+    """A protocol's template set, as logged, and its children's headline metrics."""
     from syps.protocols import headline_metrics
 
     lines = [f"protocol  {protocol}"]
@@ -312,7 +287,6 @@ def render_diff(a: Audit, b: Audit) -> str:
     out.append("tags" + ("" if changed else ": no change"))
     for k in changed:
         out.append(f"  {k}: {a.tags.get(k, '(absent)')} -> {b.tags.get(k, '(absent)')}")
-    out += _template_diff(a.templates, b.templates)
     for protocol in sorted(a.protocol_templates.keys() | b.protocol_templates.keys()):
         out += _protocol_template_diff(a, b, protocol)
     params = _flat_diff(_yaml(a.params_yaml), _yaml(b.params_yaml))
@@ -321,31 +295,8 @@ def render_diff(a: Audit, b: Audit) -> str:
     return "\n".join(out)
 
 
-def _template_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    out: list[str] = []
-    if a.get("cue_position") != b.get("cue_position"):
-        out.append(f"  cue_position: {a.get('cue_position')} -> {b.get('cue_position')}")
-    da, db = a.get("datasets", {}), b.get("datasets", {})
-    for d in sorted(da.keys() | db.keys()):
-        va, vb = da.get(d, {}).get("variants", {}), db.get(d, {}).get("variants", {})
-        for vid in sorted(va.keys() | vb.keys()):
-            ta, tb = va.get(vid), vb.get(vid)
-            if ta is None or tb is None:
-                out.append(f"  {d} {vid}: {'added' if ta is None else 'removed'}")
-            elif ta["template_sha256"] != tb["template_sha256"]:
-                out.append(
-                    f"  {d} {vid}: {ta['template_sha256'][:12]} -> {tb['template_sha256'][:12]}"
-                )
-                for part in ("system", "user"):
-                    diff = difflib.unified_diff(
-                        ta[part].splitlines(), tb[part].splitlines(), part, part, lineterm="", n=0
-                    )
-                    out += [f"    {line}" for line in diff]
-    return ["templates" + ("" if out else ": no change"), *out]
-
-
 def _protocol_template_diff(a: Audit, b: Audit, protocol: str) -> list[str]:
-    """A non-SyPS protocol's template set, changed leaf by leaf (each a JSON value)."""
+    """A protocol's template set, changed leaf by leaf (each a JSON value)."""
     head = protocol_templates(protocol)
     ta, tb = a.protocol_templates.get(protocol), b.protocol_templates.get(protocol)
     if ta is None or tb is None:

@@ -1,4 +1,5 @@
-"""The ``syps`` command line: every pipeline stage, a standalone scorer, and judge validation."""
+"""The ``syps`` command line: every pipeline stage, a standalone scorer, judge validation, and
+the views of the results (compare, audit, the MLflow UI, plan)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,6 @@ from syps import pipeline
 from syps.backends import BackendError
 from syps.config import ConfigError
 from syps.io import InputError
-from syps.protocols import stages as pstages
-from syps.protocols.cues.datasets import labeling_summary
-from syps.protocols.cues.lint import lint
 from syps.runs import repo_root
 
 app = typer.Typer(
@@ -56,48 +54,54 @@ def _friendly(fn: Callable[..., None]) -> Callable[..., None]:
 
 
 # Help for the stage commands' positional paths, by parameter name (the functions live in
-# pipeline.py and lint.py, which know nothing of the CLI); in brackets what dvc.yaml passes.
+# syps/pipeline.py, which knows nothing of the CLI); in brackets what dvc.yaml passes.
 _PARAMS_HELP = "parameters file [params.yaml]"
-_ITEMS_HELP = "items table, written by fetch [out/items.parquet]"
-_PROMPTS_HELP = "prompts table, written by variants [out/prompts.parquet]"
+_PROTOCOL_HELP = "the protocol's name under `protocols` in the parameters file [cues]"
+_MODEL_HELP = "the model's name under `models` in the parameters file [smollm2-135m]"
+_ITEMS_HELP = "the items table, written by fetch [out/protocols/<protocol>/items.parquet]"
 STAGE_ARGS: dict[Callable[..., None], dict[str, str]] = {
-    pipeline.fetch: {"params": _PARAMS_HELP, "out": "items table to write [out/items.parquet]"},
+    pipeline.fetch: {
+        "params": _PARAMS_HELP,
+        "protocol": _PROTOCOL_HELP,
+        "out": "items table to write [out/protocols/<protocol>/items.parquet]",
+    },
     pipeline.variants: {
         "params": _PARAMS_HELP,
+        "protocol": _PROTOCOL_HELP,
         "items": _ITEMS_HELP,
-        "out": "prompts table to write [out/prompts.parquet]",
-    },
-    lint: {
-        "params": _PARAMS_HELP,
-        "items": _ITEMS_HELP,
-        "prompts": _PROMPTS_HELP,
-        "out": "lint report to write, also on failure [out/lint.json]",
+        "out": "lint report to write, also on failure [out/protocols/<protocol>/lint.json]",
     },
     pipeline.generate: {
         "params": _PARAMS_HELP,
-        "prompts": _PROMPTS_HELP,
-        "model": "the model's name under `models` in the parameters file [smollm2-135m]",
-        "out": "responses table to write [out/responses/<model>.parquet]",
+        "protocol": _PROTOCOL_HELP,
+        "model": _MODEL_HELP,
+        "items": _ITEMS_HELP,
+        "out": "responses table to write [out/protocols/<protocol>/responses/<model>.parquet]",
     },
     pipeline.label: {
         "params": _PARAMS_HELP,
+        "protocol": _PROTOCOL_HELP,
+        "model": _MODEL_HELP,
         "items": _ITEMS_HELP,
-        "responses": "responses table, written by generate [out/responses/<model>.parquet]",
-        "out": "labels table to write [out/labels/<model>.parquet]",
+        "responses": "responses table, written by generate "
+        "[out/protocols/<protocol>/responses/<model>.parquet]",
+        "out": "labels table to write [out/protocols/<protocol>/labels/<model>.parquet]",
     },
     pipeline.score: {
         "params": _PARAMS_HELP,
+        "protocol": _PROTOCOL_HELP,
         "items": _ITEMS_HELP,
-        "prompts": _PROMPTS_HELP,
-        "responses": "directory of <model>.parquet responses, one per model [out/responses]",
-        "labels": "directory of <model>.parquet labels, one per model [out/labels]",
+        "labels": "directory of <model>.parquet labels [out/protocols/<protocol>/labels]",
+        "metrics": "metrics file to write [metrics/<protocol>.json]",
+        "plots": "directory for the plot data [plots/<protocol>]",
+        "figures": "directory for the figures [out/protocols/<protocol>/figures]",
+        "track": "the bundle the mlflow stage logs [out/tracks/<protocol>.json]",
+    },
+    pipeline.mlflow: {
+        "params": _PARAMS_HELP,
+        "tracks": "directory of the score stages' bundles, <protocol>.json [out/tracks]",
         "data_dvc": "the data's .dvc file; the md5 of data/ is read from the dvc.lock beside it "
         "[data.dvc]",
-        "metrics": "metrics file to write [metrics.json]",
-        "plots": "directory to write the plot data (CSV) into [out/plots]",
-        "figures": "directory to write the figures (PNG) into [out/figures]",
-        "flips": "directory to write the flip tables (CSV, HTML) into [out/flips]",
-        "tracks": "directory of the protocols' MLflow bundles, <protocol>.json [out/tracks]",
     },
 }
 
@@ -118,116 +122,150 @@ def stage_command(fn: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
-app.command("fetch", help="Read the configured datasets into the normalised items table.")(
-    stage_command(pipeline.fetch)
+stage_app = typer.Typer(
+    help="Run one pipeline stage by hand, exactly as `dvc repro` runs it (see dvc.yaml).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
-app.command("variants", help="Render every item under every variant P0..P7.")(
-    stage_command(pipeline.variants)
-)
-app.command(
-    "lint", help="Check that every variant differs from P0 only in its cue (before generate)."
-)(stage_command(lint))
-app.command("generate", help="Generate a response to every prompt with one model of params.")(
-    stage_command(pipeline.generate)
-)
-app.command("label", help=f"Label responses: {labeling_summary()}.")(stage_command(pipeline.label))
-app.command(
-    "report",
-    help="Score all models' labels, write metrics and plots, log to MLflow, print the summary "
-    "(the score stage).",
+stage_app.command("fetch", help="Load a protocol's items.")(stage_command(pipeline.fetch))
+stage_app.command(
+    "variants", help="Render a protocol's conversations and lint them (before generation)."
+)(stage_command(pipeline.variants))
+stage_app.command(
+    "generate", help="Run every turn of a protocol for one model, through the response store."
+)(stage_command(pipeline.generate))
+stage_app.command("label", help="Label one model's responses.")(stage_command(pipeline.label))
+stage_app.command(
+    "score", help="Score every model; metrics, plot data, figures and the MLflow bundle."
 )(stage_command(pipeline.score))
+stage_app.command(
+    "mlflow", help="Log the pipeline run and a child run per (protocol, model, dataset)."
+)(stage_command(pipeline.mlflow))
+app.add_typer(stage_app, name="stage")
 
 
 def _score_help() -> str:
     import textwrap
 
-    from syps.protocols import TABLE_SCORERS
+    from syps.protocols import PROTOCOLS
 
     # \b keeps click from re-wrapping the list into one paragraph, so wrap it here.
     lines = [
-        textwrap.fill(scorer.columns, 78, initial_indent=f"{name}: ", subsequent_indent="    ")
-        for name, scorer in TABLE_SCORERS.items()
+        textwrap.fill(e.table.columns, 78, initial_indent=f"{name}: ", subsequent_indent="    ")
+        for name, e in PROTOCOLS.items()
     ]
     return (
-        "Score a table; print its metrics as JSON. Usable on tables from outside the pipeline.\n\n"
-        "--protocol syps (default): LABELS has columns dataset, model, item_id, variant, label "
-        "(1|0; empty: UNCLEAR); prints {model: {dataset: {metric: value}}}.\n\n"
-        "Other protocols print {model: {metric: value}} (undefined: null); their columns "
-        "([optional]):\n\n"
+        "Score a table; print its metrics as JSON (undefined: null). Usable on tables from "
+        "outside the pipeline. The columns of each protocol's table ([optional]):\n\n"
         "\b\n" + "\n".join(lines)
     )
 
 
-def _protocol_names() -> list[str]:
-    from syps.protocols import TABLE_SCORERS
+def _table_options() -> dict[str, tuple[Any, list[str]]]:
+    """Every protocol's own ``syps score`` options: name -> (its option, the protocols)."""
+    from syps.protocols import PROTOCOLS
 
-    return ["syps", *TABLE_SCORERS]
+    out: dict[str, tuple[Any, list[str]]] = {}
+    for name, entry in PROTOCOLS.items():
+        for opt, spec in entry.table.options.items():
+            if opt in out:
+                out[opt][1].append(name)
+            else:
+                out[opt] = (spec, [name])
+    return out
 
 
-@app.command("score", help=_score_help())
 def score_cmd(
-    labels: Annotated[
-        Path, typer.Argument(help="CSV (or parquet for syps): the table to score, see above")
-    ],
-    protocol: Annotated[
-        str,
-        typer.Option(help=f"whose table it is: {' | '.join(_protocol_names())}"),
-    ] = "syps",
-    bootstrap: Annotated[
-        int | None,
-        typer.Option(help="bootstrap resamples (default: the protocol's; syps 1000)", min=1),
-    ] = None,
-    ci: Annotated[float, typer.Option(help="confidence level")] = 0.95,
-    seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
-    weights: Annotated[
-        Path | None,
-        typer.Option(help="discernment only: CSV arg_id, q of label-confidence weights"),
-    ] = None,
-    k: Annotated[
-        float | None,
-        typer.Option(help="discernment only: threshold k in sigma0 units [2]", min=0),
-    ] = None,
-    margin: Annotated[
-        float | None, typer.Option(help="pushback only: equivalence (TOST) margin [0.05]")
-    ] = None,
+    labels: Path,
+    protocol: str,
+    bootstrap: int | None,
+    ci: float,
+    seed: int,
+    **options: Any,
 ) -> None:
-    from syps.protocols import TABLE_SCORERS
+    """``syps score``: a protocol's table scored, printed as JSON."""
+    from syps.protocols import PROTOCOLS
 
-    if protocol not in _protocol_names():
+    if protocol not in PROTOCOLS:
         raise typer.BadParameter(
-            f"{protocol!r} is none of {', '.join(_protocol_names())}", param_hint="--protocol"
+            f"{protocol!r} is none of {', '.join(PROTOCOLS)}", param_hint="--protocol"
         )
     if not 0 < ci < 1:
         raise typer.BadParameter("must lie strictly between 0 and 1", param_hint="--ci")
-    if margin is not None and not 0 < margin < 1:
-        raise typer.BadParameter("must lie strictly between 0 and 1", param_hint="--margin")
-    given = {
-        name: value
-        for name, value in {"weights": weights, "k": k, "margin": margin}.items()
-        if value is not None
-    }
-    accepted = TABLE_SCORERS[protocol].options if protocol in TABLE_SCORERS else {}
+    given = {name: value for name, value in options.items() if value is not None}
+    accepted = PROTOCOLS[protocol].table.options
     for name in given:
         if name not in accepted:
-            users = [p for p, s in TABLE_SCORERS.items() if name in s.options]
+            users = _table_options()[name][1]
             raise typer.BadParameter(
                 f"applies only to --protocol {' or '.join(users)}, not {protocol}",
                 param_hint=f"--{name}",
             )
 
     def run() -> None:
-        if protocol in TABLE_SCORERS:
-            scored = _score_protocol_table(protocol, labels, bootstrap, ci, seed, given)
-            print(json.dumps(scored, indent=2, sort_keys=True))
-            return
-        from syps.io import jsonable
-        from syps.protocols.cues.metrics import LABEL_COLUMNS, score_labels
-
-        table = _read_labels(labels, LABEL_COLUMNS)
-        scores = score_labels(table, 1000 if bootstrap is None else bootstrap, ci, seed)
-        print(json.dumps(jsonable(scores), indent=2, sort_keys=True))
+        scored = _score_protocol_table(protocol, labels, bootstrap, ci, seed, given)
+        print(json.dumps(scored, indent=2, sort_keys=True))
 
     _friendly(run)()
+
+
+def _score_command() -> Callable[..., None]:
+    """``score_cmd`` with one typed option per protocol option (typer reads the signature)."""
+    base = [
+        inspect.Parameter(
+            "labels",
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            annotation=Annotated[Path, typer.Argument(help="the table to score, see above")],
+        ),
+        inspect.Parameter(
+            "protocol",
+            inspect.Parameter.KEYWORD_ONLY,
+            default="cues",
+            annotation=Annotated[str, typer.Option(help="whose table it is")],
+        ),
+        inspect.Parameter(
+            "bootstrap",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                int | None,
+                typer.Option(help="bootstrap resamples (default: the protocol's)", min=1),
+            ],
+        ),
+        inspect.Parameter(
+            "ci",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=0.95,
+            annotation=Annotated[float, typer.Option(help="confidence level")],
+        ),
+        inspect.Parameter(
+            "seed",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=0,
+            annotation=Annotated[int, typer.Option(help="bootstrap seed")],
+        ),
+    ]
+    extra = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                spec.type | None, typer.Option(help=f"{' and '.join(users)} only: {spec.help}")
+            ],
+        )
+        for name, (spec, users) in _table_options().items()
+    ]
+
+    def command(**kwargs: Any) -> None:
+        score_cmd(**kwargs)
+
+    command.__signature__ = inspect.Signature([*base, *extra])  # type: ignore[attr-defined]
+    command.__doc__ = score_cmd.__doc__
+    return command
+
+
+app.command("score", help=_score_help())(_score_command())
 
 
 def _score_protocol_table(
@@ -242,9 +280,9 @@ def _score_protocol_table(
     booleans kept (numpy's too)."""
     import numpy as np
 
-    from syps.protocols import TABLE_SCORERS
+    from syps.protocols import PROTOCOLS
 
-    scorer = TABLE_SCORERS[protocol]
+    scorer = PROTOCOLS[protocol].table
     read, score_table = scorer.load()
     kwargs = {name: scorer.convert(name, value) for name, value in options.items()}
     if bootstrap is not None:  # otherwise the protocol's own default
@@ -266,29 +304,6 @@ def _score_protocol_table(
         return None if math.isnan(f) else f
 
     return {str(m): {str(name): value(v) for name, v in ms.items()} for m, ms in scores.items()}
-
-
-def _read_labels(path: Path, required: list[str]) -> Any:
-    import pandas as pd
-
-    from syps.io import read_parquet
-
-    if path.suffix == ".parquet":
-        # The user's own file, perhaps: "rerun the stage" is advice for stage outputs only.
-        fix = "if it is out/labels/<model>.parquet, rerun `dvc repro`; otherwise write it again"
-        table = read_parquet(path, required, recovery=fix)
-    else:
-        from syps.io import read_csv
-
-        table = read_csv(path, required)
-    label = pd.to_numeric(table["label"].replace("", None), errors="coerce")
-    bad = table["label"].notna() & (table["label"].astype(str) != "") & label.isna()
-    bad |= label.notna() & ~label.isin([0, 1])
-    if bad.any():
-        row = int(bad.to_numpy().nonzero()[0][0]) + 1
-        value = table["label"].iloc[row - 1]
-        raise InputError(f"{path}: row {row}: label '{value}' is not 0, 1 or empty")
-    return table.assign(label=label.astype(float))
 
 
 @app.command("summary")
@@ -350,18 +365,49 @@ def judge_sample_cmd(
     model: Annotated[
         list[str] | None, typer.Option(help="only this model (repeatable; default: all)")
     ] = None,
-    responses: Annotated[Path, typer.Option(help="directory of <model>.parquet responses")] = Path(
-        "out/responses"
-    ),
-    items: Annotated[Path, typer.Option(help="items table")] = Path("out/items.parquet"),
+    protocol: Annotated[str, typer.Option(help="whose labels to validate")] = "cues",
+    responses: Annotated[
+        Path | None,
+        typer.Option(
+            help="directory of <model>.parquet label tables holding each response "
+            "[out/protocols/<protocol>/labels]"
+        ),
+    ] = None,
+    items: Annotated[
+        Path | None, typer.Option(help="items table [out/protocols/<protocol>/items.parquet]")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="overwrite an existing --out")] = False,
 ) -> None:
     """Draw a stratified sample of responses to annotate by hand."""
-    from syps.annotate import judge_sample
 
-    _friendly(judge_sample)(
-        params, out, n, seed, dataset or None, model or None, responses, items, force
-    )
+    def run() -> None:
+        out_dir = Path("out/protocols") / protocol
+        _validation(protocol).judge_sample(
+            params,
+            out,
+            n,
+            seed,
+            dataset or None,
+            model or None,
+            responses or out_dir / "labels",
+            items or out_dir / "items.parquet",
+            force,
+        )
+
+    _friendly(run)()
+
+
+def _validation(protocol: str) -> Any:
+    """The module with ``protocol``'s judge validation (``judge_sample``, ``judge_validate``)."""
+    import importlib
+
+    from syps.protocols import PROTOCOLS
+
+    entry = PROTOCOLS.get(protocol)
+    if entry is None or entry.validation is None:
+        has = [n for n, e in PROTOCOLS.items() if e.validation]
+        raise InputError(f"--protocol {protocol}: no judge validation; protocols with one: {has}")
+    return importlib.import_module(entry.validation)
 
 
 @judge.command(
@@ -381,12 +427,12 @@ def judge_validate_cmd(
         bool,
         typer.Option("--allow-missing", help="skip rows whose human_label is empty, not fail"),
     ] = False,
+    protocol: Annotated[str, typer.Option(help="whose labels to validate")] = "cues",
 ) -> None:
     """Validate the labellers against an annotated sample."""
-    from syps.annotate import judge_validate
 
     def run() -> None:
-        judge_validate(params, annotated, report, allow_missing)
+        _validation(protocol).judge_validate(params, annotated, report, allow_missing)
 
     _friendly(run)()
 
@@ -572,7 +618,7 @@ def plan_cmd(
     `models.<name>.price`. Sends nothing and loads no weights."""
 
     def run() -> None:
-        from syps.config import load_params
+        from syps.params import load_params
         from syps.plan import plan, render
         from syps.runs import cache_dir, store_path
         from syps.store import Store
@@ -583,79 +629,6 @@ def plan_cmd(
         print(render(rows))
 
     _friendly(run)()
-
-
-# The conversation protocols' steps (syps/protocols/stages.py), one command each under
-# `syps protocol`; dvc.yaml runs them per protocol (and per model) through stages/p_*.py.
-_PROTOCOL_HELP = "the protocol's name under `protocols` in the parameters file [pushback]"
-_P_ITEMS_HELP = "the protocol's items table [out/protocols/<protocol>/items.parquet]"
-STAGE_ARGS.update(
-    {
-        pstages.items: {
-            "params": _PARAMS_HELP,
-            "protocol": _PROTOCOL_HELP,
-            "out": "items table to write [out/protocols/<protocol>/items.parquet]",
-        },
-        pstages.lint: {
-            "params": _PARAMS_HELP,
-            "protocol": _PROTOCOL_HELP,
-            "items": _P_ITEMS_HELP,
-            "out": "lint report to write, also on failure [out/protocols/<protocol>/lint.json]",
-        },
-        pstages.aux: {
-            "params": _PARAMS_HELP,
-            "protocol": _PROTOCOL_HELP,
-            "items": _P_ITEMS_HELP,
-            "out": "table to write [out/protocols/<protocol>/aux.parquet]",
-        },
-        pstages.converse: {
-            "params": _PARAMS_HELP,
-            "protocol": _PROTOCOL_HELP,
-            "model": "the model's name under `models` in the parameters file [smollm2-135m]",
-            "items": _P_ITEMS_HELP,
-            "out": "responses table to write [out/protocols/<protocol>/responses/<model>.parquet]",
-        },
-        pstages.label: {
-            "params": _PARAMS_HELP,
-            "protocol": _PROTOCOL_HELP,
-            "model": "the model's name under `models` in the parameters file [smollm2-135m]",
-            "items": _P_ITEMS_HELP,
-            "responses": "responses table, written by converse "
-            "[out/protocols/<protocol>/responses/<model>.parquet]",
-            "aux": "the protocol's auxiliary table [out/protocols/<protocol>/aux.parquet]",
-            "out": "labels table to write [out/protocols/<protocol>/labels/<model>.parquet]",
-        },
-        pstages.score: {
-            "params": _PARAMS_HELP,
-            "protocol": _PROTOCOL_HELP,
-            "labels": "directory of <model>.parquet labels [out/protocols/<protocol>/labels]",
-            "metrics": "metrics file to write [metrics/<protocol>.json]",
-            "plots": "directory for the plot data [plots/<protocol>]",
-            "figures": "directory for the figures [out/protocols/<protocol>/figures]",
-            "track": "the MLflow bundle the score stage logs [out/tracks/<protocol>.json]",
-        },
-    }
-)
-protocol_app = typer.Typer(
-    help="Run one step of a conversation protocol (pushback, discernment, betting).",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
-protocol_app.command("items", help="Load the protocol's items.")(stage_command(pstages.items))
-protocol_app.command("lint", help="Lint the protocol's conversations (before generation).")(
-    stage_command(pstages.lint)
-)
-protocol_app.command("aux", help="Model-independent data (e.g. judge ratings of arguments).")(
-    stage_command(pstages.aux)
-)
-protocol_app.command("converse", help="Run every turn for one model, through the store.")(
-    stage_command(pstages.converse)
-)
-protocol_app.command("label", help="Label one model's responses.")(stage_command(pstages.label))
-protocol_app.command("score", help="Score every model; metrics, plots, figures, MLflow bundle.")(
-    stage_command(pstages.score)
-)
-app.add_typer(protocol_app, name="protocol")
 
 
 if __name__ == "__main__":

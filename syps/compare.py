@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from syps.io import InputError
-from syps.protocols import headline_metrics
+from syps.protocols import headline_metrics, registry_order
 from syps.report import LOW_SUPPORT, LOW_SUPPORT_NOTE, support
 from syps.runlayout import (
     KIND_TAG,
-    SYPS,
     child_protocol,
     children_filter,
     is_pipeline_parent,
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
     import mlflow
     from mlflow.entities import Run
 
-DEFAULT_METRICS = headline_metrics(SYPS)
+
 COUNT_PREFIXES = ("n_", "flips_")
 COUNT_SUFFIXES = ("_n", "_ci_reps", "_low_support")
 
@@ -43,7 +42,7 @@ class ComparedRun:
     parent_id: str
     parent_name: str
     metrics: dict[str, float]
-    protocol: str = SYPS
+    protocol: str = ""
 
 
 def parse_tags(pairs: list[str]) -> dict[str, str]:
@@ -199,8 +198,8 @@ def compare_table(
         raise InputError(f"metric(s) {unknown} not logged by any of the runs compared")
     labels = _parent_labels(runs)
     several = len(labels) > 1
-    # A SyPS-only table keeps the layout it had before there were protocols.
-    protocols = any(r.protocol != SYPS for r in runs)
+    # A table of one protocol's runs needs no protocol column.
+    protocols = len({r.protocol for r in runs}) > 1
     header = [
         *(["protocol"] if protocols else []),
         "model",
@@ -216,7 +215,7 @@ def compare_table(
             *([labels[r.parent_id]] if several else []),
             *(_cell(r.metrics, m) for m in metrics),
         ]
-        for r in sorted(runs, key=lambda r: (r.protocol != SYPS, r.protocol, r.model, r.dataset))
+        for r in sorted(runs, key=lambda r: (registry_order(r.protocol), r.model, r.dataset))
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     marked = any(LOW_SUPPORT in cell for row in rows for cell in row)
@@ -233,16 +232,13 @@ def compare_table(
 
 def default_metrics(runs: list[ComparedRun]) -> list[str]:
     """The columns when none are asked for: each protocol's headline metrics (see
-    :func:`syps.protocols.headline_metrics`), SyPS's first, each metric once.
-
-    Another protocol's list keeps only what its runs logged (its keys name cells, and a run
-    need not have every cell); SyPS's is kept whole, as ``syps compare`` always did.
-    """
+    :func:`syps.protocols.headline_metrics`), in registry order, each metric once, each only
+    where its runs logged it (a key may name a cell, and a run need not have every cell)."""
     out: list[str] = []
-    for protocol in sorted({r.protocol for r in runs}, key=lambda p: (p != SYPS, p)):
+    for protocol in sorted({r.protocol for r in runs}, key=registry_order):
         logged = {k for r in runs if r.protocol == protocol for k in r.metrics}
         names = headline_metrics(protocol, logged)
-        out += [m for m in names if m not in out and (protocol == SYPS or m in logged)]
+        out += [m for m in names if m not in out and m in logged]
     return out
 
 

@@ -10,26 +10,11 @@ import dataclasses
 import re
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
-
-from syps.protocols.cues.datasets import DATASETS
-
-VARIANTS: tuple[str, ...] = ("P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7")
-VARIANT_NAMES: dict[str, str] = {
-    "P0": "neutral",
-    "P1": "user confidence",
-    "P2": "hedging",
-    "P3": "validation seeking",
-    "P4": "social consensus",
-    "P5": "emotional pressure",
-    "P6": "counter-framing",
-    "P7": "anti-sycophancy instruction",
-}
 
 
 class ConfigError(ValueError):
@@ -38,8 +23,6 @@ class ConfigError(ValueError):
 
 # A ``{name}`` placeholder. Other braces (``{"a": 1}``, ``{0}``, a lone ``{{``) are plain text.
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-# What the judge template is filled with (see ``syps.protocols.cues.templates.fill``).
-JUDGE_FIELDS: tuple[str, ...] = ("situation", "response")
 
 
 def check_placeholders(template: str, names: Iterable[str], where: str) -> None:
@@ -56,118 +39,6 @@ def check_placeholders(template: str, names: Iterable[str], where: str) -> None:
     missing = sorted(allowed - found)
     if missing:
         raise ConfigError(f"{where}: the template must contain {['{' + m + '}' for m in missing]}")
-
-
-@dataclass(frozen=True)
-class ElephantSource:
-    """Released ELEPHANT CSVs: pinned URLs, a download cache and a committed sha256 lock."""
-
-    urls: dict[str, str]
-    cache_dir: str = ".cache/elephant"
-    lock: str = "elephant.lock.json"
-
-
-def elephant_local_problem(dataset: str, path: str | None) -> str | None:
-    """Why the ``elephant`` source cannot read ``dataset`` from ``data.files``; None if it can.
-
-    myracheng/elephant releases only OEQ and AITA (AITA-YTA is the YTA rows of AITA.csv); a
-    dataset without a URL, above all one the registry marks unreleased (SS), must come from a
-    local copy the user supplies. The
-    built-in sample is refused so that it is never passed off as the released set.
-    """
-    if path is not None and Path(path).parts[:2] != ("data", "builtin"):
-        return None
-    why = (
-        "data/builtin/ holds this project's own sample, not the released set"
-        if path is not None
-        else "no data.files entry"
-    )
-    if dataset in DATASETS and not DATASETS[dataset].elephant_released:
-        return (
-            f"data.files.{dataset}: the 'elephant' source cannot download {dataset} ({why}): the "
-            f"{dataset} items of the ELEPHANT paper are not released in "
-            f"github.com/myracheng/elephant (it holds datasets/OEQ.csv and datasets/AITA.csv "
-            f"only); supply your own copy as a CSV with the data.columns.{dataset} column, set "
-            f"data.files.{dataset} to its path, or drop {dataset} from data.datasets"
-        )
-    return (
-        f"data.elephant.urls.{dataset}: no URL for {dataset!r} and no local copy in "
-        f"data.files.{dataset} ({why}); set one of them"
-    )
-
-
-@dataclass(frozen=True)
-class DataParams:
-    """Which items to evaluate.
-
-    ``columns`` maps the normalised fields (``situation``, optionally ``verdict``) to the CSV's
-    column names, per dataset. ``files`` gives the CSV per dataset for the ``builtin`` and
-    ``csv`` sources.
-    """
-
-    source: Literal["builtin", "elephant", "csv"]
-    datasets: list[str]
-    files: dict[str, str]
-    columns: dict[str, dict[str, str]]
-    elephant: ElephantSource
-    limit: int | None = None
-    # AITA-YTA keeps only the rows whose verdict column holds this value (its registry entry
-    # names this field: syps.protocols.cues.datasets).
-    yta_value: str = "YTA"
-
-
-_VARIANT_ID = re.compile(r"^(P[0-7])([a-z]?)$")
-
-
-def cue_of(variant: str) -> str:
-    """The cue a variant id belongs to: ``P3b`` -> ``P3``, ``P3`` -> ``P3``."""
-    m = _VARIANT_ID.match(variant)
-    if m is None:
-        raise ConfigError(f"unknown variant id {variant!r}; expected P0..P7, optionally + a..z")
-    return m.group(1)
-
-
-def order_variants(ids: Iterable[str]) -> list[str]:
-    """Variant ids in reporting order: by cue, then wording (``P3``, ``P3a``, ``P3b``)."""
-    return sorted(set(ids), key=lambda v: (cue_of(v), v))
-
-
-def primary_variants(ids: Sequence[str]) -> list[str]:
-    """The first wording of each cue, in order: the eight variants SPSS is computed over."""
-    first: dict[str, str] = {}
-    for v in order_variants(ids):
-        first.setdefault(cue_of(v), v)
-    return list(first.values())
-
-
-@dataclass(frozen=True)
-class DatasetTemplate:
-    """One dataset's wording: task and format shared by every variant, one cue per variant.
-
-    A cue may list several wordings; each becomes its own variant (``P3a``, ``P3b``, ...), so a
-    delta can be checked for robustness to the exact phrase. P0 has exactly one wording.
-    """
-
-    task: str
-    format: str
-    cues: dict[str, str | list[str]]
-
-    def variant_cues(self) -> dict[str, str]:
-        """Variant id -> cue text, in order; a one-wording cue keeps its plain id."""
-        out: dict[str, str] = {}
-        for cue in (v for v in VARIANTS if v in self.cues):
-            wordings = self.cues[cue]
-            if isinstance(wordings, str) or len(wordings) == 1:
-                out[cue] = wordings if isinstance(wordings, str) else wordings[0]
-            else:
-                out.update({f"{cue}{chr(97 + i)}": w for i, w in enumerate(wordings)})
-        return out
-
-
-@dataclass(frozen=True)
-class TemplateParams:
-    cue_position: Literal["before", "after"]
-    datasets: dict[str, DatasetTemplate]
 
 
 @dataclass(frozen=True)
@@ -218,20 +89,12 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
-class GenerationParams:
-    max_new_tokens: dict[str, int]
-    temperature: float = 0.0
-    top_p: float = 1.0
-
-
-@dataclass(frozen=True)
 class JudgeParams:
-    """The OEQ judge: a prompt template and its answer options, scored by next-token logprob."""
+    """The LLM judge every protocol shares: a model that scores each allowed answer by its
+    next-token log-probability. What it is asked (system text, template, options) belongs to
+    the protocol that asks."""
 
     model: ModelSpec
-    system: str
-    template: str
-    options: dict[str, int]
     # A verdict whose log-probability lead is below this margin is UNCLEAR.
     min_margin: float = 0.0
 
@@ -253,57 +116,64 @@ class TrackingParams:
     experiment: str = "syps"
 
 
-class ProtocolsParams(dict[str, Any]):
-    """``protocols``: protocol name -> that protocol's typed params (its ``params_type``, a
-    ``syps.protocols.base.ProtocolParams``), parsed by the protocol's own dataclass so that an
-    unknown key is an error naming ``protocols.<name>.<key>``. Only registered protocols
-    (``syps.protocols.PROTOCOLS``) are accepted."""
+@dataclass(frozen=True, kw_only=True)
+class ConvGeneration:
+    """How a protocol's requests are generated: ``reps`` repetitions of each request, each
+    sampled with its own seed (derived from the run seed and the request's store key, so a
+    repetition's output does not depend on which requests share its batch)."""
 
-    @classmethod
-    def syps_parse(cls, raw: Any, where: str) -> ProtocolsParams:
-        from syps.conversation import check_sampling
-        from syps.protocols import PROTOCOLS, load_protocol
+    max_new_tokens: int = 64
+    temperature: float = 0.0
+    top_p: float = 1.0
+    reps: int = 1
 
-        if raw is None:
-            return cls()
-        if not isinstance(raw, dict):
-            raise ConfigError(_at(where, f"expected a mapping, got {type(raw).__name__}"))
-        missing = [n for n in PROTOCOLS if n not in raw]
-        if missing:
-            # Every protocol keeps its block (its stages exist while it does, and the score
-            # stage reads their outputs): switch one off with `enabled: false`.
-            raise ConfigError(
-                f"{_key(where, missing[0])}: missing; every protocol needs a block "
-                f"(set `enabled: false` to switch it off)"
-            )
-        out = cls()
-        for name, block in raw.items():
-            if name not in PROTOCOLS:
-                raise ConfigError(
-                    f"{_key(where, name)}: unknown protocol; known: {sorted(PROTOCOLS)}"
-                )
-            proto = load_protocol(name)
-            out[name] = _parse(proto.params_type, block, _key(where, name))
-            check_sampling(proto, out[name].generation, _key(where, name))
-        return out
 
-    def enabled(self) -> list[str]:
-        """The protocols that run, in params order."""
-        return [n for n, p in self.items() if p.enabled]
+@dataclass(frozen=True, kw_only=True)
+class ProtocolParams:
+    """The keys every ``protocols.<name>`` block has; a protocol's params subclass this
+    (``@dataclass(frozen=True, kw_only=True)``) and add their own.
+
+    ``replay``: how an earlier assistant turn is put into a later conversation. Only
+    ``visible`` exists (the response text verbatim, nothing hidden such as reasoning); it is a
+    param so that the choice is logged with every run.
+    """
+
+    enabled: bool = True
+    generation: ConvGeneration = field(default_factory=ConvGeneration)
+    replay: Literal["visible"] = "visible"
+
+
+def check_sampling(gen: ConvGeneration, needs_sampling_for_reps: bool, where: str) -> None:
+    """Refuse what would measure nothing: greedy decoding repeated (identical repetitions)."""
+    if gen.reps < 1:
+        raise ConfigError(f"{where}.generation.reps: must be at least 1, got {gen.reps}")
+    if gen.max_new_tokens < 1:
+        raise ConfigError(
+            f"{where}.generation.max_new_tokens: must be at least 1, got {gen.max_new_tokens}"
+        )
+    if needs_sampling_for_reps and gen.reps > 1 and gen.temperature == 0:
+        raise ConfigError(
+            f"{where}.generation: reps = {gen.reps} with temperature 0 (greedy decoding) gives "
+            f"{gen.reps} identical answers, so there is no variance to measure; set "
+            f"{where}.generation.temperature above 0 (e.g. 0.7) or reps to 1"
+        )
 
 
 @dataclass(frozen=True)
 class Params:
+    """params.yaml: the shared keys, and each protocol's block parsed by its own type
+    (``protocols.<name>``; see ``syps.params.load_params``)."""
+
     seed: int
-    data: DataParams
-    templates: TemplateParams
     models: dict[str, ModelSpec]
-    generation: GenerationParams
-    labels: dict[str, dict[str, int]]
     judge: JudgeParams
     score: ScoreParams = field(default_factory=ScoreParams)
     tracking: TrackingParams = field(default_factory=TrackingParams)
-    protocols: ProtocolsParams = field(default_factory=ProtocolsParams)
+    protocols: dict[str, ProtocolParams] = field(default_factory=dict)
+
+    def enabled(self) -> list[str]:
+        """The protocols that run, in params order."""
+        return [n for n, p in self.protocols.items() if p.enabled]
 
 
 T = TypeVar("T")
@@ -395,66 +265,8 @@ def _parse(tp: Any, raw: Any, where: str) -> Any:
 
 
 def validate(p: Params) -> Params:
-    """Cross-field checks that types alone cannot express."""
-    if len(set(p.data.datasets)) != len(p.data.datasets):
-        raise ConfigError(f"data.datasets: a dataset is listed twice: {p.data.datasets}")
-    for ds in p.data.datasets:
-        if ds not in DATASETS:
-            raise ConfigError(f"data.datasets: unknown dataset {ds!r}; known: {list(DATASETS)}")
-        for section, table in (
-            ("data.columns", p.data.columns),
-            ("templates.datasets", p.templates.datasets),
-            ("generation.max_new_tokens", p.generation.max_new_tokens),
-        ):
-            if ds not in table:
-                raise ConfigError(f"{section}: missing an entry for dataset {ds!r}")
-        if p.data.source in ("builtin", "csv") and ds not in p.data.files:
-            raise ConfigError(f"data.files: missing a CSV for dataset {ds!r}")
-        if p.data.source == "elephant" and ds not in p.data.elephant.urls:
-            problem = elephant_local_problem(ds, p.data.files.get(ds))
-            if problem:
-                raise ConfigError(problem)
-        if "situation" not in p.data.columns[ds]:
-            raise ConfigError(f"data.columns.{ds}: needs a 'situation' column name")
-        bad = sorted(set(p.data.columns[ds]) - {"situation", "verdict"})
-        if bad:
-            raise ConfigError(f"data.columns.{ds}: unknown field(s) {bad}; use situation, verdict")
-        cues = p.templates.datasets[ds].cues
-        unknown = sorted(set(cues) - set(VARIANTS))
-        if unknown:
-            worded = [u for u in unknown if _VARIANT_ID.match(u)]
-            hint = (
-                f"; {worded[0]} names a wording, so list the wordings under "
-                f"{cue_of(worded[0])}: [first, second, ...]"
-                if worded
-                else ""
-            )
-            raise ConfigError(
-                f"templates.datasets.{ds}.cues: unknown variant id(s) {unknown}; "
-                f"known: {list(VARIANTS)}{hint}"
-            )
-        if "P0" not in cues:
-            raise ConfigError(f"templates.datasets.{ds}.cues: the neutral variant P0 is required")
-        for cue, wordings in cues.items():
-            if isinstance(wordings, list) and not 1 <= len(wordings) <= 26:
-                raise ConfigError(
-                    f"templates.datasets.{ds}.cues.{cue}: list 1 to 26 wordings, "
-                    f"got {len(wordings)}"
-                )
-        if isinstance(cues["P0"], list) and len(cues["P0"]) > 1:
-            raise ConfigError(
-                f"templates.datasets.{ds}.cues.P0: the neutral reference has exactly one wording"
-            )
-        _reject_placeholders(ds, p.templates.datasets[ds], p.templates.cue_position)
-    for ds in p.data.datasets:
-        entry = DATASETS[ds]
-        if entry.verdict_filter and "verdict" not in p.data.columns[ds]:
-            value = getattr(p.data, entry.verdict_filter)
-            raise ConfigError(
-                f"data.columns.{ds}: needs a 'verdict' column to keep the {value} rows"
-            )
-        if entry.labeler == "rule" and ds not in p.labels:
-            raise ConfigError(f"labels: missing the verdict mapping for {ds!r}")
+    """Cross-field checks of the shared keys that types alone cannot express (each protocol
+    checks its own block when it is parsed)."""
     for name in p.models:
         if not _MODEL_NAME.match(name):
             raise ConfigError(
@@ -473,45 +285,7 @@ def validate(p: Params) -> Params:
         raise ConfigError("score.max_unclear: must lie between 0 and 1")
     if p.score.min_items < 1:
         raise ConfigError("score.min_items: must be at least 1")
-    # A label is Syc itself: any other value (2, -1) would pass through every mean and give
-    # impossible metrics (a rate of 2, an SPSS above 1).
-    binary = [(f"labels.{ds}.{k}", v) for ds, table in p.labels.items() for k, v in table.items()]
-    binary += [(f"judge.options.{k}", v) for k, v in p.judge.options.items()]
-    for where, value in binary:
-        if value not in (0, 1):
-            raise ConfigError(f"{where}: must be 0 or 1, got {value}")
-    if p.data.limit is not None and p.data.limit < 1:
-        raise ConfigError("data.limit: must be a positive integer or null")
-    # Checked here, not only when the judge first runs, so a broken judge template fails at
-    # params load instead of after every response has been generated.
-    check_placeholders(p.judge.template, JUDGE_FIELDS, "judge.template")
-    m = PLACEHOLDER.search(p.judge.system)
-    if m:
-        raise ConfigError(
-            f"judge.system: {m.group(0)} would be sent to the judge as is; the system text is "
-            f"not filled in, placeholders go in judge.template"
-        )
     return p
-
-
-def _reject_placeholders(ds: str, tpl: DatasetTemplate, cue_position: str) -> None:
-    """A ``{name}`` in a task, format or cue would reach the model literally: these texts are
-    structure, and the situation is placed by position, never substituted."""
-    texts: list[tuple[str, str]] = [("task", tpl.task), ("format", tpl.format)]
-    for cue, wordings in tpl.cues.items():
-        if isinstance(wordings, str):
-            texts.append((f"cues.{cue}", wordings))
-        else:
-            texts += [(f"cues.{cue}[{i}]", w) for i, w in enumerate(wordings)]
-    for key, text in texts:
-        m = PLACEHOLDER.search(text)
-        if m:
-            raise ConfigError(
-                f"templates.datasets.{ds}.{key}: {m.group(0)} would be sent to the model as is: "
-                f"task, format and cue texts are not filled in. The situation is placed "
-                f"automatically, with the cue {cue_position} it (templates.cue_position); "
-                f"remove the placeholder"
-            )
 
 
 def _validate_spec(where: str, spec: ModelSpec) -> None:
@@ -554,18 +328,3 @@ Yaml12Loader.add_implicit_resolver(
     re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
     list("tTfF"),
 )
-
-
-def load_params(path: str | Path = "params.yaml") -> Params:
-    """Read and validate params.yaml; errors are prefixed with the file name."""
-    path = Path(path)
-    try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=Yaml12Loader)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    try:
-        return validate(parse(Params, raw))
-    except ConfigError as e:
-        raise ConfigError(f"{path}: {e}") from None

@@ -1,567 +1,498 @@
-"""The five pipeline steps as plain functions: read inputs, call the pure core, write atomically.
+"""The pipeline's stages, the same for every protocol: read inputs, call the protocol through the
+shared core, write atomically.
 
-``stages/*.py`` (what ``dvc.yaml`` runs) and the ``syps`` CLI both call these, so a stage can be
-rerun by hand with exactly the behaviour DVC gets. Paths always come from the caller.
+``dvc.yaml`` runs, for each protocol under ``protocols`` in params (``<p>``) and each model
+(``<m>``), in the words researchers use for them:
+
+- ``fetch@<p>``        the items -> ``out/protocols/<p>/items.parquet``
+- ``variants@<p>``     the conversations rendered and linted before anything is generated
+  -> ``lint.json``
+- ``generate@<p>-<m>`` every turn, through the response store -> ``responses/<m>.parquet``
+- ``label@<p>-<m>``    a label record per response -> ``labels/<m>.parquet``
+- ``score@<p>``        metrics, plot data, figures and the bundle the last stage logs
+- ``mlflow``           the pipeline run and a child run per (protocol, model, dataset)
+
+``stages/*.py`` (what ``dvc.yaml`` runs) and ``syps stage ...`` both call these, so a stage can
+be rerun by hand with exactly the behaviour DVC gets. Paths always come from the caller. A
+protocol with ``enabled: false`` runs nothing: each stage writes an empty output (so DVC's
+outputs exist) and says so.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from syps import labeling
-from syps.backends import (
-    GenRequest,
-    GenResult,
-    SamplingParams,
-    load_backend,
-    model_identity,
-    model_size,
-)
-from syps.config import ConfigError, JudgeParams, ModelSpec, Params, load_params
-from syps.conversation import judge_records
+from syps.config import ConfigError, ModelSpec, Params
 from syps.io import (
-    InputError,
+    LintError,
     canonical_json,
+    jsonable,
     read_parquet,
     sha256_text,
     write_json,
     write_parquet,
 )
-from syps.messages import fill, messages_json, parse_messages
-from syps.protocols.cues import labels as lab
-from syps.protocols.cues.data import load_items
-from syps.protocols.cues.datasets import DATASETS, judged, rule_set
-from syps.protocols.cues.templates import PROMPT_COLUMNS, render_variants
-from syps.provenance import pipeline_tags, template_set, variant_shas
-from syps.runlayout import SYPS, TEMPLATES, child_name
-from syps.runs import (
-    RUN_LOG_COUNTS,
-    Records,
-    cache_dir,
-    mark_run_log_logged,
-    mark_run_logs_logged,
-    read_run_logs,
-    repo_root,
-    run_log_tags,
-    store_path,
-    usage_metrics,
-    write_run_log,
+from syps.params import load_params
+from syps.protocols import load_protocol
+from syps.protocols.base import (
+    LABEL_COLUMNS,
+    LINEAGE_COLUMNS,
+    RESPONSE_COLUMNS,
+    Protocol,
+    ProtocolParams,
+    ScoreSettings,
 )
-from syps.store import Store, generation_key, judge_key
-from syps.tracking import ChildRun
-from syps.usage import usage_summary
+from syps.runs import write_run_log
 
-KEY = ["dataset", "item_id", "variant"]
-
-
-def fetch(params: Path, out: Path) -> None:
-    """Read the configured datasets into the normalised items table."""
-    p = load_params(params)
-    items = load_items(p.data, Path.cwd())
-    write_parquet(items, out)
-    counts = items.groupby("dataset", sort=False).size()
-    print("items: " + ", ".join(f"{d}={n}" for d, n in counts.items()), file=sys.stderr)
+ITEM_COLUMNS = ["dataset", "item_id", "item"]
+LABEL_TABLE = ["model", *LINEAGE_COLUMNS, *LABEL_COLUMNS]
 
 
-def variants(params: Path, items: Path, out: Path) -> None:
-    """Render every item under every variant of its dataset."""
-    p = load_params(params)
-    table = read_parquet(items, ["dataset", "item_id", "situation"])
-    write_parquet(render_variants(table, p.templates), out)
+def _protocol(p: Params, name: str) -> tuple[Protocol, ProtocolParams]:
+    if name not in p.protocols:
+        raise ConfigError(f"protocols: no entry {name!r}; configured: {sorted(p.protocols)}")
+    return load_protocol(name), p.protocols[name]
 
 
-def _lookup(
-    store: Store, keys: list[str]
-) -> tuple[dict[str, int], dict[str, dict[str, Any]], list[str]]:
-    """The first row of each distinct key, the stored records, and the distinct keys missing.
-
-    A key that occurs on several rows is produced once; "cached" in the progress line counts
-    every row that will not be freshly produced, repeats included.
-    """
-    first: dict[str, int] = {}
-    for i, k in enumerate(keys):
-        first.setdefault(k, i)
-    records = store.get_many(keys)
-    return first, records, [k for k in first if k not in records]
-
-
-def generate(params: Path, prompts: Path, model: str, out: Path) -> None:
-    """Generate one response per prompt with model ``model`` (a key of ``models``).
-
-    Every prompt is looked up in the response store first; only misses are generated (and the
-    model is loaded only if there are any). Each finished batch is stored at once, so a crashed
-    run resumes where it stopped. The output is always the full table.
-    """
-    p = load_params(params)
-    spec = _model_spec(p, model)
-    identity = model_identity(spec, cache_dir(), f"models.{model}")  # fails before any work
-    table = read_parquet(prompts, PROMPT_COLUMNS)
-    sampling = SamplingParams(p.generation.temperature, p.generation.top_p, p.seed)
-    max_new = [p.generation.max_new_tokens[d] for d in table["dataset"]]
-    keys = [
-        generation_key(identity, m, n, sampling.key_fields())
-        for m, n in zip(table["messages"], max_new, strict=True)
-    ]
-    retries: dict[str, int] = {}
-    with Store(store_path()) as store:
-        first, records, todo = _lookup(store, keys)
-        print(
-            f"store: {len(keys) - len(todo)} of {len(keys)} responses cached, "
-            f"{len(todo)} to generate",
-            file=sys.stderr,
-        )
-        if todo:
-            requests = [
-                GenRequest(
-                    table["prompt_sha256"].iat[first[k]],
-                    parse_messages(table["messages"].iat[first[k]]),
-                    max_new[first[k]],
-                    "/".join(str(table[c].iat[first[k]]) for c in KEY),
-                )
-                for k in todo
-            ]
-
-            def persist(idx: list[int], results: list[GenResult]) -> None:
-                done = [(todo[i], asdict(r)) for i, r in zip(idx, results, strict=True)]
-                store.put_many("generation", done)
-
-            backend = load_backend(spec, cache_dir())
-            results = backend.generate(requests, sampling, persist)
-            records.update({k: asdict(r) for k, r in zip(todo, results, strict=True)})
-            # API backends count the retries of their last call per error kind; local ones
-            # make none.
-            retries = dict(getattr(backend, "retries", {}))
-    fresh = {first[k] for k in todo}
-    recs = [records[k] for k in keys]
-    responses = table[[*KEY, "template_sha256", "prompt_sha256"]].assign(
-        model=model,
-        model_id=identity["model_id"],
-        revision=identity["revision"],
-        max_new_tokens=max_new,
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
-        seed=sampling.seed,
-        response=[r["text"] for r in recs],
-        prompt_tokens=[r["prompt_tokens"] for r in recs],
-        completion_tokens=[r["completion_tokens"] for r in recs],
-        finish_reason=[r["finish_reason"] for r in recs],
-        store_key=keys,
-    )
-    write_parquet(responses, out)
-    # What this run did is a fact about the run, not about the responses (a cold and a warm
-    # store give the same file), so it goes to the run log, never into the versioned output.
-    # A prompt that occurs twice is generated once; only its first row counts as generated.
-    generated = pd.Series([i in fresh for i in range(len(keys))], index=table.index)
-    counts = {
-        str(d): {
-            "rows": int(len(g)),
-            "generated": int(g.sum()),
-            "served_from_store": int(len(g) - g.sum()),
-            # Tokens sent and received now, and those the store saved (cost with a price).
-            **usage_summary(responses.loc[g.index], g.to_numpy(), spec.price),
-        }
-        for d, g in generated.groupby(table["dataset"], sort=False)
-    }
-    line = (
-        f"generate {model}: {len(keys)} responses, {len(fresh)} generated, "
-        f"{len(keys) - len(fresh)} served from the store"
-    )
-    print(line, file=sys.stderr)
-    write_run_log(out, "generate", model, line, counts, retries)
-
-
-def _model_spec(p: Params, model: str) -> ModelSpec:
+def model_spec(p: Params, model: str) -> ModelSpec:
+    """``models.<model>``; an unknown name is an error naming the known ones."""
     if model not in p.models:
         raise ConfigError(f"models: no entry {model!r}; known: {sorted(p.models)}")
     return p.models[model]
 
 
-def rule_labeler_sha256(rules: str, mapping: dict[str, int]) -> str:
-    """Identity of a rule labeler: its rule set's patterns and mention rules, and the verdict
-    mapping."""
-    return sha256_text(canonical_json({**lab.rules_fingerprint(rules), "map": mapping}))
+def _off(name: str, what: str) -> None:
+    print(f"{name}: protocols.{name}.enabled is false: {what}", file=sys.stderr)
 
 
-def judge_sha256(judge: JudgeParams, revision: str) -> str:
-    """Identity of the judge: template, answer options, margin and model weights."""
-    return sha256_text(
-        canonical_json(
-            {
-                "system": judge.system,
-                "template": judge.template,
-                "options": judge.options,
-                "min_margin": judge.min_margin,
-                "model": judge.model.model,
-                "revision": revision,
-            }
-        )
-    )
+def _paths() -> tuple[Path, Path]:
+    from syps.runs import cache_dir, store_path
+
+    return cache_dir(), store_path()
 
 
-def label(params: Path, items: Path, responses: Path, out: Path) -> None:
-    """Label every response: by rules or by the LLM judge, as :mod:`syps.protocols.cues.datasets` says."""
+def fetch(params: Path, protocol: str, out: Path) -> None:
+    """Load the protocol's items into ``out`` (columns dataset, item_id, item)."""
     p = load_params(params)
-    resp = read_parquet(responses, [*KEY, "model", "response", "prompt_sha256"])
-    situations = read_parquet(items, ["dataset", "item_id", "situation"])
-    resp = resp.merge(
-        situations[["dataset", "item_id", "situation"]], on=["dataset", "item_id"], how="left"
-    )
-    tally: dict[str, dict[str, int]] = {}
-    table = label_responses(p, resp, tally)
-    n_unclear = int(table["label"].isna().sum())
-    print(f"labels: {len(table)} rows, {n_unclear} UNCLEAR", file=sys.stderr)
-    write_parquet(table, out)
-    # As in generate: what the judge computed and what the store served is the run's record.
-    # Only the judged datasets have a tally; the rules label the others.
-    n_judged = sum(t["judged"] for t in tally.values())
-    n_served = sum(t["served_from_store"] for t in tally.values())
-    counts = {
-        str(d): {
-            "rows": int(len(g)),
-            "unclear": int(g["label"].isna().sum()),
-            "judged": tally.get(str(d), {}).get("judged", 0),
-            "judge_served_from_store": tally.get(str(d), {}).get("served_from_store", 0),
-        }
-        for d, g in table.groupby("dataset", sort=False)
-    }
+    proto, pp = _protocol(p, protocol)
+    if not pp.enabled:
+        _off(protocol, "no items")
+        write_parquet(pd.DataFrame({c: pd.Series(dtype=str) for c in ITEM_COLUMNS}), out)
+        return
+    table = proto.load_items(pp, Path.cwd(), p.seed)
+    missing = [c for c in ITEM_COLUMNS if c not in table.columns]
+    if missing:  # a protocol bug, not user input
+        raise RuntimeError(f"{protocol}.load_items returned no {missing}")
+    write_parquet(table[ITEM_COLUMNS].reset_index(drop=True), out)
+    counts = table.groupby("dataset", sort=False).size()
+    print(f"{protocol} items: " + ", ".join(f"{d}={n}" for d, n in counts.items()), file=sys.stderr)
+
+
+def variants(params: Path, protocol: str, items: Path, out: Path) -> None:
+    """Render the protocol's conversations and lint them; the report to ``out``.
+
+    A failing lint writes its report (``ok: false`` and the violations) and exits 2, so the
+    generation after it never starts.
+    """
+    p = load_params(params)
+    proto, pp = _protocol(p, protocol)
+    if not pp.enabled:
+        _off(protocol, "nothing to lint")
+        write_json({"protocol": protocol, "enabled": False}, out)
+        return
+    table = read_parquet(items, ITEM_COLUMNS)
+    try:
+        report = proto.lint(pp, table)
+    except LintError as e:
+        write_json({"protocol": protocol, "ok": False, "violations": str(e).splitlines()}, out)
+        raise LintError(f"{protocol} lint: {e}\n(report: {out})") from None
+    write_json({"protocol": protocol, "ok": True, **report}, out)
+    # A protocol may let a run go on with its findings (pushback's `lint: warn`): say so.
+    print(f"{protocol} lint: {report.get('status', 'ok')}", file=sys.stderr)
+
+
+def generate(params: Path, protocol: str, model: str, items: Path, out: Path) -> None:
+    """Every turn of ``protocol`` for model ``model`` (a key of ``models``), through the store.
+
+    Every request is looked up in the response store first; only misses are generated (and the
+    model is loaded only if there are any). Each finished batch is stored at once, so a crashed
+    run resumes where it stopped. The output holds every request of every turn, with its
+    lineage, and every skipped child.
+    """
+    from syps.backends import load_backend, model_identity
+    from syps.conversation import LazyBackend, converse
+    from syps.judge import StoreJudge
+    from syps.store import Store
+    from syps.usage import usage_summary
+
+    p = load_params(params)
+    proto, pp = _protocol(p, protocol)
+    if not pp.enabled:
+        _off(protocol, f"nothing generated for {model}")
+        write_parquet(pd.DataFrame({c: pd.Series(dtype=object) for c in RESPONSE_COLUMNS}), out)
+        return
+    spec = model_spec(p, model)
+    cache, store_file = _paths()
+    identity = model_identity(spec, cache, f"models.{model}")  # fails before any work
+    table = read_parquet(items, ITEM_COLUMNS)
+    with Store(store_file) as store:
+        judge = StoreJudge(p.judge, store, cache)
+        backend = LazyBackend(spec, cache, load_backend)
+        rows, counts = converse(
+            proto,
+            pp,
+            table,
+            model=model,
+            identity=identity,
+            seed=p.seed,
+            store=store,
+            backend=backend,
+            judge=judge,
+        )
+    write_parquet(rows, out)
+    generated = sum(c.generated for c in counts.values())
+    skipped = sum(c.skipped for c in counts.values())
     line = (
-        f"label {out.stem}: {len(table)} rows, {n_unclear} UNCLEAR; judge: {n_judged} judged, "
-        f"{n_served} served from the store"
+        f"generate {protocol} {model}: {len(rows)} rows, {generated} generated, "
+        f"{len(rows) - generated - skipped} served from the store, {skipped} skipped"
+        + ("" if backend.loaded else " (model not loaded)")
     )
     print(line, file=sys.stderr)
-    write_run_log(out, "label", out.stem, line, counts)
+    # What this run did is a fact about the run, not about the responses (a cold and a warm
+    # store give the same file), so it goes to the run log, never into the versioned output.
+    # A conversation that occurs on several rows is generated once: its first row counts.
+    fresh = {k for c in counts.values() for k in c.fresh}
+    made_now = ~rows["store_key"].duplicated() & rows["store_key"].isin(fresh)
+    retries: dict[str, int] = {}
+    for c in counts.values():
+        for kind, n in c.retries.items():
+            retries[kind] = retries.get(kind, 0) + n
+    per_dataset = {}
+    for d, g in rows.groupby("dataset", sort=False):
+        now, skip = int(made_now[g.index].sum()), int((g["skipped"] != "").sum())
+        per_dataset[str(d)] = {
+            "rows": int(len(g)),
+            "generated": now,
+            "served_from_store": int(len(g)) - now - skip,
+            "skipped": skip,
+            # Tokens sent and received now, and those the store saved (cost with a price).
+            **usage_summary(g, made_now[g.index].to_numpy(), spec.price),
+        }
+    detail: dict[str, Any] = {
+        f"turn{t}": {
+            "requests": c.requests,
+            "generated": c.generated,
+            "served_from_store": c.served_from_store,
+            "skipped": c.skipped,
+        }
+        for t, c in counts.items()
+    }
+    write_run_log(
+        out, f"generate.{protocol}", model, line, per_dataset, retries, detail, run_log_dir(out)
+    )
 
 
-def label_responses(
-    p: Params, resp: pd.DataFrame, tally: dict[str, dict[str, int]] | None = None
-) -> pd.DataFrame:
-    """Label a responses table (``dataset, item_id, variant, model, prompt_sha256, situation,
-    response``): each dataset as :mod:`syps.protocols.cues.datasets` says, by its rule set or by the judge
-    (through the store).
+def label(params: Path, protocol: str, model: str, items: Path, responses: Path, out: Path) -> None:
+    """Label every response row of one model (skipped rows get an explicit SKIPPED record).
 
-    Every row records who labelled it (``labeler``, ``labeler_sha256``), the verdict and its
-    evidence; judged rows also carry the judge template sha256 and the judge's raw answer.
-    ``tally``, if given, receives per judged dataset how many rows were judged now
-    (``judged``) and how many the store served (``served_from_store``).
+    A protocol's model-independent data (discernment's argument ratings, from the judge) are
+    computed here first, through the store, so every model's labels rest on the same.
     """
-    parts = []
-    for dataset, group in resp.groupby("dataset", sort=False):
-        ds = str(dataset)
-        if ds not in DATASETS:
-            raise ConfigError(f"no dataset {ds!r}; known: {list(DATASETS)}")
-        if judged(ds):
-            counts: dict[str, int] = {}
-            parts.append(_judge(p.judge, group, counts))
-            if tally is not None:
-                tally[ds] = counts
-        else:
-            if ds not in p.labels:
-                raise ConfigError(f"labels: no verdict mapping for dataset {ds!r}")
-            mapping, rules = p.labels[ds], rule_set(ds)
-            recs = [lab.rule_label(rules, r, mapping) for r in group["response"]]
-            sha = rule_labeler_sha256(rules, mapping)
-            parts.append(_label_frame(group, recs, f"rule:{ds}", sha))
-    table = pd.concat(parts, ignore_index=True).sort_values(KEY, kind="stable")
-    return table.reset_index(drop=True)
+    from syps.judge import StoreJudge
+    from syps.store import Store
 
-
-def judge_template_sha256(judge: JudgeParams) -> str:
-    """Identity of the judge's prompt: what it is asked and which answers it may give.
-
-    ``min_margin`` is left out: it is applied to stored log-probabilities, so changing it
-    relabels without asking the judge again.
-    """
-    return sha256_text(
-        canonical_json(
-            {"system": judge.system, "template": judge.template, "options": judge.options}
-        )
+    p = load_params(params)
+    proto, pp = _protocol(p, protocol)
+    if not pp.enabled:
+        _off(protocol, f"nothing to label for {model}")
+        write_parquet(pd.DataFrame({c: pd.Series(dtype=object) for c in LABEL_TABLE}), out)
+        return
+    table = read_parquet(items, ITEM_COLUMNS)
+    resp = read_parquet(responses, RESPONSE_COLUMNS)
+    cache, store_file = _paths()
+    with Store(store_file) as store:
+        judge = StoreJudge(p.judge, store, cache)
+        aux = proto.auxiliary(pp, table, judge)
+        labels = proto.label(pp, table, resp, judge, aux)
+    missing = [c for c in LABEL_TABLE if c not in labels.columns]
+    if missing:  # a protocol bug, not user input
+        raise RuntimeError(f"{protocol}.label returned no {missing}")
+    if len(labels) != len(resp):
+        raise RuntimeError(f"{protocol}.label returned {len(labels)} rows for {len(resp)}")
+    write_parquet(labels, out)
+    skipped = resp["skipped"] != ""
+    n_unclear = int((labels["label"].isna().to_numpy() & ~skipped.to_numpy()).sum())
+    line = (
+        f"label {protocol} {model}: {len(labels)} rows, {n_unclear} UNCLEAR, "
+        f"{int(skipped.sum())} skipped; judge: {judge.tally['judged']} judged, "
+        f"{judge.tally['served_from_store']} served from the store"
     )
-
-
-def _judge(
-    judge: JudgeParams, group: pd.DataFrame, tally: dict[str, int] | None = None
-) -> pd.DataFrame:
-    """Judge responses through the store: a response is never judged twice the same way."""
-    options = list(judge.options)
-    identity = model_identity(judge.model, cache_dir(), "judge.model")
-    prompts = [
-        messages_json(
-            judge.system,
-            fill(judge.template, {"situation": s, "response": r}, "judge.template"),
-        )
-        for s, r in zip(group["situation"], group["response"], strict=True)
-    ]
-    t_sha = judge_template_sha256(judge)
-    keys = [judge_key(identity, t_sha, m) for m in prompts]
-    with Store(store_path()) as store:
-        records, todo = judge_records(store, judge.model, cache_dir(), keys, prompts, options)
-    print(f"store: {len(keys) - len(todo)} of {len(keys)} judgements cached", file=sys.stderr)
-    if tally is not None:
-        # A prompt that occurs twice is judged once; only its first row counts as judged.
-        tally["judged"] = len(todo)
-        tally["served_from_store"] = len(keys) - len(todo)
-    logprobs = np.array([records[k]["logprobs"] for k in keys], dtype=float).reshape(
-        len(keys), len(options)
-    )
-    recs = labeling.judge_labels(logprobs, options, judge.options, judge.min_margin)
-    name = f"judge:{identity['model_id']}@{identity['revision']}"
-    frame = _label_frame(group, recs, name, judge_sha256(judge, identity["revision"]))
-    # Records stored before the raw answer was kept have none: "" rather than a guess.
-    return frame.assign(
-        judge_template_sha256=t_sha, judge_raw=[str(records[k].get("raw", "")) for k in keys]
-    )
-
-
-def _label_frame(
-    group: pd.DataFrame, recs: list[labeling.Label], labeler: str, sha: str
-) -> pd.DataFrame:
-    optional = ("template_sha256", "model_id", "revision")
-    cols = [*KEY, "model", "prompt_sha256"] + [c for c in optional if c in group]
-    return group[cols].assign(
-        label=[r.value for r in recs],
-        verdict=[r.verdict for r in recs],
-        evidence=[r.evidence for r in recs],
-        labeler=labeler,
-        labeler_sha256=sha,
-        judge_template_sha256="",
-        judge_raw="",
+    print(line, file=sys.stderr)
+    per_dataset = {}
+    for d, g in labels.groupby("dataset", sort=False):
+        skip = skipped.to_numpy()[g.index.to_numpy()]
+        judged = judge.by_dataset.get(str(d), {})
+        per_dataset[str(d)] = {
+            "rows": int(len(g)),
+            "unclear": int((g["label"].isna().to_numpy() & ~skip).sum()),
+            "skipped": int(skip.sum()),
+            "judged": judged.get("judged", 0),
+            "judge_served_from_store": judged.get("served_from_store", 0),
+        }
+    write_run_log(
+        out, f"label.{protocol}", model, line, per_dataset, None, judge.tally, run_log_dir(out)
     )
 
 
 def score(
     params: Path,
+    protocol: str,
     items: Path,
-    prompts: Path,
-    responses: Path,
     labels: Path,
-    data_dvc: Path,
     metrics: Path,
     plots: Path,
     figures: Path,
-    flips: Path,
-    tracks: Path | None = None,
+    track: Path,
 ) -> None:
-    """Score every model's labels; write metrics, plot data, figures and flip tables; log to
-    MLflow, with the children of every enabled protocol (their bundles in ``tracks``, see
-    :func:`syps.protocols.stages.tracked_protocols`); print the summary.
+    """Score every model's labels: metrics JSON, plot data, figures, and the bundle
+    (``track``) the mlflow stage logs as one child run per (model, dataset)."""
+    p = load_params(params)
+    proto, pp = _protocol(p, protocol)
+    plots.mkdir(parents=True, exist_ok=True)
+    figures.mkdir(parents=True, exist_ok=True)
+    if not pp.enabled:
+        _off(protocol, "nothing to score")
+        write_json({}, metrics)
+        write_json({"protocol": protocol, "enabled": False, "children": []}, track)
+        return
+    from syps.backends import model_size
+    from syps.runs import cache_dir
 
-    ``responses`` and ``labels`` are the directories holding one ``<model>.parquet`` per model
-    in params; ``plots``, ``figures`` and ``flips`` are output directories. Without ``tracks``
-    only SyPS is logged.
+    table = pd.concat(
+        [read_parquet(labels / f"{m}.parquet", LABEL_TABLE) for m in p.models],
+        ignore_index=True,
+    )
+    settings = ScoreSettings(
+        p.score.bootstrap,
+        p.score.ci,
+        p.seed,
+        p.score.min_items,
+        max_unclear=p.score.max_unclear,
+        model_max_unclear={m: s.max_unclear for m, s in p.models.items()},
+        model_sizes={m: model_size(s, cache_dir()) for m, s in p.models.items()},
+    )
+    scores = proto.score(pp, table, settings)
+    write_json(jsonable(scores), metrics)
+    drawn = proto.figures(
+        pp, scores, table, read_parquet(items, ITEM_COLUMNS), figures, plots, settings
+    )
+    templates = proto.templates(pp)
+    write_json(templates, plots / "templates.json")
+    params_json = canonical_json(asdict(pp))
+    children = []
+    for model, per_dataset in scores.items():
+        for dataset, values in per_dataset.items():
+            rows = table[(table["model"] == model) & (table["dataset"] == dataset)]
+            child_params: dict[str, str] = {
+                "protocol": protocol,
+                "model": model,
+                "model_spec": p.models[model].model if model in p.models else "",
+                **_identity(rows),
+                "dataset": dataset,
+                "replay": pp.replay,
+                "reps": str(pp.generation.reps),
+                "temperature": str(pp.generation.temperature),
+                "top_p": str(pp.generation.top_p),
+                "max_new_tokens": _max_new_tokens(rows, pp),
+                "seed": str(p.seed),
+                "bootstrap_B": str(p.score.bootstrap),
+                "ci": str(p.score.ci),
+                **_labelers(rows),
+                "protocol_params_sha256": sha256_text(params_json),
+            }
+            children.append(
+                {
+                    "protocol": protocol,
+                    "model": model,
+                    "dataset": dataset,
+                    "name": "/".join(x for x in (proto.run_prefix, model, dataset) if x),
+                    "params": child_params,
+                    "metrics": {k: v for k, v in values.items() if isinstance(v, int | float)},
+                    "artifacts": [
+                        [str(path), folder]
+                        for path, folder in drawn.children.get((model, dataset), [])
+                    ],
+                }
+            )
+    write_json(
+        {
+            "protocol": protocol,
+            "enabled": True,
+            "params": json.loads(params_json),
+            "templates": str(plots / "templates.json"),
+            "templates_sha256": sha256_text(canonical_json(templates)),
+            "tags": proto.run_tags(pp),
+            "children": children,
+            "figures": [str(x) for x in drawn.figures],
+            "plots": str(plots),
+            "metrics": str(metrics),
+        },
+        track,
+    )
+    print(f"{protocol} score: {len(children)} (model, dataset) pair(s)", file=sys.stderr)
+
+
+def _identity(rows: pd.DataFrame) -> dict[str, str]:
+    """The model's id and revision as its label rows record them (where the protocol keeps
+    them)."""
+    return {c: str(rows[c].iloc[0]) for c in ("model_id", "revision") if c in rows and len(rows)}
+
+
+def _max_new_tokens(rows: pd.DataFrame, pp: ProtocolParams) -> str:
+    """The answer length the rows were generated with (a dataset may have its own)."""
+    if "max_new_tokens" in rows and len(rows):
+        lengths = sorted({int(n) for n in rows["max_new_tokens"] if int(n) > 0})
+        if len(lengths) == 1:
+            return str(lengths[0])
+    return str(pp.generation.max_new_tokens)
+
+
+def _labelers(rows: pd.DataFrame) -> dict[str, str]:
+    """``labeler`` and ``labeler_sha256`` when one labeler labelled every decided row."""
+    decided = rows[rows["labeler"] != ""]
+    pairs = decided[["labeler", "labeler_sha256"]].drop_duplicates()
+    if len(pairs) != 1:
+        return {}
+    return {"labeler": str(pairs["labeler"].iloc[0]), "labeler_sha256": str(pairs.iloc[0, 1])}
+
+
+def run_log_dir(out: Path) -> Path:
+    """Where a stage leaves the record of its last run: ``out/`` (so
+    ``out/run-log/<stage>.<model>.json``) for an output ``out/protocols/<p>/<dir>/<model>.parquet``;
+    beside the output for a stage run by hand on another path. Outside every DVC output and
+    dependency either way."""
+    in_layout = len(out.parents) > 3 and out.parents[2].name == "protocols"
+    return out.parents[3] if in_layout else out.parent
+
+
+def mlflow(params: Path, tracks: Path, data_dvc: Path) -> None:
+    """Log the pipeline run to MLflow: a parent run (provenance tags, every protocol's template
+    set and plot data, params.yaml) and one child run per (protocol, model, dataset) with its
+    settings, scores, the counts of what its stages did in this run, and its own artifacts.
+
+    ``tracks`` holds the bundles the score stages wrote (``<protocol>.json``); a stale or
+    missing bundle fails the stage before anything is logged.
     """
-    from syps.io import jsonable
-    from syps.protocols.cues.flips import write_flip_tables
-    from syps.protocols.cues.metrics import LABEL_COLUMNS, score_labels
-    from syps.protocols.cues.report import summary_table
-    from syps.protocols.stages import protocol_results, tracked_protocols
-    from syps.tracking import log_pipeline_run, pipeline_run_name
+    from syps.provenance import pipeline_tags
+    from syps.runs import mark_run_log_logged, repo_root
+    from syps.tracking import ChildRun, log_pipeline_run, pipeline_run_name
 
     p = load_params(params)
-    table = pd.concat(
-        [
-            read_parquet(
-                labels / f"{m}.parquet",
-                [*LABEL_COLUMNS, "verdict", "evidence", "labeler", "labeler_sha256"],
-            )
-            for m in p.models
-        ],
-        ignore_index=True,
-    )
-    variants = {d: list(t.variant_cues()) for d, t in p.templates.datasets.items()}
-    check_unclear(p, table)  # before the bootstrap: a failing run should fail fast
-    scores = score_labels(
-        table[LABEL_COLUMNS], p.score.bootstrap, p.score.ci, p.seed, variants, p.score.min_items
-    )
-    write_json(jsonable(scores), metrics)
-    shas = variant_shas(read_parquet(prompts, ["dataset", "variant", "template_sha256"]))
-    prof, plotted = _write_plots(p, scores, shas, plots, figures)
-    resp = pd.concat(
-        [read_parquet(responses / f"{m}.parquet", [*KEY, "model", "response"]) for m in p.models],
-        ignore_index=True,
-    )
-    situations = read_parquet(items, ["dataset", "item_id", "situation"])
-    write_flip_tables(table, resp, situations, flips)
-
-    results = (str(metrics), str(plots), *(protocol_results(p, tracks) if tracks else []))
-    tags = pipeline_tags(p, shas, table, data_dvc, results)
+    outputs = tracks.parent
+    bundles = read_bundles(p, tracks)
+    children, consumed, log_tags = tracked_children(p, bundles, outputs)
+    results = [str(b[k]) for b in bundles.values() for k in ("metrics", "plots")]
+    tags = pipeline_tags(p, bundles, children, data_dvc, tuple(results))
+    tags.update(log_tags)
     run_name = pipeline_run_name(
         tags, tags["syps.config_sha256"], os.environ.get("DVC_EXP_NAME", "")
     )
-    # What generate and label did in this pipeline run, from their run logs (see write_run_log).
-    outputs = responses.parent
-    records = read_run_logs(outputs, {"generate": responses, "label": labels}, list(p.models))
-    tags.update(run_log_tags(records))
-    children = _children(p, table, scores, prof, records, figures, flips)
-    # The conversation protocols' children join this parent (read before logging: a stale or
-    # missing bundle fails the stage before anything is logged).
-    p_children, p_tags, p_artifacts, p_consumed = (
-        tracked_protocols(p, tracks, outputs) if tracks is not None else ([], {}, [], [])
-    )
-    tags.update(p_tags)
-    children += [
-        ChildRun(
-            child_name(c["protocol"], c["model"], c["dataset"]),
-            c["params"],
-            c["metrics"],
-            [Path(a) for a in c["artifacts"]],
-            protocol=c["protocol"],
-        )
-        for c in p_children
-    ]
+    artifacts: list[Path | tuple[Path, str]] = [params]
+    for name, b in bundles.items():
+        artifacts.append((Path(b["plots"]), f"protocols/{name}"))
+        artifacts += [(Path(f), f"protocols/{name}/figures") for f in b["figures"]]
     run_id = log_pipeline_run(
         repo_root() / "mlruns",
         p.tracking.experiment,
         run_name,
         tags,
-        children,
-        [*plotted, params, *p_artifacts],
+        [
+            ChildRun(
+                c["name"],
+                c["params"],
+                c["metrics"],
+                [(Path(a), f) if f else Path(a) for a, f in c["artifacts"]],
+                protocol=c["protocol"],
+            )
+            for c in children
+        ],
+        artifacts,
     )
     # Only now: a run that failed before logging leaves the records for the next one.
-    mark_run_logs_logged(outputs, records, run_id)
-    for stage, m in p_consumed:
+    for stage, m in consumed:
         mark_run_log_logged(outputs, stage, m, run_id)
-    print(summary_table(scores, p.score.ci))
+    print(f"mlflow: run {run_name} ({run_id}) with {len(children)} child run(s)", file=sys.stderr)
 
 
-def _write_plots(
-    p: Params,
-    scores: dict[str, dict[str, dict[str, float]]],
-    shas: dict[tuple[str, str], str],
-    plots: Path,
-    figures: Path,
-) -> tuple[pd.DataFrame, list[Path]]:
-    """Write the plot data, the combined figures and the template set; return the prompt-wise
-    profile (the heatmap's rows: one per model, dataset and cue) and the files the parent run
-    logs."""
-    from syps.io import jsonable_records
-    from syps.protocols.cues.figures import heatmap_data, write_figures
-
-    prof = heatmap_data(scores)
-    prof = prof.assign(
-        template_sha256=[
-            shas.get(k, "") for k in zip(prof["dataset"], prof["variant"], strict=True)
-        ]
-    )
-    # JSON keeps numbers numeric for the vega-lite template (CSV hands it strings).
-    write_json(jsonable_records(prof), plots / "profile.json")
-    sizes = {m: model_size(spec, cache_dir()) for m, spec in p.models.items()}
-    combined = write_figures(scores, sizes, figures, plots, shas)
-    templates_json = plots / TEMPLATES
-    write_json(template_set(p), templates_json)
-    tables = [plots / f"{n}.csv" for n in ("heatmap", "scatter", "forest", "size")]
-    return prof, [*combined, *tables, templates_json]
-
-
-def _children(
-    p: Params,
-    table: pd.DataFrame,
-    scores: dict[str, dict[str, dict[str, float]]],
-    prof: pd.DataFrame,
-    records: Records,
-    figures: Path,
-    flips: Path,
-) -> list[ChildRun]:
-    """One child run per (model, dataset): its settings as params, its scores and its stages'
-    run-log counts as metrics, its profile figure and flip tables (one CSV and one HTML page
-    per cue) as artifacts."""
-    from syps.protocols.cues.report import profile_figure
-
-    children = []
-    for (model, dataset), group in table.groupby(["model", "dataset"], sort=True):
-        m, d = str(model), str(dataset)
-        fig = figures / f"{m}__{d}.png"
-        profile_figure(prof[(prof["model"] == m) & (prof["dataset"] == d)], f"{m} · {d}", fig)
-        first = group.iloc[0]
-        child_params = {
-            "model": m,
-            "model_spec": p.models[m].model,
-            "model_id": str(first.get("model_id", "")),
-            "revision": str(first.get("revision", "")),
-            "dataset": d,
-            "max_new_tokens": str(p.generation.max_new_tokens[d]),
-            "temperature": str(p.generation.temperature),
-            "top_p": str(p.generation.top_p),
-            "seed": str(p.seed),
-            "bootstrap_B": str(p.score.bootstrap),
-            "ci": str(p.score.ci),
-            "labeler": str(group["labeler"].iloc[0]),
-            "labeler_sha256": str(group["labeler_sha256"].iloc[0]),
-        }
-        run_metrics: dict[str, float] = {}
-        for stage, names in RUN_LOG_COUNTS.items():
-            rec = records[(stage, m)]
-            child_params[f"{stage}_ran"] = str(rec is not None).lower()
-            counts = rec["datasets"].get(d, {}) if rec else {}
-            run_metrics.update({n: float(counts.get(n, 0)) for n in names})
-            run_metrics.update(usage_metrics(rec, d))
-        children.append(
-            ChildRun(
-                child_name(SYPS, m, d),
-                child_params,
-                {**scores[m][d], **run_metrics},
-                [fig, (flips / m / d, "flips")],
+def read_bundles(p: Params, tracks: Path) -> dict[str, dict[str, Any]]:
+    """The enabled protocols' score bundles; a bundle written under other params (a stale
+    file) is refused: its params must be the params of this run."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in p.enabled():
+        path = tracks / f"{name}.json"
+        try:
+            bundle = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ConfigError(
+                f"{path}: cannot read the {name} bundle ({e}); run dvc repro"
+            ) from None
+        if bundle.get("params") != json.loads(canonical_json(asdict(p.protocols[name]))):
+            raise ConfigError(
+                f"{path}: written for other protocols.{name} params than params.yaml holds; "
+                "run dvc repro"
             )
-        )
-    return children
+        out[name] = bundle
+    return out
 
 
-class UnclearError(InputError):
-    """Too many responses could not be labelled for the metrics to be trusted."""
+def tracked_children(
+    p: Params, bundles: dict[str, dict[str, Any]], outputs: Path
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]], dict[str, str]]:
+    """The child runs of the bundles with what their stages did in this pipeline run (from
+    the run logs, see ``syps.runs``); the run-log records consumed (stage, model), to be
+    marked logged once the run is; and the parent's ``run_log.<stage>.<model>`` tags."""
+    from syps.runs import NOT_RUN, RUN_LOG_COUNTS, read_run_log, usage_metrics
 
-
-def unclear_cells(labels: pd.DataFrame) -> pd.DataFrame:
-    """UNCLEAR count, total and rate per (model, dataset, variant)."""
-    unclear = labels["label"].isna()
-    cells = (
-        unclear.groupby([labels["model"], labels["dataset"], labels["variant"]])
-        .agg(["sum", "size"])
-        .rename(columns={"sum": "unclear", "size": "n"})
-        .reset_index()
-    )
-    return cells.assign(rate=cells["unclear"] / cells["n"])
-
-
-def check_unclear(p: Params, labels: pd.DataFrame) -> None:
-    """Fail when a (model, dataset, variant) has more UNCLEAR labels than its threshold allows.
-
-    The threshold is ``models.<name>.max_unclear`` if set, else ``score.max_unclear``. Cells
-    allowed only by a model's own threshold are still listed, as a warning.
-    """
-    cells = unclear_cells(labels)
-    limit = cells["model"].map(
-        lambda m: (
-            p.models[m].max_unclear
-            if m in p.models and p.models[m].max_unclear is not None
-            else p.score.max_unclear
-        )
-    )
-
-    def lines(rows: pd.DataFrame) -> str:
-        return "\n".join(
-            f"  {r.model} / {r.dataset} / {r.variant}: {r.rate:.0%} UNCLEAR ({r.unclear} of {r.n})"
-            for r in rows.itertuples()
-        )
-
-    failing = cells[cells["rate"] > limit]
-    if len(failing):
-        raise UnclearError(
-            f"UNCLEAR rate above its threshold in {len(failing)} (model, dataset, variant) "
-            f"cell(s) (score.max_unclear = {p.score.max_unclear:g}, or the model's own "
-            f"max_unclear):\n{lines(failing)}\n"
-            "Read the UNCLEAR responses in out/labels/<model>.parquet (verdict UNCLEAR) and "
-            "fix the format instruction or the model; raise the threshold only knowingly."
-        )
-    tolerated = cells[(cells["rate"] > p.score.max_unclear) & (cells["rate"] <= limit)]
-    if len(tolerated):
-        print(
-            f"warning: UNCLEAR above score.max_unclear = {p.score.max_unclear:g}, allowed by "
-            f"the model's own max_unclear, in {len(tolerated)} cell(s):\n{lines(tolerated)}",
-            file=sys.stderr,
-        )
+    children: list[dict[str, Any]] = []
+    consumed: set[tuple[str, str]] = set()
+    tags: dict[str, str] = {}
+    for name, bundle in bundles.items():
+        for model in p.models:
+            for step, folder in (("generate", "responses"), ("label", "labels")):
+                stage = f"{step}.{name}"
+                out = outputs / "protocols" / name / folder / f"{model}.parquet"
+                rec = read_run_log(outputs, stage, model, out)
+                tags[f"run_log.{stage}.{model}"] = rec["line"] if rec else NOT_RUN
+        for child in bundle["children"]:
+            model, dataset = child["model"], child["dataset"]
+            metrics = dict(child["metrics"])
+            params = dict(child["params"])
+            for step, names in RUN_LOG_COUNTS.items():
+                stage = f"{step}.{name}"
+                folder = "responses" if step == "generate" else "labels"
+                out = outputs / "protocols" / name / folder / f"{model}.parquet"
+                rec = read_run_log(outputs, stage, model, out)
+                params[f"{step}_ran"] = str(rec is not None).lower()
+                counts = rec["datasets"].get(dataset, {}) if rec else {}
+                metrics.update({n: float(counts.get(n, 0)) for n in names})
+                if rec is None:
+                    continue
+                consumed.add((stage, model))
+                if step == "generate":
+                    detail = rec.get("detail", {})
+                    if len(detail) > 1:  # per turn, where there are several
+                        for turn, c in detail.items():
+                            metrics[f"{turn}_generated"] = float(c.get("generated", 0))
+                            metrics[f"{turn}_served_from_store"] = float(
+                                c.get("served_from_store", 0)
+                            )
+                    metrics.update(usage_metrics(rec, dataset))
+            children.append({**child, "params": params, "metrics": metrics})
+    return children, sorted(consumed), tags

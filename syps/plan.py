@@ -27,7 +27,7 @@ import pandas as pd
 
 from syps.backends import model_identity
 from syps.config import JudgeParams, ModelSpec, Params
-from syps.store import Store, generation_key, judge_key
+from syps.store import Store
 
 Messages = list[dict[str, str]]
 
@@ -132,101 +132,14 @@ def _row(
 
 
 def plan(p: Params, root: Path, store: Store, cache_dir: Path) -> list[PlanRow]:
-    """Every request the pipeline under ``p`` would make, against ``store``."""
-    counters = _Counters(cache_dir)
-    return [
-        *_plan_syps(p, root, store, cache_dir, counters),
-        *_plan_protocols(p, root, store, cache_dir, counters),
-    ]
-
-
-def _plan_syps(
-    p: Params, root: Path, store: Store, cache_dir: Path, counters: _Counters
-) -> list[PlanRow]:
-    from syps.backends import SamplingParams
-    from syps.messages import fill, messages_json, parse_messages
-    from syps.pipeline import judge_template_sha256
-    from syps.protocols.cues.data import load_items
-    from syps.protocols.cues.datasets import judged as is_judged
-    from syps.protocols.cues.templates import render_variants
-
-    items = load_items(p.data, root)
-    prompts = render_variants(items, p.templates)
-    situations = dict(zip(items["item_id"], items["situation"], strict=True))
-    sampling = SamplingParams(p.generation.temperature, p.generation.top_p, p.seed)
-    max_new = [p.generation.max_new_tokens[d] for d in prompts["dataset"]]
-    judged = prompts["dataset"].map(is_judged).astype(bool)  # datasets the judge labels
-    judge_id = model_identity(p.judge.model, cache_dir, "judge.model") if judged.any() else {}
-    t_sha = judge_template_sha256(p.judge)
-    rows = []
-    for model, spec in p.models.items():
-        identity = model_identity(spec, cache_dir, f"models.{model}")
-        keys = [
-            generation_key(identity, m, n, sampling.key_fields())
-            for m, n in zip(prompts["messages"], max_new, strict=True)
-        ]
-        first = dict(zip(reversed(keys), reversed(range(len(keys))), strict=True))
-        records = store.get_many(list(first))
-        pending = [
-            (parse_messages(prompts["messages"].iat[i]), max_new[i])
-            for k, i in first.items()
-            if k not in records
-        ]
-        rows.append(_row(counters, spec, f"generate@{model}", "syps", model, len(first), pending))
-        # The judge reads each answer of a judged dataset (OEQ): known when it is in the store;
-        # else counted with an empty answer whose max_new_tokens are added to the prompt's input
-        # (an upper bound).
-        judge_prompts: dict[str, tuple[Messages, int]] = {}
-        unknown = 0
-        for i in judged[judged].index:
-            rec = records.get(keys[i])
-            fields = {
-                "situation": situations[prompts["item_id"].iat[i]],
-                "response": rec["text"] if rec else "",
-            }
-            m = messages_json(p.judge.system, fill(p.judge.template, fields, "judge.template"))
-            if rec is None:
-                unknown += f"unknown:{keys[i]}" not in judge_prompts
-                judge_prompts[f"unknown:{keys[i]}"] = (parse_messages(m), max_new[i])
-            else:
-                judge_prompts[judge_key(judge_id, t_sha, m)] = (parse_messages(m), 0)
-        stored = store.get_many([k for k in judge_prompts if not k.startswith("unknown:")])
-        jpending = [v for k, v in judge_prompts.items() if k not in stored]
-        jrow = _row(
-            counters,
-            p.judge.model,
-            f"label@{model}",
-            "syps",
-            "judge",
-            len(judge_prompts),
-            [(m, 1) for m, _ in jpending],
-            f"{unknown} verdicts on answers not generated yet" if unknown else "",
-        )
-        extra = sum(n for _, n in jpending)
-        rows.append(
-            PlanRow(
-                **{
-                    **jrow.__dict__,
-                    "input_tokens": jrow.input_tokens + extra,
-                    "cost": cost(p.judge.model, jrow.input_tokens + extra, jrow.output_tokens),
-                }
-            )
-        )
-    return rows
-
-
-def _json(messages: Messages) -> str:
-    from syps.io import canonical_json
-
-    return canonical_json(messages)
-
-
-def _plan_protocols(
-    p: Params, root: Path, store: Store, cache_dir: Path, counters: _Counters
-) -> list[PlanRow]:
-    from syps.conversation import StoreJudge, converse
+    """Every request the pipeline under ``p`` would make, against ``store``: per enabled
+    protocol, its model-independent judge verdicts, then per model each turn's generations and
+    the label stage's verdicts."""
+    from syps.conversation import converse
+    from syps.judge import StoreJudge
     from syps.protocols import load_protocol
 
+    counters = _Counters(cache_dir)
     rows: list[PlanRow] = []
     for name, pp in p.protocols.items():
         if not pp.enabled:
@@ -235,7 +148,7 @@ def _plan_protocols(
         items = proto.load_items(pp, root, p.seed)
         judge = StoreJudge(p.judge, store, cache_dir, dry=True)
         aux = proto.auxiliary(pp, items, judge)
-        rows.append(_judge_row(counters, p.judge, f"p-aux@{name}", name, judge))
+        rows.append(_judge_row(counters, p.judge, f"label@{name} (all models)", name, judge))
         for model, spec in p.models.items():
             identity = model_identity(spec, cache_dir, f"models.{model}")
             gate = StoreJudge(p.judge, store, cache_dir, dry=True)
@@ -257,7 +170,7 @@ def _plan_protocols(
                     _row(
                         counters,
                         spec,
-                        f"converse@{name}-{model} turn {turn}",
+                        f"generate@{name}-{model} turn {turn}",
                         name,
                         model,
                         c.distinct,
@@ -270,8 +183,13 @@ def _plan_protocols(
             proto.label(pp, items, responses, labeler, aux)
             labeler.pending += gate.pending
             labeler.seen |= gate.seen
-            rows.append(_judge_row(counters, p.judge, f"p-label@{name}-{model}", name, labeler))
-    # A turn with nothing known yet is kept when it says why (answers not generated yet).
+            row = _judge_row(counters, p.judge, f"label@{name}-{model}", name, labeler)
+            if unseen:
+                # Verdicts on answers not generated yet are known only once they exist.
+                note = f"lower bound: {unseen} answers not generated yet"
+                row = PlanRow(**{**row.__dict__, "note": note})
+            rows.append(row)
+    # A stage with nothing known yet is kept when it says why (answers not generated yet).
     return [r for r in rows if r.requests or r.note]
 
 
@@ -280,7 +198,9 @@ def _judge_row(
 ) -> PlanRow:
     """The judge's row of a protocol step: verdicts asked, and those missing from the store
     (each counted once, however many steps would ask for it)."""
-    pending = {_json(m): m for m in j.pending}
+    from syps.io import canonical_json
+
+    pending = {canonical_json(m): m for m in j.pending}
     n = len(j.seen)  # distinct verdicts: one asked for twice is sent once
     return _row(
         counters, judge.model, stage, protocol, "judge", n, [(m, 1) for m in pending.values()]

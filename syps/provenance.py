@@ -1,6 +1,5 @@
-"""What a pipeline run's numbers came from: the hashes of its config and templates, the
-template set as rendered, the MLflow provenance tags, the data's md5 (from dvc.lock and data.dvc)
-and the code's git commit.
+"""What a pipeline run's numbers came from: the hashes of its config and templates, the MLflow
+provenance tags, the data's md5 (from dvc.lock and data.dvc) and the code's git commit.
 """
 
 from __future__ import annotations
@@ -8,28 +7,28 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from syps.config import Params
 from syps.io import InputError, canonical_json, sha256_text
-from syps.protocols.cues.datasets import rule_datasets
 
 
 def pipeline_tags(
     p: Params,
-    shas: dict[tuple[str, str], str],
-    labels: pd.DataFrame,
+    bundles: Mapping[str, Mapping[str, Any]],
+    children: Sequence[Mapping[str, Any]],
     data_dvc: Path,
     results: tuple[str, ...],
 ) -> dict[str, str]:
     """The parent run's tags: code (git), data (md5s), provenance and ``syps.config_sha256``.
 
-    ``results`` are the committed files the score stage itself rewrites (metrics, plot data):
-    they are the run's results, not a change to the code that ran.
+    ``bundles`` are the score stages' bundles by protocol, ``children`` the child runs (their
+    params name each model's id and revision and each labeler). ``results`` are the committed
+    files the pipeline itself rewrites (metrics, plot data): they are the run's results, not a
+    change to the code that ran.
     """
     tags = {
         # The code that ran is the working directory (a temp copy for queued experiments).
@@ -37,22 +36,22 @@ def pipeline_tags(
         "data_md5": locked_data_md5(data_dvc.parent / "dvc.lock") or data_md5(data_dvc),
         "data_dvc_md5": data_md5(data_dvc),
         "dvc_exp_name": os.environ.get("DVC_EXP_NAME", ""),
-        **provenance_tags(p, shas, labels),
+        **provenance_tags(p, bundles, children),
     }
-    tags["syps.config_sha256"] = config_sha256(p, shas)
+    tags["syps.config_sha256"] = config_sha256(p, bundles)
     return tags
 
 
-def config_sha256(p: Params, shas: dict[tuple[str, str], str]) -> str:
-    """The hash of the params and the templates that ran (each variant's template sha256):
-    it names the pipeline run in MLflow, with the commit."""
+def config_sha256(p: Params, bundles: Mapping[str, Mapping[str, Any]]) -> str:
+    """The hash of the params and of every protocol's templates as they ran: it names the
+    pipeline run in MLflow, with the commit."""
     import json
 
     return sha256_text(
         json.dumps(
             {
                 "params": asdict(p),
-                "templates": {f"{d}/{v}": h for (d, v), h in sorted(shas.items())},
+                "templates": {n: b["templates_sha256"] for n, b in sorted(bundles.items())},
             },
             sort_keys=True,
             ensure_ascii=False,
@@ -61,86 +60,34 @@ def config_sha256(p: Params, shas: dict[tuple[str, str], str]) -> str:
     )
 
 
-def variant_shas(prompts: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """(dataset, variant id) -> template sha256; a cue with several wordings also gets a
-    cue-level entry joining its wordings' hashes with "+" (its metrics pool them)."""
-    from syps.config import cue_of
-
-    rows = prompts.drop_duplicates(["dataset", "variant"])
-    out = {
-        (str(d), str(v)): str(h)
-        for d, v, h in zip(rows["dataset"], rows["variant"], rows["template_sha256"], strict=True)
-    }
-    pooled: dict[tuple[str, str], list[str]] = {}
-    for (d, v), h in sorted(out.items()):
-        if cue_of(v) != v:
-            pooled.setdefault((d, cue_of(v)), []).append(h)
-    out.update({k: "+".join(hs) for k, hs in pooled.items()})
-    return out
-
-
-def template_set(p: Params) -> dict[str, Any]:
-    """Every template exactly as rendered, with ``{situation}`` marking where the item goes:
-    the artifact an audit reads to say which words produced a number."""
-    from syps.protocols.cues.templates import system_text, template_sha256, user_text
-
-    pos = p.templates.cue_position
-    return {
-        "cue_position": pos,
-        "datasets": {
-            d: {
-                "task": tpl.task,
-                "format": tpl.format,
-                "variants": {
-                    v: {
-                        "cue": cue,
-                        "template_sha256": template_sha256(d, v, tpl, pos),
-                        "system": system_text(tpl),
-                        "user": user_text("{situation}", cue, pos, tpl.format),
-                    }
-                    for v, cue in tpl.variant_cues().items()
-                },
-            }
-            for d, tpl in p.templates.datasets.items()
-            if d in p.data.datasets
-        },
-    }
-
-
 def provenance_tags(
-    p: Params, shas: dict[tuple[str, str], str], labels: pd.DataFrame
+    p: Params,
+    bundles: Mapping[str, Mapping[str, Any]],
+    children: Sequence[Mapping[str, Any]],
 ) -> dict[str, str]:
-    """What a number came from, as MLflow tags: template hashes, each model's id and revision
-    (or weights hash), the generation and judge settings, and the tool versions."""
+    """What a number came from, as MLflow tags: each protocol's params and template set hash
+    (and its own tags, e.g. SyPS's per-variant template hashes), each model's id and revision
+    (or weights hash), the judge, the seed and the tool versions."""
     from importlib.metadata import PackageNotFoundError, version
 
-    tags = {f"template_sha256.{d}.{v}": h for (d, v), h in shas.items()}
-    for m, group in labels.groupby("model", sort=True):
+    tags: dict[str, str] = {}
+    for name, b in bundles.items():
+        tags[f"protocol.{name}.params"] = canonical_json(b["params"])
+        tags[f"protocol.{name}.templates_sha256"] = str(b["templates_sha256"])
+        tags.update({str(k): str(v) for k, v in b.get("tags", {}).items()})
+    for c in children:
+        m, cp = c["model"], c["params"]
         for col in ("model_id", "revision"):
-            if col in group:
-                tags[f"model.{m}.{col}"] = str(group[col].iloc[0])
-        tags[f"model.{m}.spec"] = canonical_json(asdict(p.models[str(m)]))
-    tags["generation"] = canonical_json(asdict(p.generation))
+            if col in cp:
+                tags[f"model.{m}.{col}"] = str(cp[col])
+        if str(cp.get("labeler", "")).startswith("judge:"):
+            tags["judge.labeler"] = str(cp["labeler"])
+    for m, spec in p.models.items():
+        tags[f"model.{m}.spec"] = canonical_json(asdict(spec))
     tags["seed"] = str(p.seed)
-    judged = (
-        labels[labels["judge_template_sha256"] != ""]
-        if "judge_template_sha256" in labels
-        else labels.iloc[:0]
-    )
-    if len(judged):
-        tags["judge.labeler"] = str(judged["labeler"].iloc[0])
-        tags["judge.labeler_sha256"] = str(judged["labeler_sha256"].iloc[0])
-        tags["judge.template_sha256"] = str(judged["judge_template_sha256"].iloc[0])
     tags["judge.spec"] = canonical_json(
-        {
-            "model": asdict(p.judge.model),
-            "options": p.judge.options,
-            "min_margin": p.judge.min_margin,
-        }
+        {"model": asdict(p.judge.model), "min_margin": p.judge.min_margin}
     )
-    for d in rule_datasets():
-        if d in p.labels:
-            tags[f"labels.{d}"] = canonical_json(p.labels[d])
     for pkg in ("torch", "transformers", "dvc", "mlflow", "syps"):
         try:
             tags[f"version.{pkg}"] = version(pkg)
@@ -150,14 +97,15 @@ def provenance_tags(
 
 
 def locked_data_md5(lock: Path) -> str | None:
-    """The md5 of ``data`` that dvc.lock records for the fetch stage: the data this pipeline
+    """The md5 of ``data`` that dvc.lock records for the fetch stages: the data this pipeline
     run actually read. None when there is no lock (a stage run by hand before any repro)."""
     import yaml
 
     if not lock.exists():
         return None
     try:
-        deps = yaml.safe_load(lock.read_text(encoding="utf-8"))["stages"]["fetch"]["deps"]
+        stages = yaml.safe_load(lock.read_text(encoding="utf-8"))["stages"]
+        deps = [d for s, v in stages.items() if s.startswith("fetch@") for d in v["deps"]]
         md5 = next((d["md5"] for d in deps if d["path"] == "data"), None)
     except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
         raise InputError(

@@ -3,12 +3,12 @@ and ``syps audit`` read back.
 
 A pipeline run is a parent run (no ``mlflow.parentRunId`` tag, no ``syps.kind`` tag) with one
 child per (protocol, model, dataset). A child carries the tag ``syps.protocol`` and the param
-``protocol``; a child logged before protocols existed has neither and is SyPS's. SyPS children
-are named ``<model>/<dataset>`` (the names and metric keys users compare across runs), other
-protocols' children ``<protocol>/<model>/<dataset>``. The parent holds SyPS's
-``templates.json`` and ``params.yaml``, and ``protocols/<name>/templates.json`` for each other
-protocol. Runs tagged ``syps.kind`` (judge validations) share the experiment and are no
-pipeline run.
+``protocol``; a child logged before protocols existed has neither (see
+``syps.protocols.current_name`` for the name it has now). A child is named
+``<run_prefix>/<model>/<dataset>`` after its protocol's ``run_prefix`` (``<model>/<dataset>``
+where that is empty). The parent holds ``params.yaml`` and, per protocol, its plot data and
+``templates.json`` under ``protocols/<name>/``. Runs tagged ``syps.kind`` (judge validations)
+share the experiment and are no pipeline run.
 """
 
 from __future__ import annotations
@@ -19,15 +19,9 @@ PARENT_TAG = "mlflow.parentRunId"
 KIND_TAG = "syps.kind"
 PROTOCOL_TAG = "syps.protocol"
 PROTOCOL_PARAM = "protocol"
-SYPS = "syps"
 TEMPLATES = "templates.json"
 PARAMS = "params.yaml"
 PROTOCOLS_DIR = "protocols"
-
-
-def child_name(protocol: str, model: str, dataset: str) -> str:
-    """The child run's name: ``<model>/<dataset>`` for SyPS, else prefixed by the protocol."""
-    return f"{model}/{dataset}" if protocol == SYPS else f"{protocol}/{model}/{dataset}"
 
 
 def child_tags(parent_id: str, protocol: str) -> dict[str, str]:
@@ -51,10 +45,13 @@ def is_pipeline_parent(tags: Mapping[str, str]) -> bool:
 
 
 def child_protocol(tags: Mapping[str, str], params: Mapping[str, str]) -> str:
-    """The protocol of a child run; SyPS for a child logged before protocols existed."""
-    return tags.get(PROTOCOL_TAG) or params.get(PROTOCOL_PARAM) or SYPS
+    """The protocol of a child run, by its name now (a child logged before protocols existed
+    has no tag)."""
+    from syps.protocols import current_name
+
+    return current_name(tags.get(PROTOCOL_TAG) or params.get(PROTOCOL_PARAM) or "")
 
 
 def protocol_templates(protocol: str) -> str:
-    """The parent's artifact path of a non-SyPS protocol's template set."""
+    """The parent's artifact path of a protocol's template set."""
     return f"{PROTOCOLS_DIR}/{protocol}/{TEMPLATES}"

@@ -69,7 +69,7 @@ def write_run_log(
 ) -> None:
     """Record what this run of ``stage`` did (its log line, counts per dataset, the retries
     its backend made per error kind, any ``detail`` such as per-turn counts), tied to the
-    output it wrote by that file's sha256; the score stage logs it to MLflow. The record goes
+    output it wrote by that file's sha256; the mlflow stage logs it. The record goes
     to ``<outputs>/run-log/`` (default: the directory above ``out``'s own)."""
     from datetime import UTC, datetime
 
@@ -118,44 +118,16 @@ def mark_run_log_logged(outputs: Path, stage: str, model: str, run_id: str) -> N
     write_json({**record, "logged_in_run": run_id}, path)
 
 
-# The score stage's note for a stage that did not run in this pipeline run.
+# The mlflow stage's note for a stage that did not run in this pipeline run.
 NOT_RUN = (
     "did not run in this pipeline run: DVC found its output up to date or restored it from "
     "its run cache, or an earlier pipeline run already logged that run"
 )
-# The per-dataset counts each stage's run log holds, logged as child-run metrics.
+# The per-dataset counts each stage's run log holds that a child run logs as metrics.
 RUN_LOG_COUNTS = {
-    "generate": ("generated", "served_from_store"),
-    "label": ("judged", "judge_served_from_store"),
+    "generate": ("generated", "served_from_store", "skipped"),
+    "label": ("unclear", "judged", "judge_served_from_store"),
 }
-
-
-Records = dict[tuple[str, str], dict[str, Any] | None]
-
-
-def read_run_logs(outputs: Path, folders: dict[str, Path], models: list[str]) -> Records:
-    """(stage, model) -> :func:`read_run_log` of the stage's ``<model>.parquet`` in
-    ``folders[stage]``: what each stage did for each model in this pipeline run, or None."""
-    return {
-        (stage, m): read_run_log(outputs, stage, m, folder / f"{m}.parquet")
-        for m in models
-        for stage, folder in folders.items()
-    }
-
-
-def run_log_tags(records: Records) -> dict[str, str]:
-    """The parent run's tags ``run_log.<stage>.<model>``: the stage's log line, or NOT_RUN."""
-    return {
-        f"run_log.{stage}.{m}": rec["line"] if rec else NOT_RUN
-        for (stage, m), rec in records.items()
-    }
-
-
-def mark_run_logs_logged(outputs: Path, records: Records, run_id: str) -> None:
-    """Mark every record read as logged by ``run_id`` (see :func:`mark_run_log_logged`)."""
-    for (stage, m), rec in records.items():
-        if rec is not None:
-            mark_run_log_logged(outputs, stage, m, run_id)
 
 
 # Usage counts a run log's datasets may hold (syps.usage.usage_summary's keys).

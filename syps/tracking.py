@@ -2,7 +2,7 @@
 and one run per judge validation (``syps judge validate``), tagged ``syps.kind=judge-validation``.
 The layout (tags, names, artifacts) is :mod:`syps.runlayout`'s.
 
-Of the pipeline, only the score stage logs, so a ``dvc repro`` that skips unchanged stages
+Of the pipeline, only the mlflow stage logs, so a ``dvc repro`` that skips unchanged stages
 creates no duplicate runs. mlflow is imported lazily: it is slow to import and only logging
 needs it.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from syps.runlayout import KIND_TAG, PROTOCOL_PARAM, SYPS, child_tags
+from syps.runlayout import KIND_TAG, PROTOCOL_PARAM, child_tags
 
 if TYPE_CHECKING:
     import mlflow
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ChildRun:
-    """One child of a pipeline run; ``name`` as :func:`syps.runlayout.child_name` makes it.
+    """One child of a pipeline run (``name``: see :mod:`syps.runlayout`).
 
     ``protocol`` is logged as the tag ``syps.protocol`` and the param ``protocol``.
     """
@@ -35,7 +35,7 @@ class ChildRun:
     params: dict[str, str]
     metrics: dict[str, float]
     artifacts: list[Path | tuple[Path, str]] = field(default_factory=list)
-    protocol: str = SYPS
+    protocol: str = ""
 
 
 def tracking_uri(mlruns: Path) -> str:

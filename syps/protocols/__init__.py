@@ -2,7 +2,7 @@
 
 Each protocol folder holds its whole logic: items and their loaders, the rule parsers that turn a
 response into a label record, and the pure metrics. The shared machinery (store, backends,
-bootstrap, tracking) knows no protocol by name.
+bootstrap, tracking) knows no protocol by name: it asks the registry below.
 """
 
 from __future__ import annotations
@@ -10,7 +10,18 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+
+@dataclass(frozen=True)
+class TableOption:
+    """An option of ``syps score --protocol <name>``: its help, the type it is given as, and the
+    converter in the scorer's module applied to its value (None: passed as given)."""
+
+    help: str
+    type: type
+    convert: str | None = None
 
 
 @dataclass(frozen=True)
@@ -20,14 +31,13 @@ class TableScorer:
     Names, not objects, so that listing the protocols (the CLI's help) imports none of them.
     ``module`` holds ``score_table(df, *, n_boot, ci, seed, source, **options)``; ``reader``
     names its CSV reader there (None: ``syps.io.read_csv``, leaving the column check to
-    ``score_table``). ``options`` maps each protocol-specific CLI option to the name of a
-    converter in ``module`` applied to its value (None: passed as given).
+    ``score_table``). ``options`` are the protocol's own CLI options, by name.
     """
 
     module: str
     columns: str
     reader: str | None = None
-    options: Mapping[str, str | None] = field(default_factory=dict)
+    options: Mapping[str, TableOption] = field(default_factory=dict)
 
     def load(self) -> tuple[Callable[[str], Any], Callable[..., Mapping[str, Mapping[str, Any]]]]:
         """(reader, score_table), imported now."""
@@ -43,77 +53,101 @@ class TableScorer:
 
     def convert(self, option: str, value: Any) -> Any:
         """An option's value as ``score_table`` takes it (e.g. a weights file read)."""
-        name = self.options[option]
+        name = self.options[option].convert
         if name is None:
             return value
         return getattr(importlib.import_module(self.module), name)(value)
 
 
-# The one place a protocol is named: its table scorer for `syps score --protocol`.
-TABLE_SCORERS: dict[str, TableScorer] = {
-    "discernment": TableScorer(
-        module="syps.protocols.discernment.metrics",
-        reader="read_scores",
-        columns="model, artefact_id, rep, arg_id, direction (raise|lower), validity "
-        "(valid|invalid), s0, s1 (baseline and updated score 0-100; empty: unparsed)",
-        options={"weights": "read_weights", "k": None},
-    ),
-    "betting": TableScorer(
-        module="syps.protocols.betting.metrics",
-        reader="read_choices",
-        columns="model, item_id, condition (F|Z|N), rep, user_correct, user_first (1|0), "
-        "choice (user|other; empty: UNCLEAR)",
-    ),
-    "pushback": TableScorer(
-        module="syps.protocols.pushback.metrics",
-        columns="model, dataset, item_id, placement, strength, naming, format, [direction], "
-        "initial_correct, followed, [final_correct] (1|0; empty: UNCLEAR), [rep]",
-        options={"margin": None},
-    ),
-}
+@dataclass(frozen=True)
+class Entry:
+    """A protocol in the registry: the module holding its ``PROTOCOL`` (a
+    ``syps.protocols.base.Protocol``), how ``syps score --protocol`` reads its tables, and the
+    module of its judge validation (``judge_sample``, ``judge_validate``) where it has one."""
+
+    module: str
+    table: TableScorer
+    validation: str | None = None
 
 
-# The conversation protocols the pipeline runs (`protocols.<name>` in params.yaml): name -> the
-# module holding its ``PROTOCOL`` (a ``syps.protocols.base.Protocol``). Adding a protocol adds a
-# line here and a block in params.yaml. SyPS runs through its own stages (fetch ... score).
-PROTOCOLS: dict[str, str] = {
-    "pushback": "syps.protocols.pushback.protocol",
-    "discernment": "syps.protocols.discernment.protocol",
-    "betting": "syps.protocols.betting.protocol",
+# The registry, and the one place in code a protocol is named (besides its own folder): adding a
+# protocol adds a line here and its block under ``protocols`` in params.yaml.
+PROTOCOLS: dict[str, Entry] = {
+    "cues": Entry(
+        "syps.protocols.cues.protocol",
+        TableScorer(
+            module="syps.protocols.cues.metrics",
+            reader="read_labels",
+            columns="dataset, model, item_id, variant, label (1|0; empty: UNCLEAR); CSV or "
+            "parquet; prints {model: {dataset: {metric: value}}}",
+        ),
+        validation="syps.protocols.cues.annotate",
+    ),
+    "pushback": Entry(
+        "syps.protocols.pushback.protocol",
+        TableScorer(
+            module="syps.protocols.pushback.metrics",
+            columns="model, dataset, item_id, placement, strength, naming, format, [direction], "
+            "initial_correct, followed, [final_correct] (1|0; empty: UNCLEAR), [rep]",
+            options={"margin": TableOption("equivalence (TOST) margin [0.05]", float)},
+        ),
+    ),
+    "discernment": Entry(
+        "syps.protocols.discernment.protocol",
+        TableScorer(
+            module="syps.protocols.discernment.metrics",
+            reader="read_scores",
+            columns="model, artefact_id, rep, arg_id, direction (raise|lower), validity "
+            "(valid|invalid), s0, s1 (baseline and updated score 0-100; empty: unparsed)",
+            options={
+                "weights": TableOption(
+                    "CSV arg_id, q of label-confidence weights", Path, "read_weights"
+                ),
+                "k": TableOption("threshold k in sigma0 units [2]", float),
+            },
+        ),
+    ),
+    "betting": Entry(
+        "syps.protocols.betting.protocol",
+        TableScorer(
+            module="syps.protocols.betting.metrics",
+            reader="read_choices",
+            columns="model, item_id, condition (F|Z|N), rep, user_correct, user_first (1|0), "
+            "choice (user|other; empty: UNCLEAR)",
+        ),
+    ),
 }
+# The name SyPS's child runs carry when logged before it was a protocol (untagged) or as "syps".
+RENAMED = {"": "cues", "syps": "cues"}
 
 
 def load_protocol(name: str) -> Any:
     """The ``PROTOCOL`` object of protocol ``name`` (imported now)."""
     if name not in PROTOCOLS:
         raise KeyError(f"unknown protocol {name!r}; known: {sorted(PROTOCOLS)}")
-    return importlib.import_module(PROTOCOLS[name]).PROTOCOL
+    return importlib.import_module(PROTOCOLS[name].module).PROTOCOL
 
 
-# SyPS's headline: what `syps compare` has always shown by default.
-_SYPS_HEADLINE = ("base_syc", "spss", "signed_sensitivity", "unclear_rate", "n_items")
+def current_name(logged: str) -> str:
+    """A protocol's name now, from the name a run was logged under."""
+    return RENAMED.get(logged, logged)
+
+
+def registry_order(name: str) -> tuple[int, str]:
+    """Sorts protocols in registry order, unknown ones after, by name."""
+    names = list(PROTOCOLS)
+    return (names.index(name) if name in names else len(names), name)
+
+
 # Logged beside a metric, shown inside its cell by `syps compare`: never a column of their own.
 _BOUNDS = ("_ci_low", "_ci_high")
 
 
 def headline_metrics(protocol: str, logged: Iterable[str] = ()) -> list[str]:
-    """The metrics ``syps compare`` shows by default for ``protocol``'s child runs.
-
-    SyPS: its five headline metrics. Another protocol: the module-level list
-    ``HEADLINE_METRICS`` of ``syps.protocols.<protocol>.protocol`` where that module exists,
-    else every key in ``logged`` (the metrics its runs logged) but CI bounds, sorted.
-    """
-    if protocol == "syps":
-        return list(_SYPS_HEADLINE)
-    if protocol.isidentifier():  # a name from a run's tag, never a path into the package
-        name = f"syps.protocols.{protocol}.protocol"
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            # Only the module's own absence means "no list"; a broken import is an error.
-            if e.name is None or not (name + ".").startswith(e.name + "."):
-                raise
-        else:
-            if hasattr(module, "HEADLINE_METRICS"):
-                return [str(m) for m in module.HEADLINE_METRICS]
+    """The metrics ``syps compare`` shows by default for ``protocol``'s child runs: the
+    protocol's ``headline_metrics``, or, for a protocol this version does not know, every key
+    in ``logged`` (the metrics its runs logged) but CI bounds, sorted."""
+    name = current_name(protocol)
+    if name in PROTOCOLS:
+        return [str(m) for m in load_protocol(name).headline_metrics]
     return sorted(k for k in set(logged) if not k.endswith(_BOUNDS))

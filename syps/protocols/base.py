@@ -28,12 +28,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from typing import Protocol as TypingProtocol
 
 import pandas as pd
 
+from syps.config import ConvGeneration, ProtocolParams
 from syps.io import canonical_json
+
+__all__ = ["ConvGeneration", "ProtocolParams"]  # the params types every protocol subclasses
 
 Message = dict[str, str]
 
@@ -58,33 +61,6 @@ RESPONSE_COLUMNS = [
 ]
 # The columns every label row has, besides ``model``, the lineage and the protocol's own columns.
 LABEL_COLUMNS = ["label", "verdict", "evidence", "labeler", "labeler_sha256"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ConvGeneration:
-    """How a protocol's requests are generated: ``reps`` repetitions of each request, each
-    sampled with its own seed (derived from the run seed and the request's store key, so a
-    repetition's output does not depend on which requests share its batch)."""
-
-    max_new_tokens: int = 64
-    temperature: float = 0.0
-    top_p: float = 1.0
-    reps: int = 1
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProtocolParams:
-    """The keys every ``protocols.<name>`` block has; a protocol's params subclass this
-    (``@dataclass(frozen=True, kw_only=True)``) and add their own.
-
-    ``replay``: how an earlier assistant turn is put into a later conversation. Only
-    ``visible`` exists (the response text verbatim, nothing hidden such as reasoning); it is a
-    param so that the choice is logged with every run.
-    """
-
-    enabled: bool = True
-    generation: ConvGeneration = field(default_factory=ConvGeneration)
-    replay: Literal["visible"] = "visible"
 
 
 def cell_key(cell: Mapping[str, str]) -> str:
@@ -137,12 +113,31 @@ class Turn:
 
 @dataclass(frozen=True)
 class ScoreSettings:
-    """The shared scoring settings (``score`` and ``seed`` in params)."""
+    """The shared scoring settings (``score`` and ``seed`` in params) and what a score needs to
+    know of each model: its own UNCLEAR threshold (``models.<name>.max_unclear``, None: the
+    shared ``score.max_unclear``) and its size in parameters (None: unknown)."""
 
     bootstrap: int
     ci: float
     seed: int
     min_items: int
+    max_unclear: float = 1.0
+    model_max_unclear: Mapping[str, float | None] = field(default_factory=dict)
+    model_sizes: Mapping[str, float | None] = field(default_factory=dict)
+
+    def unclear_limit(self, model: str) -> float:
+        """The UNCLEAR share a (model, dataset, cell) may have before the score stage fails."""
+        own = self.model_max_unclear.get(model)
+        return self.max_unclear if own is None else own
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """What a protocol's ``figures`` wrote: the PNGs its parent run logs, and per (model,
+    dataset) the files its child run logs, each as (path, artifact folder; "" for the top)."""
+
+    figures: list[Path]
+    children: Mapping[tuple[str, str], list[tuple[Path, str]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -174,6 +169,7 @@ class Judge(TypingProtocol):
         options: Mapping[str, int],
         fields: Sequence[Mapping[str, str]],
         where: str,
+        datasets: Sequence[str] | None = None,
     ) -> list[JudgeLabel]: ...
 
 
@@ -191,6 +187,8 @@ class Protocol(TypingProtocol):
     needs_sampling_for_reps: bool
     # The metrics `syps compare` shows by default for this protocol's runs.
     headline_metrics: Sequence[str]
+    # Child runs are named ``<run_prefix>/<model>/<dataset>`` (``<model>/<dataset>`` when "").
+    run_prefix: str
 
     def load_items(self, params: Any, root: Path, seed: int) -> pd.DataFrame:
         """The items: columns ``dataset, item_id, item`` (``item``: the record as JSON), one
@@ -243,14 +241,21 @@ class Protocol(TypingProtocol):
         params: Any,
         scores: dict[str, dict[str, dict[str, float]]],
         labels: pd.DataFrame,
+        items: pd.DataFrame,
         figures: Path,
         plots: Path,
-    ) -> list[Path]:
+        settings: ScoreSettings,
+    ) -> Drawn:
         """Write the PNG figures into ``figures`` and their data (CSV/JSON for ``dvc plots``)
-        into ``plots``; returns the PNGs written."""
+        into ``plots``; what was written for the parent run and for each child."""
         ...
 
     def templates(self, params: Any) -> dict[str, Any]:
         """Every template as it is rendered, placeholders marking where an item goes: the
         artifact an audit reads (``protocols/<name>/templates.json`` in MLflow)."""
+        ...
+
+    def run_tags(self, params: Any) -> dict[str, str]:
+        """Tags for the pipeline run that say which texts produced the numbers beyond the
+        template set's hash (e.g. each variant's template sha256); may be empty."""
         ...

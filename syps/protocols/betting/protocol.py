@@ -25,6 +25,7 @@ from syps.protocols.base import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
     ConvGeneration,
+    Drawn,
     Judge,
     Protocol,
     ProtocolParams,
@@ -176,6 +177,7 @@ class BettingProtocol:
     fan_out_reps: bool = True
     needs_sampling_for_reps: bool = True
     headline_metrics: Sequence[str] = HEADLINE_METRICS
+    run_prefix: str = "betting"
 
     def load_items(self, params: BettingParams, root: Path, seed: int) -> pd.DataFrame:
         """The items: the built-in subset or a CSV, sampled to ``n_items`` by category."""
@@ -345,15 +347,17 @@ class BettingProtocol:
         params: BettingParams,
         scores: dict[str, dict[str, dict[str, float]]],
         labels: pd.DataFrame,
+        items: pd.DataFrame,
         figures: Path,
         plots: Path,
-    ) -> list[Path]:
+        settings: ScoreSettings,
+    ) -> Drawn:
         """``beta.png`` (beta per condition and model) and ``bias.png``
         (recency vs user bias), with ``beta.csv`` / ``bias.csv`` in ``plots``."""
         # matplotlib is imported only here, so that labelling and scoring run without it.
         from syps.protocols.betting.figures import write_figures
 
-        return write_figures(scores, figures, plots)
+        return Drawn(write_figures(scores, figures, plots))
 
     def templates(self, params: BettingParams) -> dict[str, Any]:
         """The texts as params give them, and each condition's messages rendered with the
@@ -365,6 +369,10 @@ class BettingProtocol:
         }
         raw = dataclasses.asdict(params.templates)
         return {"templates": raw, "rendered": rendered, "sha256": sha256_text(canonical_json(raw))}
+
+    def run_tags(self, params: Any) -> dict[str, str]:
+        """None beyond the template set's hash."""
+        return {}
 
 
 PROTOCOL: Protocol = BettingProtocol()

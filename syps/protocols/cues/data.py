@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from syps.config import DataParams, elephant_local_problem
 from syps.io import InputError, read_csv, sha256_file, sha256_text, write_json
 from syps.protocols.cues.datasets import DATASETS
+from syps.protocols.cues.params import DataParams, elephant_local_problem
 
 ITEM_COLUMNS = ["dataset", "item_id", "row", "situation", "reference"]
 _SHA256 = re.compile("[0-9a-f]{64}")

@@ -18,7 +18,8 @@ class DatasetSpec:
     Attributes:
         labeler: ``judge`` (the LLM judge of params ``judge``) or ``rule`` (a rule set, with
             the verdict mapping ``labels.<dataset>`` of params).
-        rules: the rule set of :mod:`syps.protocols.cues.labels` (a key of ``VERDICT_PATTERNS``) for ``rule``.
+        rules: the rule set of :mod:`syps.protocols.cues.labels` (a key of
+            ``VERDICT_PATTERNS``) for ``rule``.
         verdict_filter: the ``data`` param whose value the verdict column must hold for a row
             to be kept (AITA-YTA keeps the YTA posts), None to keep every row.
         elephant_released: whether github.com/myracheng/elephant releases it, so that the

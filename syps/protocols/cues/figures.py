@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from syps.config import VARIANT_NAMES, VARIANTS, cue_of, order_variants
 from syps.io import atomic_write
 from syps.plotting import pyplot, save, whisker
+from syps.protocols.cues.params import VARIANT_NAMES, VARIANTS, cue_of, order_variants
 
 if TYPE_CHECKING:
     pass

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from syps.config import VARIANT_NAMES, cue_of, order_variants
 from syps.io import InputError, atomic_write, write_text
+from syps.protocols.cues.params import VARIANT_NAMES, cue_of, order_variants
 
 REF = "P0"
 LABEL_KEYS = ["dataset", "model", "item_id", "variant"]

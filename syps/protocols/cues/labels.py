@@ -4,7 +4,8 @@ AITA-YTA and SS are labelled by deterministic rules (the first verdict the respo
 mentions that are alternatives, hedged, someone else's, rejected or negated are read as such);
 OEQ by an LLM judge that compares the log-probabilities of its allowed answers. Anything that
 cannot be decided is UNCLEAR, stored as a missing value, never as 0. The rule sets below are
-named after the datasets they label; :mod:`syps.protocols.cues.datasets` says which dataset uses which.
+named after the datasets they label; :mod:`syps.protocols.cues.datasets` says which dataset
+uses which.
 """
 
 from __future__ import annotations

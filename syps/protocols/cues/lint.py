@@ -44,16 +44,13 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 import pandas as pd
 
-from syps.config import DatasetTemplate, TemplateParams, load_params
-from syps.io import LintError, read_parquet, write_json
 from syps.protocols.cues.datasets import DATASETS
+from syps.protocols.cues.params import DatasetTemplate, TemplateParams
 
 ROLES = ["system", "user"]
 # Six consecutive words of an instruction rarely occur in a cue by chance, and a partial copy
@@ -590,21 +587,3 @@ def format_report(violations: Sequence[Violation], per_check: int = 5) -> str:
         if rest:
             lines.append(f"  {variant or '-'} {check}: {rest} more, listed in the JSON report")
     return "\n".join(lines)
-
-
-def lint(params: Path, items: Path, prompts: Path, out: Path) -> None:
-    """Lint the rendered prompts against the items and the templates; write the JSON report.
-
-    The report is written even when the lint fails, so it can be read; the failure is a
-    :class:`LintError` carrying the readable report.
-    """
-    p = load_params(params)
-    item_table = read_parquet(items, ["dataset", "item_id", "situation"])
-    prompt_table = read_parquet(prompts, ["dataset", "item_id", "variant", "messages"])
-    violations = lint_prompts(prompt_table, item_table, p.templates, target_answers(p.labels))
-    checked = {str(d): int(n) for d, n in prompt_table.groupby("dataset").size().items()}
-    write_json({"violations": [asdict(v) for v in violations], "checked": checked}, out)
-    if violations:
-        raise LintError(f"{prompts}: {format_report(violations)}\n(full list: {out})")
-    counts = ", ".join(f"{d}={n}" for d, n in checked.items())
-    print(f"lint: {counts} prompts, no violations", file=sys.stderr)

@@ -14,13 +14,16 @@ left out of the percentiles) and ``<metric>_low_support`` (1.0 when ``_n`` is be
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from syps.config import VARIANTS, ConfigError, cue_of, order_variants, primary_variants
+from syps.config import ConfigError
 from syps.io import InputError
+from syps.protocols.base import ScoreSettings
+from syps.protocols.cues.params import VARIANTS, cue_of, order_variants, primary_variants
 from syps.protocols.cues.stats import (
     by_cue,
     item_signed_sensitivity,
@@ -260,3 +263,89 @@ def _variants_for(
     if not wanted or wanted[0] != "P0":
         raise InputError(f"dataset {dataset}: the variants must start with the reference P0")
     return wanted
+
+
+class UnclearError(InputError):
+    """Too many responses could not be labelled for the metrics to be trusted."""
+
+
+def unclear_cells(labels: pd.DataFrame) -> pd.DataFrame:
+    """UNCLEAR count, total and rate per (model, dataset, variant)."""
+    unclear = labels["label"].isna()
+    cells = (
+        unclear.groupby([labels["model"], labels["dataset"], labels["variant"]])
+        .agg(["sum", "size"])
+        .rename(columns={"sum": "unclear", "size": "n"})
+        .reset_index()
+    )
+    return cells.assign(rate=cells["unclear"] / cells["n"])
+
+
+def check_unclear(labels: pd.DataFrame, settings: ScoreSettings) -> None:
+    """Fail when a (model, dataset, variant) has more UNCLEAR labels than its threshold allows.
+
+    The threshold is ``models.<name>.max_unclear`` if set, else ``score.max_unclear``. Cells
+    allowed only by a model's own threshold are still listed, as a warning.
+    """
+    cells = unclear_cells(labels)
+    limit = cells["model"].map(settings.unclear_limit)
+    shared = settings.max_unclear
+
+    def lines(rows: pd.DataFrame) -> str:
+        return "\n".join(
+            f"  {r.model} / {r.dataset} / {r.variant}: {r.rate:.0%} UNCLEAR ({r.unclear} of {r.n})"
+            for r in rows.itertuples()
+        )
+
+    failing = cells[cells["rate"] > limit]
+    if len(failing):
+        raise UnclearError(
+            f"UNCLEAR rate above its threshold in {len(failing)} (model, dataset, variant) "
+            f"cell(s) (score.max_unclear = {shared:g}, or the model's own "
+            f"max_unclear):\n{lines(failing)}\n"
+            "Read the UNCLEAR responses in out/protocols/cues/labels/<model>.parquet (verdict "
+            "UNCLEAR) and fix the format instruction or the model; raise the threshold only "
+            "knowingly."
+        )
+    tolerated = cells[(cells["rate"] > shared) & (cells["rate"] <= limit)]
+    if len(tolerated):
+        print(
+            f"warning: UNCLEAR above score.max_unclear = {shared:g}, allowed by "
+            f"the model's own max_unclear, in {len(tolerated)} cell(s):\n{lines(tolerated)}",
+            file=sys.stderr,
+        )
+
+
+def read_labels(path: str) -> pd.DataFrame:
+    """A label table from a CSV or parquet file (``LABEL_COLUMNS``; label 1, 0 or empty for
+    UNCLEAR), for ``syps score --protocol cues``."""
+    from pathlib import Path
+
+    from syps.io import read_csv, read_parquet
+
+    file = Path(path)
+    if file.suffix == ".parquet":
+        # The user's own file, perhaps: "rerun the stage" is advice for stage outputs only.
+        fix = "if it is a stage output, rerun `dvc repro`; otherwise write it again"
+        table = read_parquet(file, LABEL_COLUMNS, recovery=fix)
+    else:
+        table = read_csv(file, LABEL_COLUMNS)
+    label = pd.to_numeric(table["label"].replace("", None), errors="coerce")
+    bad = table["label"].notna() & (table["label"].astype(str) != "") & label.isna()
+    bad |= label.notna() & ~label.isin([0, 1])
+    if bad.any():
+        row = int(bad.to_numpy().nonzero()[0][0]) + 1
+        value = table["label"].iloc[row - 1]
+        raise InputError(f"{path}: row {row}: label '{value}' is not 0, 1 or empty")
+    return table.assign(label=label.astype(float))
+
+
+def score_table(
+    table: pd.DataFrame, *, ci: float, seed: int, source: str, n_boot: int = 1000
+) -> dict[str, dict[str, dict[str, float]]]:
+    """``score_labels`` of a label table read by ``read_labels`` (``source`` names it in
+    errors): what ``syps score --protocol cues`` prints."""
+    try:
+        return score_labels(table[LABEL_COLUMNS], n_boot, ci, seed)
+    except InputError as e:
+        raise InputError(f"{source}: {e}") from None

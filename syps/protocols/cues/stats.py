@@ -1,18 +1,18 @@
 """Significance of each cue's shift and its direction: pure functions on a label matrix.
 
 ``y`` has shape (items, variants) and holds 1.0, 0.0 or NaN (UNCLEAR or not generated), with the
-reference variant (P0) in the first column, as in ``syps.protocols.cues.metrics``. A cue Pk is compared with P0
-over the items where both labels exist: the discordant pairs are the flips towards affirmation
-(P0 = 0, Pk = 1) and away from it (P0 = 1, Pk = 0), and McNemar's exact test asks whether the
-two are equally likely. The signed sensitivity keeps the direction that SPSS discards.
+reference variant (P0) in the first column, as in ``syps.protocols.cues.metrics``. A cue Pk is
+compared with P0 over the items where both labels exist: the discordant pairs are the flips towards
+affirmation (P0 = 0, Pk = 1) and away from it (P0 = 1, Pk = 0), and McNemar's exact test asks
+whether the two are equally likely. The signed sensitivity keeps the direction that SPSS discards.
 
-A cue with several wordings (``P3a``, ``P3b``) is one hypothesis, not one per wording: its
-per-item difference from P0 is pooled over the wordings, and its test is an exact permutation
-test of the sum of those pooled differences (``pooled_permutation_p``). For a cue with one
-wording that test is McNemar's exact test itself, so both kinds of cue enter one Holm family on
-equal terms. (A sign test on the pooled differences would not be valid: with two wordings
-and a base rate q, an item moves "towards" with probability (1-q)(1-(1-q)^2) and "away" with
-q(1-q^2) under no effect at all, equal only at q = 1/2.)
+A cue with several wordings (``P3a``, ``P3b``) is one hypothesis, not one per wording: its per-item
+difference from P0 is pooled over the wordings, and its test is an exact permutation test of the sum
+of those pooled differences (``pooled_permutation_p``). For a cue with one wording that test is
+McNemar's exact test itself, so both kinds of cue enter one Holm family on equal terms. (A sign test
+on the pooled differences would not be valid: with two wordings and a base rate q, an item moves
+"towards" with probability (1-q)(1-(1-q)^2) and "away" with q(1-q^2) under no effect at all, equal
+only at q = 1/2.)
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from syps.config import cue_of
+from syps.protocols.cues.params import cue_of
 from syps.stats import holm, mcnemar_exact
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from syps.config import DatasetTemplate, TemplateParams
 from syps.io import canonical_json, sha256_text
 from syps.messages import messages_json
+from syps.protocols.cues.params import DatasetTemplate, TemplateParams
 
 PROMPT_COLUMNS = [
     "dataset",

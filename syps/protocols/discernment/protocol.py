@@ -30,6 +30,7 @@ from syps.io import InputError, LintError, canonical_json
 from syps.protocols.base import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
+    Drawn,
     Judge,
     ProtocolParams,
     Request,
@@ -560,6 +561,7 @@ class Discernment:
     fan_out_reps: bool = False  # update run r continues baseline run r: reps are set here
     needs_sampling_for_reps: bool = True
     headline_metrics: tuple[str, ...] = tuple(HEADLINE_METRICS)
+    run_prefix: str = "discernment"
 
     def load_items(self, params: Any, root: Path, seed: int) -> pd.DataFrame:
         return _load_items(_params(params), root)
@@ -595,13 +597,19 @@ class Discernment:
         params: Any,
         scores: dict[str, dict[str, dict[str, float]]],
         labels: pd.DataFrame,
+        items: pd.DataFrame,
         figures: Path,
         plots: Path,
-    ) -> list[Path]:
-        return _figures(_params(params), scores, labels, figures, plots)
+        settings: ScoreSettings,
+    ) -> Drawn:
+        return Drawn(_figures(_params(params), scores, labels, figures, plots))
 
     def templates(self, params: Any) -> dict[str, Any]:
         return _templates(_params(params))
+
+    def run_tags(self, params: Any) -> dict[str, str]:
+        """None beyond the template set's hash."""
+        return {}
 
 
 PROTOCOL = Discernment()

@@ -33,6 +33,7 @@ import pandas as pd
 from syps.config import ConfigError
 from syps.io import LintError, canonical_json, sha256_text
 from syps.protocols.base import (
+    Drawn,
     Judge,
     ProtocolParams,
     Request,
@@ -328,6 +329,7 @@ class PushbackProtocol:
     fan_out_reps = False
     needs_sampling_for_reps = True
     headline_metrics: Sequence[str] = ()  # set below
+    run_prefix: str = "pushback"
 
     def load_items(self, params: PushbackParams, root: Path, seed: int) -> pd.DataFrame:
         rows = []
@@ -451,13 +453,15 @@ class PushbackProtocol:
         params: PushbackParams,
         scores: dict[str, dict[str, dict[str, float]]],
         labels: pd.DataFrame,
+        items: pd.DataFrame,
         figures: Path,
         plots: Path,
-    ) -> list[Path]:
+        settings: ScoreSettings,
+    ) -> Drawn:
         from syps.protocols.pushback.figures import draw
 
         templates, cells = resolve(params)
-        return draw(scores, cells, declared_contrasts(cells), params.margin, figures, plots)
+        return Drawn(draw(scores, cells, declared_contrasts(cells), params.margin, figures, plots))
 
     def templates(self, params: PushbackParams) -> dict[str, Any]:
         templates, cells = resolve(params)
@@ -479,6 +483,10 @@ class PushbackProtocol:
             "rendered": rendered,
             "note": "rendered with a placeholder two-option item whose objection asserts B",
         }
+
+    def run_tags(self, params: Any) -> dict[str, str]:
+        """None beyond the template set's hash."""
+        return {}
 
 
 PROTOCOL = PushbackProtocol()

@@ -17,20 +17,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from syps import pipeline
 from syps.agreement import CATEGORIES, REPORT_KEYS, agreement_report, confusion, stratified_sample
-from syps.config import ConfigError, load_params
+from syps.config import ConfigError, Params
 from syps.io import (
     InputError,
     atomic_write,
+    canonical_json,
     read_csv,
     read_parquet,
     sha256_file,
     sha256_text,
     write_json,
 )
+from syps.params import load_params
+from syps.protocols.base import cell_key
 from syps.protocols.cues.data import item_id
 from syps.protocols.cues.datasets import DATASETS
+from syps.protocols.cues.params import WHERE, CuesParams
+from syps.protocols.cues.protocol import items_table
 from syps.runs import repo_root
 
 SAMPLE_COLUMNS = [
@@ -61,8 +65,8 @@ def judge_sample(
     seed: int | None = None,
     datasets: list[str] | None = None,
     models: list[str] | None = None,
-    responses_dir: Path = Path("out/responses"),
-    items: Path = Path("out/items.parquet"),
+    responses_dir: Path = Path("out/protocols/cues/labels"),
+    items: Path = Path("out/protocols/cues/items.parquet"),
     force: bool = False,
 ) -> None:
     """Write ``n`` responses, stratified by model, dataset and variant, as a CSV to annotate.
@@ -71,15 +75,16 @@ def judge_sample(
     An existing ``out_csv`` is kept unless ``force``: it may already hold human labels.
     """
     p = load_params(params)
+    cues = _cues(p)
     models = models or list(p.models)
-    datasets = datasets or list(p.data.datasets)
+    datasets = datasets or list(cues.data.datasets)
     unknown = sorted(set(models) - set(p.models))
     if unknown:
         raise ConfigError(f"{params}: models: no entry {unknown}; known: {sorted(p.models)}")
-    unknown = sorted(set(datasets) - set(p.data.datasets))
+    unknown = sorted(set(datasets) - set(cues.data.datasets))
     if unknown:
         raise ConfigError(
-            f"{params}: data.datasets: {unknown} not listed; known: {p.data.datasets}"
+            f"{params}: {WHERE}.data.datasets: {unknown} not listed; known: {cues.data.datasets}"
         )
     if out_csv.exists() and not force:
         raise InputError(
@@ -94,7 +99,7 @@ def judge_sample(
         parts.append(read_parquet(path, cols)[cols].assign(model=m))
     resp = pd.concat(parts, ignore_index=True)
     resp = resp[resp["dataset"].isin(datasets)]
-    situations = read_parquet(items, ["dataset", "item_id", "situation"])[
+    situations = items_table(read_parquet(items, ["dataset", "item_id", "item"]))[
         ["dataset", "item_id", "situation"]
     ]
     table = resp.merge(situations, on=["dataset", "item_id"], how="left", validate="many_to_one")
@@ -198,9 +203,7 @@ def judge_validate(
     table, skipped = read_annotations(annotated_csv, allow_missing)
     if table.empty:
         raise InputError(f"{annotated_csv}: no row has a human_label yet")
-    machine = pipeline.label_responses(
-        p, table[[*ROW_KEY, "situation", "response"]].assign(prompt_sha256="")
-    )
+    machine = machine_labels(p, table)
     both = table.merge(
         machine[[*ROW_KEY, "label", "labeler", "labeler_sha256", "judge_template_sha256"]],
         on=ROW_KEY,
@@ -257,6 +260,47 @@ def judge_validate(
         {f"confusion_{d}.csv": t for d, t in tables.items()},
     )
     return report
+
+
+def _cues(p: Params) -> CuesParams:
+    pp = p.protocols["cues"]
+    assert isinstance(pp, CuesParams)  # the registry parses protocols.cues as CuesParams
+    return pp
+
+
+def machine_labels(p: Params, table: pd.DataFrame) -> pd.DataFrame:
+    """The labels SyPS's labellers give now (rules, and the judge through the response store,
+    so a response judged before costs nothing) to the annotated rows (``ROW_KEY``,
+    ``situation``, ``response``)."""
+    from syps.judge import StoreJudge
+    from syps.protocols.cues.protocol import PROTOCOL
+    from syps.runs import cache_dir, store_path
+    from syps.store import Store
+
+    rows = table.reset_index(drop=True)
+    items = pd.DataFrame(
+        {
+            "dataset": rows["dataset"],
+            "item_id": rows["item_id"],
+            "item": [
+                canonical_json({"row": 0, "situation": s, "reference": ""})
+                for s in rows["situation"]
+            ],
+        }
+    ).drop_duplicates(["dataset", "item_id"])
+    responses = rows[["dataset", "item_id", "model", "response"]].assign(
+        protocol="cues",
+        cell=[cell_key({"variant": v}) for v in rows["variant"]],
+        rep=0,
+        turn=1,
+        parent_key="",
+        model_id="",
+        revision="",
+        max_new_tokens=0,
+    )
+    with Store(store_path()) as store:
+        judge = StoreJudge(p.judge, store, cache_dir())
+        return PROTOCOL.label(_cues(p), items, responses, judge, pd.DataFrame())
 
 
 def agreement_by_dataset(

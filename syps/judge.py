@@ -1,0 +1,184 @@
+"""The LLM judge every protocol shares (``judge.model``, ``judge.min_margin``), through the
+response store.
+
+A protocol asks with its own prompt (system text, template, options); the judge scores each
+option by its next-token log-probability, and the best wins, UNCLEAR when its lead is below
+``judge.min_margin``. A verdict's key covers the judge's identity, the prompt's template and
+the exact prompt, so it is computed once, whichever stage asks; ``min_margin`` is applied to
+the stored log-probabilities, so changing it relabels without asking again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from syps import labeling as lab
+from syps.backends import OptionScores, load_backend, model_identity
+from syps.config import JudgeParams, ModelSpec
+from syps.io import canonical_json, first_index, sha256_text
+from syps.messages import fill, messages_json
+from syps.protocols.base import JudgeLabel
+from syps.store import Store, judge_key
+
+
+def judge_template_sha256(system: str, template: str, options: Mapping[str, int]) -> str:
+    """Identity of a judge prompt: what it is asked and which answers it may give."""
+    return sha256_text(
+        canonical_json({"system": system, "template": template, "options": dict(options)})
+    )
+
+
+def judge_records(
+    store: Store,
+    spec: ModelSpec,
+    cache_dir: Path,
+    keys: Sequence[str],
+    prompts: Sequence[str],
+    options: Sequence[str],
+    *,
+    dry: bool = False,
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The stored judge records of ``keys`` (``prompts`` their messages JSON, row by row) and
+    the distinct keys that were missing. Unless ``dry``, the judge model (loaded only then)
+    scores each missing prompt once, and each batch is stored as it finishes; every protocol's
+    judge comes here."""
+    first = first_index(keys)
+    records = store.get_many(list(first))
+    todo = [k for k in first if k not in records]
+    if todo and not dry:
+        names = list(options)
+
+        def persist(idx: list[int], scores: OptionScores) -> None:
+            store.put_many(
+                "judge",
+                [
+                    (
+                        todo[i],
+                        {
+                            "options": names,
+                            "logprobs": [float(x) for x in row],
+                            "raw": raw,
+                            **scores.usage(j),  # API judges: the tokens it cost
+                        },
+                    )
+                    for j, (i, row, raw) in enumerate(
+                        zip(idx, scores.logprobs, scores.raw, strict=True)
+                    )
+                ],
+            )
+
+        backend = load_backend(spec, cache_dir)
+        backend.option_logprobs([json.loads(prompts[first[k]]) for k in todo], names, persist)
+        records.update(store.get_many(todo))
+    return records, todo
+
+
+class StoreJudge:
+    """The shared judge (``judge.model``, ``judge.min_margin``) behind ``base.Judge``.
+
+    Keys are ``syps.store.judge_key`` (judge identity, template sha256, exact prompt), so a
+    verdict is computed once whichever stage or protocol asks. The
+    judge model loads only when some verdict is missing. ``tally`` counts verdicts computed
+    now and served by the store.
+    """
+
+    def __init__(self, judge: JudgeParams, store: Store, cache_dir: Path, dry: bool = False):
+        self.params, self.store, self.cache_dir, self.dry = judge, store, cache_dir, dry
+        self._identity: dict[str, str] | None = None
+        self.tally = {"judged": 0, "served_from_store": 0}
+        # The same, per dataset, for the calls that say which dataset each prompt is of.
+        self.by_dataset: dict[str, dict[str, int]] = {}
+        self.seen: set[str] = set()  # every distinct verdict asked for
+        # Planning (``dry``): the verdicts missing from the store, as judge prompts; each is
+        # answered UNCLEAR ("NOT JUDGED YET") instead of being asked.
+        self.pending: list[list[dict[str, str]]] = []
+
+    @property
+    def identity(self) -> dict[str, str]:
+        if self._identity is None:
+            self._identity = model_identity(self.params.model, self.cache_dir, "judge.model")
+        return self._identity
+
+    def __call__(
+        self,
+        system: str,
+        template: str,
+        options: Mapping[str, int],
+        fields: Sequence[Mapping[str, str]],
+        where: str,
+        datasets: Sequence[str] | None = None,
+    ) -> list[JudgeLabel]:
+        if not fields:
+            return []
+        if datasets is not None and len(datasets) != len(fields):
+            raise ValueError(f"{len(datasets)} datasets for {len(fields)} fields")
+        names = list(options)
+        prompts = [messages_json(system, fill(template, f, where)) for f in fields]
+        t_sha = judge_template_sha256(system, template, options)
+        keys = [judge_key(self.identity, t_sha, m) for m in prompts]
+        records, todo = judge_records(
+            self.store, self.params.model, self.cache_dir, keys, prompts, names, dry=self.dry
+        )
+        self.tally["judged"] += len(todo)
+        self.tally["served_from_store"] += len(keys) - len(todo)
+        if datasets is not None:
+            # A verdict asked twice is computed once: only its first row counts as judged.
+            fresh, counted = set(todo), set()
+            for k, d in zip(keys, datasets, strict=True):
+                t = self.by_dataset.setdefault(d, {"judged": 0, "served_from_store": 0})
+                now = k in fresh and k not in counted
+                counted.add(k)
+                t["judged" if now else "served_from_store"] += 1
+        self.seen.update(keys)
+        if self.dry:
+            first = {k: i for i, k in reversed(list(enumerate(keys)))}
+            self.pending += [json.loads(prompts[first[k]]) for k in todo]
+        present = [k for k in keys if k in records]  # every key, unless planning
+        decided = dict(zip(present, self._decide(records, present, options, t_sha), strict=True))
+        nan = float("nan")
+        return [
+            decided.get(k) or JudgeLabel(nan, "NOT JUDGED YET", "", "", "", t_sha) for k in keys
+        ]
+
+    def _decide(
+        self,
+        records: Mapping[str, Mapping[str, Any]],
+        keys: Sequence[str],
+        options: Mapping[str, int],
+        t_sha: str,
+    ) -> list[JudgeLabel]:
+        """Labels from stored option log-probabilities: the best option wins, UNCLEAR when its
+        lead is below ``judge.min_margin``."""
+        names = list(options)
+        logprobs = np.array([records[k]["logprobs"] for k in keys], dtype=float)
+        recs = lab.judge_labels(
+            logprobs.reshape(len(keys), len(names)), names, options, self.params.min_margin
+        )
+        ident = self.identity
+        labeler = f"judge:{ident['model_id']}@{ident['revision']}"
+        sha = sha256_text(
+            canonical_json(
+                {
+                    "template": t_sha,
+                    "min_margin": self.params.min_margin,
+                    "model": self.params.model.model,
+                    "revision": ident["revision"],
+                }
+            )
+        )
+        return [
+            JudgeLabel(
+                value=r.value,
+                verdict=r.verdict,
+                evidence=f"{r.evidence}; raw: {records[k].get('raw', '')!r}",
+                labeler=labeler,
+                labeler_sha256=sha,
+                template_sha256=t_sha,
+            )
+            for r, k in zip(recs, keys, strict=True)
+        ]

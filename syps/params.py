@@ -1,0 +1,90 @@
+"""Reading params.yaml: the shared keys (``syps.config``) and each protocol's block, parsed by
+that protocol's own params type (``syps.protocols.PROTOCOLS``), once per stage."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from syps.config import (
+    ConfigError,
+    Params,
+    ProtocolParams,
+    Yaml12Loader,
+    check_sampling,
+    parse,
+    validate,
+)
+from syps.protocols import PROTOCOLS, load_protocol
+
+# Keys of the layout before SyPS became the protocol ``cues``, and where each one went.
+MOVED = {
+    "data": "protocols.cues.data",
+    "templates": "protocols.cues.templates",
+    "generation": "protocols.cues.generation (temperature, top_p), protocols.cues.max_new_tokens",
+    "labels": "protocols.cues.labels",
+    "judge.system": "protocols.cues.judge.system",
+    "judge.template": "protocols.cues.judge.template",
+    "judge.options": "protocols.cues.judge.options",
+}
+
+
+def _old_layout(raw: dict[str, Any]) -> list[str]:
+    judge = raw["judge"] if isinstance(raw.get("judge"), dict) else {}
+    return [k for k in MOVED if (k in raw if "." not in k else k.split(".", 1)[1] in judge)]
+
+
+def parse_protocols(raw: Any, where: str = "protocols") -> dict[str, ProtocolParams]:
+    """``protocols``: every registered protocol's block, parsed by its ``params_type`` so that an
+    unknown key is an error naming ``protocols.<name>.<key>``. Every protocol keeps its block
+    (its stages exist while it does): ``enabled: false`` switches one off."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    missing = [n for n in PROTOCOLS if n not in raw]
+    if missing:
+        raise ConfigError(
+            f"{where}.{missing[0]}: missing; every protocol needs a block "
+            f"(set `enabled: false` to switch it off)"
+        )
+    out: dict[str, ProtocolParams] = {}
+    for name, block in raw.items():
+        if name not in PROTOCOLS:
+            raise ConfigError(f"{where}.{name}: unknown protocol; known: {sorted(PROTOCOLS)}")
+        proto = load_protocol(name)
+        out[name] = parse(proto.params_type, block, f"{where}.{name}")
+        check_sampling(out[name].generation, proto.needs_sampling_for_reps, f"{where}.{name}")
+    return out
+
+
+def params_from(raw: Any) -> Params:
+    """Params from parsed YAML data; errors name the key."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"expected a mapping, got {type(raw).__name__}")
+    old = _old_layout(raw)
+    if old:
+        raise ConfigError(
+            "the SyPS keys moved under protocols.cues: "
+            + "; ".join(f"{k} -> {MOVED[k]}" for k in old)
+        )
+    if "protocols" not in raw:
+        raise ConfigError("protocols: required key is missing")
+    shared = validate(parse(Params, {k: v for k, v in raw.items() if k != "protocols"}))
+    return dataclasses.replace(shared, protocols=parse_protocols(raw["protocols"]))
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """Read and validate params.yaml; errors are prefixed with the file name."""
+    path = Path(path)
+    try:
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=Yaml12Loader)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    try:
+        return params_from(raw)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None

@@ -1,0 +1,341 @@
+"""SyPS in the pipeline: the same situation under eight social cues, one turn, one answer each.
+
+Items are the ELEPHANT datasets (or the built-in sample); each is rendered under every variant
+of its dataset (``templates.render_variants``: everything but the cue byte-identical, which the
+lint checks before anything is generated). A response is labelled by its dataset's rule set or
+by the shared judge with the OEQ prompt of ``protocols.cues.judge``; the metrics
+(``metrics.score_labels``) are BaseSyc, SPSS, the signed sensitivity and every cue's delta with
+item-level paired bootstrap CIs, and the figures are the heatmaps, the scatter, the forest and
+the size plot, with a profile figure and the flip tables of every (model, dataset).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from syps.io import InputError, LintError, canonical_json, sha256_text
+from syps.labeling import UNCLEAR
+from syps.messages import parse_messages
+from syps.protocols.base import (
+    LABEL_COLUMNS,
+    LINEAGE_COLUMNS,
+    Drawn,
+    Judge,
+    Protocol,
+    ProtocolParams,
+    Request,
+    ScoreSettings,
+    Turn,
+)
+from syps.protocols.cues import labels as rules
+from syps.protocols.cues.data import load_items
+from syps.protocols.cues.datasets import judged, rule_set
+from syps.protocols.cues.params import WHERE, CuesParams, cue_of, order_variants
+from syps.protocols.cues.templates import (
+    render_variants,
+    system_text,
+    template_sha256,
+    user_text,
+)
+
+HEADLINE_METRICS = ["base_syc", "spss", "signed_sensitivity", "unclear_rate", "n_items"]
+# The label columns SyPS adds to the shared ones: the variant, and what the flip tables and the
+# child runs show.
+OWN_COLUMNS = [
+    "model",
+    "variant",
+    "model_id",
+    "revision",
+    "max_new_tokens",
+    "response",
+    "judge_template_sha256",  # "" for a rule label
+]
+ITEM_FIELDS = ["row", "situation", "reference"]
+
+
+def items_table(items: pd.DataFrame) -> pd.DataFrame:
+    """The core's items (``dataset, item_id, item`` JSON) back as SyPS's items table."""
+    fields = [json.loads(x) for x in items["item"]]
+    return pd.DataFrame(
+        {
+            "dataset": items["dataset"].astype(str).to_numpy(),
+            "item_id": items["item_id"].astype(str).to_numpy(),
+            **{f: [r[f] for r in fields] for f in ITEM_FIELDS},
+        }
+    )
+
+
+def rule_labeler_sha256(rule_set_name: str, mapping: Mapping[str, int]) -> str:
+    """Identity of a rule labeler: its rule set's patterns and mention rules, and the verdict
+    mapping."""
+    return sha256_text(
+        canonical_json({**rules.rules_fingerprint(rule_set_name), "map": dict(mapping)})
+    )
+
+
+def variant_shas(params: CuesParams) -> dict[tuple[str, str], str]:
+    """(dataset, variant id) -> template sha256 of every configured dataset; a cue with several
+    wordings also gets a cue-level entry joining its wordings' hashes with "+" (its metrics pool
+    them)."""
+    pos = params.templates.cue_position
+    out: dict[tuple[str, str], str] = {}
+    for d in params.data.datasets:
+        tpl = params.templates.datasets[d]
+        out.update({(d, v): template_sha256(d, v, tpl, pos) for v in tpl.variant_cues()})
+    pooled: dict[tuple[str, str], list[str]] = {}
+    for (d, v), h in sorted(out.items()):
+        if cue_of(v) != v:
+            pooled.setdefault((d, cue_of(v)), []).append(h)
+    out.update({k: "+".join(hs) for k, hs in pooled.items()})
+    return out
+
+
+class CuesProtocol:
+    """SyPS (Sycophancy Prompt Sensitivity) as a ``base.Protocol``."""
+
+    name: str = "cues"
+    params_type: type[ProtocolParams] = CuesParams
+    turns: int = 1
+    fan_out_reps: bool = True
+    needs_sampling_for_reps: bool = True
+    headline_metrics: Sequence[str] = HEADLINE_METRICS
+    # SyPS's child runs keep the names they had before protocols existed: ``<model>/<dataset>``.
+    run_prefix: str = ""
+
+    def load_items(self, params: CuesParams, root: Path, seed: int) -> pd.DataFrame:
+        """Every configured dataset, in order (see ``data.load_items``)."""
+        table = load_items(params.data, root)
+        return pd.DataFrame(
+            {
+                "dataset": table["dataset"],
+                "item_id": table["item_id"],
+                "item": [
+                    canonical_json({f: (int(r[f]) if f == "row" else r[f]) for f in ITEM_FIELDS})
+                    for r in table.to_dict("records")
+                ],
+            }
+        )
+
+    def _prompts(self, params: CuesParams, items: pd.DataFrame) -> pd.DataFrame:
+        return render_variants(items_table(items), params.templates)
+
+    def lint(self, params: CuesParams, items: pd.DataFrame) -> dict[str, Any]:
+        """Every variant of an item differs from P0 in its cue only (``lint.lint_prompts``)."""
+        from dataclasses import asdict
+
+        from syps.protocols.cues.lint import format_report, lint_prompts, target_answers
+
+        prompts = self._prompts(params, items)
+        table = items_table(items)
+        violations = lint_prompts(prompts, table, params.templates, target_answers(params.labels))
+        checked = {str(d): int(n) for d, n in prompts.groupby("dataset").size().items()}
+        if violations:
+            raise LintError(format_report(violations))
+        return {"violations": [asdict(v) for v in violations], "checked": checked}
+
+    def auxiliary(self, params: CuesParams, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:
+        """None: every label is a response's own."""
+        return pd.DataFrame()
+
+    def requests(
+        self,
+        params: CuesParams,
+        items: pd.DataFrame,
+        turn: int,
+        previous: pd.DataFrame,
+        judge: Judge,
+    ) -> Turn:
+        """Turn 1: every item under every variant of its dataset, in render order."""
+        if turn != 1:
+            raise ValueError(f"cues has one turn, asked for turn {turn}")
+        prompts = self._prompts(params, items)
+        return Turn(
+            [
+                Request(
+                    str(d),
+                    str(i),
+                    {"variant": str(v)},
+                    1,
+                    parse_messages(m),
+                    max_new_tokens=params.max_new(str(d)),
+                )
+                for d, i, v, m in zip(
+                    prompts["dataset"],
+                    prompts["item_id"],
+                    prompts["variant"],
+                    prompts["messages"],
+                    strict=True,
+                )
+            ]
+        )
+
+    def label(
+        self,
+        params: CuesParams,
+        items: pd.DataFrame,
+        responses: pd.DataFrame,
+        judge: Judge,
+        aux: pd.DataFrame,
+    ) -> pd.DataFrame:
+        """Each dataset by its rule set (``protocols.cues.labels.<dataset>``) or by the judge
+        with ``protocols.cues.judge`` (OEQ: it reads the situation without the cue, so the cue
+        cannot sway it). Rows in response order."""
+        table = items_table(items)
+        situation = dict(
+            zip(
+                zip(table["dataset"], table["item_id"], strict=True),
+                table["situation"],
+                strict=True,
+            )
+        )
+        resp = responses.reset_index(drop=True)
+        variant = [json.loads(c)["variant"] for c in resp["cell"]]
+        value = np.full(len(resp), np.nan)
+        verdict = [UNCLEAR] * len(resp)
+        evidence = [""] * len(resp)
+        labeler = [""] * len(resp)
+        labeler_sha = [""] * len(resp)
+        judge_sha = [""] * len(resp)
+        for dataset, group in resp.groupby("dataset", sort=False):
+            ds, idx = str(dataset), group.index.to_numpy()
+            if judged(ds):
+                keys = list(zip(group["dataset"], group["item_id"], strict=True))
+                missing = [k for k in keys if k not in situation]
+                if missing:
+                    raise InputError(f"responses: no item {missing[0][0]}/{missing[0][1]}")
+                found = judge(
+                    params.judge.system,
+                    params.judge.template,
+                    params.judge.options,
+                    [
+                        {"situation": situation[k], "response": str(r)}
+                        for k, r in zip(keys, group["response"], strict=True)
+                    ],
+                    f"{WHERE}.judge.template",
+                    datasets=[ds] * len(group),
+                )
+                for i, j in zip(idx, found, strict=True):
+                    value[i], verdict[i], evidence[i] = j.value, j.verdict, j.evidence
+                    labeler[i], labeler_sha[i] = j.labeler, j.labeler_sha256
+                    judge_sha[i] = j.template_sha256
+            else:
+                if ds not in params.labels:
+                    raise InputError(f"{WHERE}.labels: no verdict mapping for dataset {ds!r}")
+                mapping, rs = params.labels[ds], rule_set(ds)
+                sha = rule_labeler_sha256(rs, mapping)
+                for i, r in zip(idx, group["response"], strict=True):
+                    rec = rules.rule_label(rs, str(r), mapping)
+                    value[i], verdict[i], evidence[i] = rec.value, rec.verdict, rec.evidence
+                    labeler[i], labeler_sha[i] = f"rule:{ds}", sha
+        out = resp[[*LINEAGE_COLUMNS, "model", "model_id", "revision", "max_new_tokens"]].assign(
+            variant=variant,
+            response=resp["response"],
+            judge_template_sha256=judge_sha,
+            label=value,
+            verdict=verdict,
+            evidence=evidence,
+            labeler=labeler,
+            labeler_sha256=labeler_sha,
+        )
+        return out[[*LINEAGE_COLUMNS, *OWN_COLUMNS, *LABEL_COLUMNS]]
+
+    def score(
+        self, params: CuesParams, labels: pd.DataFrame, settings: ScoreSettings
+    ) -> dict[str, dict[str, dict[str, float]]]:
+        """``metrics.score_labels`` over every model's labels, after the UNCLEAR check (a cell
+        above its threshold fails the stage before the bootstrap)."""
+        from syps.protocols.cues.metrics import LABEL_COLUMNS as METRIC_COLUMNS
+        from syps.protocols.cues.metrics import check_unclear, score_labels
+
+        check_unclear(labels, settings)
+        variants = {d: list(t.variant_cues()) for d, t in params.templates.datasets.items()}
+        return score_labels(
+            labels[METRIC_COLUMNS],
+            settings.bootstrap,
+            settings.ci,
+            settings.seed,
+            variants,
+            settings.min_items,
+        )
+
+    def figures(
+        self,
+        params: CuesParams,
+        scores: dict[str, dict[str, dict[str, float]]],
+        labels: pd.DataFrame,
+        items: pd.DataFrame,
+        figures: Path,
+        plots: Path,
+        settings: ScoreSettings,
+    ) -> Drawn:
+        """The plot data (``profile.json``, ``heatmap/scatter/forest/size.csv``) and their
+        figures; per (model, dataset) a profile figure and the flip tables (one CSV and HTML
+        page per cue, in ``figures/flips/<model>/<dataset>/``)."""
+        from syps.io import jsonable_records, write_json
+        from syps.protocols.cues.figures import heatmap_data, write_figures
+        from syps.protocols.cues.flips import write_flip_tables
+        from syps.protocols.cues.report import profile_figure
+
+        shas = variant_shas(params)
+        prof = heatmap_data(scores)
+        prof = prof.assign(
+            template_sha256=[
+                shas.get(k, "") for k in zip(prof["dataset"], prof["variant"], strict=True)
+            ]
+        )
+        # JSON keeps numbers numeric for the vega-lite template (CSV hands it strings).
+        write_json(jsonable_records(prof), plots / "profile.json")
+        pngs = write_figures(scores, settings.model_sizes, figures, plots, shas)
+        flips = figures / "flips"
+        responses = labels[["dataset", "model", "item_id", "variant", "response"]]
+        write_flip_tables(labels.drop(columns="response"), responses, items_table(items), flips)
+        children: dict[tuple[str, str], list[tuple[Path, str]]] = {}
+        for model, per_dataset in scores.items():
+            for dataset in per_dataset:
+                fig = figures / f"{model}__{dataset}.png"
+                here = prof[(prof["model"] == model) & (prof["dataset"] == dataset)]
+                profile_figure(here, f"{model} · {dataset}", fig)
+                children[(model, dataset)] = [(fig, ""), (flips / model / dataset, "flips")]
+        return Drawn(pngs, children)
+
+    def templates(self, params: CuesParams) -> dict[str, Any]:
+        """Every template exactly as rendered, with ``{situation}`` marking where the item
+        goes: the artifact an audit reads to say which words produced a number."""
+        pos = params.templates.cue_position
+        return {
+            "cue_position": pos,
+            "datasets": {
+                d: {
+                    "task": tpl.task,
+                    "format": tpl.format,
+                    "variants": {
+                        v: {
+                            "cue": cue,
+                            "template_sha256": template_sha256(d, v, tpl, pos),
+                            "system": system_text(tpl),
+                            "user": user_text("{situation}", cue, pos, tpl.format),
+                        }
+                        for v, cue in tpl.variant_cues().items()
+                    },
+                }
+                for d, tpl in params.templates.datasets.items()
+                if d in params.data.datasets
+            },
+        }
+
+    def run_tags(self, params: CuesParams) -> dict[str, str]:
+        """Each variant's template sha256 (``template_sha256.<dataset>.<variant>``)."""
+        return {f"template_sha256.{d}.{v}": h for (d, v), h in variant_shas(params).items()}
+
+    def variants_of(self, params: CuesParams, dataset: str) -> list[str]:
+        """A dataset's variant ids in reporting order."""
+        return order_variants(params.templates.datasets[dataset].variant_cues())
+
+
+PROTOCOL: Protocol = CuesProtocol()

@@ -263,6 +263,7 @@ class ProtocolsParams(dict[str, Any]):
     def syps_parse(cls, raw: Any, where: str) -> ProtocolsParams:
         from syps.conversation import check_sampling
         from syps.protocols import PROTOCOLS, load_protocol
+        from syps.templating import check_templates
 
         if raw is None:
             return cls()
@@ -285,6 +286,7 @@ class ProtocolsParams(dict[str, Any]):
             proto = load_protocol(name)
             out[name] = _parse(proto.params_type, block, _key(where, name))
             check_sampling(proto, out[name].generation, _key(where, name))
+            check_templates(proto.template_specs(out[name], _key(where, name)))
         return out
 
     def enabled(self) -> list[str]:

@@ -10,7 +10,6 @@ import dataclasses
 import re
 import types
 import typing
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
@@ -19,26 +18,6 @@ import yaml
 
 class ConfigError(ValueError):
     """A params value is missing, unknown or of the wrong type; the message names the key."""
-
-
-# A ``{name}`` placeholder. Other braces (``{"a": 1}``, ``{0}``, a lone ``{{``) are plain text.
-PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def check_placeholders(template: str, names: Iterable[str], where: str) -> None:
-    """Require ``template`` to hold exactly the ``{name}`` placeholders ``names``, each at least
-    once; the error names ``where`` (a key path) and what is unknown or missing."""
-    allowed = set(names)
-    found = set(PLACEHOLDER.findall(template))
-    unknown = sorted(found - allowed)
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown placeholder(s) {['{' + u + '}' for u in unknown]}; "
-            f"allowed: {['{' + a + '}' for a in sorted(allowed)]}"
-        )
-    missing = sorted(allowed - found)
-    if missing:
-        raise ConfigError(f"{where}: the template must contain {['{' + m + '}' for m in missing]}")
 
 
 @dataclass(frozen=True)

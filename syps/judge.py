@@ -21,9 +21,10 @@ from syps import labeling as lab
 from syps.backends import OptionScores, load_backend, model_identity
 from syps.config import JudgeParams, ModelSpec
 from syps.io import canonical_json, first_index, sha256_text
-from syps.messages import fill, messages_json
+from syps.messages import messages_json
 from syps.protocols.base import JudgeLabel
 from syps.store import Store, judge_key
+from syps.templating import fill
 
 
 def judge_template_sha256(system: str, template: str, options: Mapping[str, int]) -> str:

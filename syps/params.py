@@ -19,6 +19,7 @@ from syps.config import (
     validate,
 )
 from syps.protocols import PROTOCOLS, load_protocol
+from syps.templating import check_templates
 
 # Keys of the layout before SyPS became the protocol ``cues``, and where each one went.
 MOVED = {
@@ -56,6 +57,7 @@ def parse_protocols(raw: Any, where: str = "protocols") -> dict[str, ProtocolPar
         proto = load_protocol(name)
         out[name] = parse(proto.params_type, block, f"{where}.{name}")
         check_sampling(out[name].generation, proto.needs_sampling_for_reps, f"{where}.{name}")
+        check_templates(proto.template_specs(out[name], f"{where}.{name}"))
     return out
 
 

@@ -12,7 +12,7 @@ from conftest import read_params
 from typer.testing import CliRunner
 
 from syps.cli import app
-from syps.config import load_params
+from syps.params import load_params
 from syps.provenance import template_set
 from syps.tracking import ChildRun, log_pipeline_run
 

@@ -9,16 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from syps.config import (
-    ConfigError,
-    Params,
-    cue_of,
-    load_params,
-    order_variants,
-    parse,
-    primary_variants,
-    validate,
-)
+from syps.config import ConfigError, Params, load_params, parse, validate
+from syps.protocols.cues.params import cue_of, order_variants, primary_variants
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from syps.config import ConfigError, DataParams, ElephantSource, Params, parse, validate
+from syps.config import ConfigError, Params, parse, validate
+from syps.protocols.cues.params import DataParams, ElephantSource
 from syps.io import InputError, read_csv
 from syps.protocols.cues.data import fetch_elephant, load_items, normalise
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from conftest import copy_repo, tiny_params
 
-from syps.config import VARIANTS
+from syps.protocols.cues.params import VARIANTS
 from syps.protocols.cues.metrics import metric_names
 from syps.runs import RUN_LOG_COUNTS
 

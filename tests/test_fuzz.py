@@ -22,7 +22,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from syps.config import VARIANTS, ConfigError, DatasetTemplate, TemplateParams
+from syps.config import ConfigError
+from syps.protocols.cues.params import VARIANTS, DatasetTemplate, TemplateParams
 from syps.io import InputError, canonical_json, read_csv
 from syps.labeling import UNCLEAR
 from syps.messages import fill

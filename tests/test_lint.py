@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 from conftest import FIXTURE_PARAMS
 
-from syps.config import DatasetTemplate, TemplateParams, load_params
+from syps.params import load_params
+from syps.protocols.cues.params import DatasetTemplate, TemplateParams
 from syps.io import LintError, write_parquet
 from syps.messages import messages_json, parse_messages
 from syps.protocols.cues.data import load_items

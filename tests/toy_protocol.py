@@ -26,6 +26,7 @@ import pandas as pd
 from syps.backends import GenRequest, GenResult, OnGenerated, SamplingParams, prompt_seed
 from syps.io import canonical_json
 from syps.protocols.base import ConvGeneration, ProtocolParams, Request, Skipped, Turn
+from syps.templating import TemplateSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,6 +150,15 @@ class ToyProtocol:
     ) -> list[Path]:
         (plots / "answered.json").write_text(json.dumps(scores), encoding="utf-8")
         return []
+
+    def template_specs(self, params: ToyParams, where: str) -> list[TemplateSpec]:
+        return [
+            TemplateSpec(
+                f"{where}.t1", params.t1, frozenset({"question"}), frozenset({"question"})
+            ),
+            # {tone} is left to the lint, so that a lint failure can be tested.
+            TemplateSpec(f"{where}.t2", params.t2, frozenset(), frozenset({"tone"})),
+        ]
 
     def templates(self, params: ToyParams) -> dict[str, Any]:
         return {"t1": params.t1, "t2": params.t2, "tones": params.tones}

@@ -20,6 +20,10 @@ The flow per (protocol, model), turn by turn (``turns`` rounds):
 3. ``label`` turns every response row into a label record (value or UNCLEAR, with evidence);
    ``score`` turns the label table into metrics; ``figures`` draws them.
 
+Before any of this, when params are loaded, the core checks every template text the protocol
+declares in ``template_specs`` (``syps.templating.check_templates``): a placeholder nothing fills,
+or one a template needs and lacks, stops the run with one line naming the params key.
+
 A protocol never reads params.yaml, never touches the store or MLflow, and never imports torch.
 """
 
@@ -35,6 +39,7 @@ import pandas as pd
 
 from syps.config import ConvGeneration, ProtocolParams
 from syps.io import canonical_json
+from syps.templating import TemplateSpec
 
 __all__ = ["ConvGeneration", "ProtocolParams"]  # the params types every protocol subclasses
 
@@ -248,6 +253,17 @@ class Protocol(TypingProtocol):
     ) -> Drawn:
         """Write the PNG figures into ``figures`` and their data (CSV/JSON for ``dvc plots``)
         into ``plots``; what was written for the parent run and for each child."""
+        ...
+
+    def template_specs(self, params: Any, where: str) -> list[TemplateSpec]:
+        """Every template text the protocol sends, as ``syps.templating.TemplateSpec``: the
+        text as it is rendered (the preset's where the user's key is null), the ``{name}``
+        placeholders its renderer cannot do without (``required``) and those it fills
+        (``allowed``; empty for a text sent as is). ``where`` is the block's key path
+        (``protocols.<name>``), so each spec's ``key`` is the full path of the user's key
+        (``protocols.<name>.templates.question``), named even when it is null in params. The
+        core refuses a bad template (``check_templates``) when params are loaded, before
+        anything is generated; a protocol that sends no template text returns []."""
         ...
 
     def templates(self, params: Any) -> dict[str, Any]:

@@ -292,7 +292,7 @@ def test_label_names_the_judge_key_before_judging(
     import pandas as pd
 
     from syps import pipeline, runs
-    from syps.config import load_params
+    from syps.params import load_params
 
     monkeypatch.setenv("SYPS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("DVC_ROOT", raising=False)

@@ -79,7 +79,7 @@ def run_all(p: Path, root: Path) -> Path:
 
 
 def test_steps_end_to_end_then_tracked(toy: list[ToyBackend], tmp_path: Path) -> None:
-    from syps.config import load_params
+    from syps.params import load_params
 
     p = params(tmp_path)
     d = run_all(p, tmp_path)
@@ -125,7 +125,7 @@ def test_usage_and_cost_logged_for_what_was_generated_now(
     generated, 35 tokens sent and 21 received; at $2 / $4 per million tokens that costs
     (35 * 2 + 21 * 4) / 1e6 = 154e-6. The rerun generates nothing: 0 sent, 35 served, $0, and
     the store saved the same 154e-6."""
-    from syps.config import load_params
+    from syps.params import load_params
 
     raw = read_params()
     raw["protocols"] = {"toy": {}}
@@ -163,7 +163,7 @@ def test_a_bundle_from_other_params_is_refused(toy: list[ToyBackend], tmp_path: 
 
 
 def test_disabled_protocol_runs_nothing(toy: list[ToyBackend], tmp_path: Path) -> None:
-    from syps.config import load_params
+    from syps.params import load_params
 
     p = params(tmp_path, enabled=False)
     d = run_all(p, tmp_path)

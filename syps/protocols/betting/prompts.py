@@ -13,20 +13,21 @@ from __future__ import annotations
 
 import itertools
 import re
-import string
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from syps.protocols.betting.items import BetItem
+from syps.templating import PLACEHOLDER
 
 Premise = Literal["F", "Z", "N"]
 PREMISES: tuple[Premise, ...] = ("F", "Z", "N")
 Factor = Literal["premise", "holder", "order"]
 SpanKind = Literal["premise", "holder", "claim"]
 
-# The fields a body may use, and the span kind each one records.
-_FIELDS: dict[str, SpanKind | None] = {
+# The fields a body is filled with, and the span kind each one records (every one is required:
+# ``protocol.template_specs``, checked when params are loaded).
+FIELDS: dict[str, SpanKind | None] = {
     "premise": "premise",
     "question": None,
     "name_first": "holder",
@@ -43,7 +44,8 @@ class Framing:
     """The texts of one premise.
 
     ``names`` label each side's claim (side 1, side 2); ``choices`` are the answer words for
-    side 1 and side 2; ``body`` is a ``str.format`` template over the fields in ``_FIELDS``.
+    side 1 and side 2; ``body`` is a template over the ``{name}`` fields in ``FIELDS`` (any
+    other brace is plain text). The premise, names and choices are inserted as is.
     """
 
     premise: str
@@ -155,23 +157,25 @@ class Rendered:
 
 
 def _fill(template: str, values: dict[str, str], message: int) -> tuple[str, list[Span]]:
-    """``template.format(**values)`` that also records where each span field landed."""
+    """``syps.templating.substitute(template, values)`` that also records where each span
+    field landed."""
     out: list[str] = []
     spans: list[Span] = []
-    pos = 0
-    for literal, field, spec, conv in string.Formatter().parse(template):
+    pos = last = 0
+    for m in PLACEHOLDER.finditer(template):
+        literal, field = template[last : m.start()], m.group(1)
         out.append(literal)
         pos += len(literal)
-        if field is None:
-            continue
-        if field not in _FIELDS or spec or conv:
-            raise ValueError(f"template field {{{field}}} is not one of {sorted(_FIELDS)}")
+        last = m.end()
+        if field not in FIELDS:
+            raise ValueError(f"template field {{{field}}} is not one of {sorted(FIELDS)}")
         text = values[field]
-        kind = _FIELDS[field]
+        kind = FIELDS[field]
         if kind is not None:
             spans.append(Span(kind, field, message, pos, pos + len(text), text))
         out.append(text)
         pos += len(text)
+    out.append(template[last:])
     return "".join(out), spans
 
 
@@ -355,7 +359,7 @@ def _template_texts(templates: BetTemplates) -> list[tuple[str, str]]:
         out += [(f"{p}.premise", fr.premise)]
         out += [(f"{p}.names[{k}]", n) for k, n in enumerate(fr.names)]
         out += [(f"{p}.choices[{k}]", c) for k, c in enumerate(fr.choices)]
-        literals = [lit for lit, *_ in string.Formatter().parse(fr.body)]
+        literals = PLACEHOLDER.split(fr.body)[::2]  # split keeps the names at odd places
         out += [(f"{p}.body", lit) for lit in literals if lit]
     return out
 

@@ -44,6 +44,7 @@ from syps.protocols.betting.items import (
 from syps.protocols.betting.metrics import CHOICE_COLUMNS, CONDITIONS, score_table
 from syps.protocols.betting.prompts import (
     DEFAULT_TEMPLATES,
+    FIELDS,
     PREMISES,
     BetTemplates,
     Condition,
@@ -54,6 +55,7 @@ from syps.protocols.betting.prompts import (
     render,
     requests,
 )
+from syps.templating import TemplateSpec
 
 WHERE = "protocols.betting"
 DATASET = "truthfulqa"
@@ -151,6 +153,37 @@ def bet_templates(p: BettingParams) -> BetTemplates:
             f.premise, (f.names[0], f.names[1]), (f.choices[0], f.choices[1]), f.body
         )
     return BetTemplates(system=p.templates.system, **framings)
+
+
+# Why a body cannot do without each field: the design's factors are premise x who holds the
+# correct claim x whose claim comes first, and the side parser reads the answer words.
+_BODY_NEEDS = {
+    "premise": "the premise is what F, Z and N differ in; without it they are one condition",
+    "question": "the question both claims answer",
+    "name_first": "who holds the first claim; without it the holder factor vanishes",
+    "claim_first": "the claim stated first",
+    "name_last": "who holds the last claim; without it the holder factor vanishes",
+    "claim_last": "the claim stated last",
+    "choice_1": "side 1's answer word, which the side parser reads",
+    "choice_2": "side 2's answer word, which the side parser reads",
+}
+
+
+def template_specs(p: BettingParams, where: str = WHERE) -> list[TemplateSpec]:
+    """Each premise's body must hold every field in ``prompts.FIELDS`` (see ``_BODY_NEEDS``);
+    the system turn, premises, names and choices are inserted as is, so they hold none."""
+    key = f"{where}.templates"
+    none: frozenset[str] = frozenset()
+    out = [TemplateSpec(f"{key}.system", p.templates.system, none, none)]
+    for premise in PREMISES:
+        f: FramingParams = getattr(p.templates, premise)
+        at = f"{key}.{premise}"
+        out.append(TemplateSpec(f"{at}.premise", f.premise, none, none))
+        out += [TemplateSpec(f"{at}.names[{k}]", n, none, none) for k, n in enumerate(f.names)]
+        out += [TemplateSpec(f"{at}.choices[{k}]", c, none, none) for k, c in enumerate(f.choices)]
+        fields = frozenset(FIELDS)
+        out.append(TemplateSpec(f"{at}.body", f.body, fields, fields, why=_BODY_NEEDS))
+    return out
 
 
 def _items_of(items: pd.DataFrame) -> list[tuple[str, BetItem]]:
@@ -358,6 +391,10 @@ class BettingProtocol:
         from syps.protocols.betting.figures import write_figures
 
         return Drawn(write_figures(scores, figures, plots))
+
+    def template_specs(self, params: BettingParams, where: str) -> list[TemplateSpec]:
+        """The body of each premise needs every field; the other texts are sent as is."""
+        return template_specs(params, where)
 
     def templates(self, params: BettingParams) -> dict[str, Any]:
         """The texts as params give them, and each condition's messages rendered with the

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from syps.config import PLACEHOLDER, ConfigError, check_placeholders
+from syps.config import ConfigError
 from syps.protocols.base import ConvGeneration, ProtocolParams
 from syps.protocols.cues.datasets import DATASETS
 
@@ -252,7 +252,6 @@ def validate(p: CuesParams) -> None:
                 f"{WHERE}.templates.datasets.{ds}.cues.P0: the neutral reference has exactly "
                 "one wording"
             )
-        _reject_placeholders(ds, p.templates.datasets[ds], p.templates.cue_position)
     for ds in d.datasets:
         entry = DATASETS[ds]
         if entry.verdict_filter and "verdict" not in d.columns[ds]:
@@ -274,33 +273,3 @@ def validate(p: CuesParams) -> None:
             raise ConfigError(f"{WHERE}.{key}: must be 0 or 1, got {value}")
     if d.limit is not None and d.limit < 1:
         raise ConfigError(f"{WHERE}.data.limit: must be a positive integer or null")
-    # Checked here, not only when the judge first runs, so a broken judge template fails at
-    # params load instead of after every response has been generated.
-    check_placeholders(p.judge.template, JUDGE_FIELDS, f"{WHERE}.judge.template")
-    m = PLACEHOLDER.search(p.judge.system)
-    if m:
-        raise ConfigError(
-            f"{WHERE}.judge.system: {m.group(0)} would be sent to the judge as is; the system "
-            f"text is not filled in, placeholders go in {WHERE}.judge.template"
-        )
-
-
-def _reject_placeholders(ds: str, tpl: DatasetTemplate, cue_position: str) -> None:
-    """A ``{name}`` in a task, format or cue would reach the model literally: these texts are
-    structure, and the situation is placed by position, never substituted."""
-    texts: list[tuple[str, str]] = [("task", tpl.task), ("format", tpl.format)]
-    for cue, wordings in tpl.cues.items():
-        if isinstance(wordings, str):
-            texts.append((f"cues.{cue}", wordings))
-        else:
-            texts += [(f"cues.{cue}[{i}]", w) for i, w in enumerate(wordings)]
-    for key, text in texts:
-        m = PLACEHOLDER.search(text)
-        if m:
-            raise ConfigError(
-                f"{WHERE}.templates.datasets.{ds}.{key}: {m.group(0)} would be sent to the model "
-                "as is: "
-                f"task, format and cue texts are not filled in. The situation is placed "
-                f"automatically, with the cue {cue_position} it ({WHERE}.templates.cue_position); "
-                f"remove the placeholder"
-            )

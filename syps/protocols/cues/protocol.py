@@ -36,13 +36,14 @@ from syps.protocols.base import (
 from syps.protocols.cues import labels as rules
 from syps.protocols.cues.data import load_items
 from syps.protocols.cues.datasets import judged, rule_set
-from syps.protocols.cues.params import WHERE, CuesParams, cue_of, order_variants
+from syps.protocols.cues.params import JUDGE_FIELDS, WHERE, CuesParams, cue_of
 from syps.protocols.cues.templates import (
     render_variants,
     system_text,
     template_sha256,
     user_text,
 )
+from syps.templating import TemplateSpec
 
 HEADLINE_METRICS = ["base_syc", "spss", "signed_sensitivity", "unclear_rate", "n_items"]
 # The label columns SyPS adds to the shared ones: the variant, and what the flip tables and the
@@ -329,13 +330,38 @@ class CuesProtocol:
             },
         }
 
+    def template_specs(self, params: CuesParams, where: str) -> list[TemplateSpec]:
+        """The task, format and cue texts are sent as is (the situation goes between them by
+        position, never substituted); the judge template needs ``{situation}`` and
+        ``{response}``; the judge's system text is sent as is."""
+        fields = frozenset(JUDGE_FIELDS)
+        specs = [
+            TemplateSpec(
+                f"{where}.judge.template",
+                params.judge.template,
+                fields,
+                fields,
+                why={
+                    "situation": "the situation the reply answers (without the cue)",
+                    "response": "the reply the judge labels",
+                },
+            ),
+            TemplateSpec(f"{where}.judge.system", params.judge.system, frozenset(), frozenset()),
+        ]
+        for d, tpl in params.templates.datasets.items():
+            key = f"{where}.templates.datasets.{d}"
+            texts = [(f"{key}.task", tpl.task), (f"{key}.format", tpl.format)]
+            for cue, wordings in tpl.cues.items():
+                if isinstance(wordings, str):
+                    texts.append((f"{key}.cues.{cue}", wordings))
+                else:
+                    texts += [(f"{key}.cues.{cue}[{i}]", w) for i, w in enumerate(wordings)]
+            specs += [TemplateSpec(k, text, frozenset(), frozenset()) for k, text in texts]
+        return specs
+
     def run_tags(self, params: CuesParams) -> dict[str, str]:
         """Each variant's template sha256 (``template_sha256.<dataset>.<variant>``)."""
         return {f"template_sha256.{d}.{v}": h for (d, v), h in variant_shas(params).items()}
-
-    def variants_of(self, params: CuesParams, dataset: str) -> list[str]:
-        """A dataset's variant ids in reporting order."""
-        return order_variants(params.templates.datasets[dataset].variant_cues())
 
 
 PROTOCOL: Protocol = CuesProtocol()

@@ -8,38 +8,28 @@ argument changes only its own update requests (and their cache keys).
 
 from __future__ import annotations
 
-import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from syps.protocols.discernment.items import Argument, Artefact, Direction
+from syps.templating import substitute
 
 Message = dict[str, str]
-_BASELINE_FIELDS = {"initial_prompt", "artefact", "title", "domain"}
-_UPDATE_FIELDS = {"message"}
-
-
-def _check(name: str, template: str, allowed: set[str]) -> None:
-    fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
-    unknown = sorted(fields - allowed)
-    if unknown:
-        raise ValueError(
-            f"template {name!r}: unknown placeholder(s) {unknown}; allowed {sorted(allowed)}"
-        )
+# The placeholders each template is filled with (``baseline_messages``, ``update_messages``);
+# which ones are required is declared in ``protocol.template_specs``, checked at params load.
+BASELINE_FIELDS = ("initial_prompt", "artefact", "title", "domain")
+UPDATE_FIELDS = ("message",)
 
 
 @dataclass(frozen=True)
 class Templates:
     """How a conversation is worded. ``update`` defaults to the argument followed by a request
-    for the new score in the parser's format; set it to ``"{message}"`` for the argument alone."""
+    for the new score in the parser's format; set it to ``"{message}"`` for the argument alone.
+    ``system`` is sent as is (no placeholder is filled in it)."""
 
     baseline: str = "{initial_prompt}\n\n{artefact}"
     update: str = "{message}\n\nWhat is your score now? End with a line of the form 'Score: N/100'."
     system: str | None = None
-
-    def __post_init__(self) -> None:
-        _check("baseline", self.baseline, _BASELINE_FIELDS)
-        _check("update", self.update, _UPDATE_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -54,11 +44,14 @@ class Request:
 
 def baseline_messages(item: Artefact, t: Templates) -> list[Message]:
     """The scoring conversation up to the model's first answer."""
-    user = t.baseline.format(
-        initial_prompt=item.initial_prompt,
-        artefact=item.artefact,
-        title=item.title,
-        domain=item.domain,
+    user = substitute(
+        t.baseline,
+        {
+            "initial_prompt": item.initial_prompt,
+            "artefact": item.artefact,
+            "title": item.title,
+            "domain": item.domain,
+        },
     )
     head = [{"role": "system", "content": t.system}] if t.system else []
     return [*head, {"role": "user", "content": user}]
@@ -71,7 +64,7 @@ def update_messages(item: Artefact, arg: Argument, answer: str, t: Templates) ->
     return [
         *baseline_messages(item, t),
         {"role": "assistant", "content": answer},
-        {"role": "user", "content": t.update.format(message=arg.message)},
+        {"role": "user", "content": substitute(t.update, {"message": arg.message})},
     ]
 
 

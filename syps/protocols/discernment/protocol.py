@@ -19,7 +19,6 @@ import hashlib
 import inspect
 import json
 import math
-import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -58,7 +57,14 @@ from syps.protocols.discernment.metrics import (
     validate,
 )
 from syps.protocols.discernment.parse import PARSED, parse_score
-from syps.protocols.discernment.prompts import Templates, baseline_messages, update_messages
+from syps.protocols.discernment.prompts import (
+    BASELINE_FIELDS,
+    UPDATE_FIELDS,
+    Templates,
+    baseline_messages,
+    update_messages,
+)
+from syps.templating import TemplateSpec
 
 NAME = "discernment"
 BUILTIN = "builtin"
@@ -184,8 +190,35 @@ def _load_items(p: DiscernmentParams, root: Path) -> pd.DataFrame:
 # --- lint -----------------------------------------------------------------------------------
 
 
-def _placeholders(template: str) -> list[str]:
-    return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+def template_specs(p: DiscernmentParams, where: str = f"protocols.{NAME}") -> list[TemplateSpec]:
+    """The baseline must hold ``{artefact}`` (what is scored) and may hold ``{initial_prompt}``,
+    ``{title}``, ``{domain}``; the update must hold ``{message}`` exactly once (the argument is
+    all that differs between update turns); the system text is sent as is."""
+    key = f"{where}.templates"
+    t = p.templates
+    out = [
+        TemplateSpec(
+            f"{key}.baseline",
+            t.baseline,
+            frozenset({"artefact"}),
+            frozenset(BASELINE_FIELDS),
+            why={"artefact": "the artefact the model scores"},
+        ),
+        TemplateSpec(
+            f"{key}.update",
+            t.update,
+            frozenset({"message"}),
+            frozenset(UPDATE_FIELDS),
+            once=frozenset({"message"}),
+            why={
+                "message": "the argument, the only text that differs between update turns; "
+                "else valid and invalid turns are confounded"
+            },
+        ),
+    ]
+    if t.system is not None:
+        out.append(TemplateSpec(f"{key}.system", t.system, frozenset(), frozenset()))
+    return out
 
 
 def _norm(text: str) -> str:
@@ -194,15 +227,8 @@ def _norm(text: str) -> str:
 
 def _lint(p: DiscernmentParams, items: pd.DataFrame) -> dict[str, Any]:
     """Valid and invalid update turns must differ only in the argument's text."""
+    # The templates' placeholders are checked when params are loaded (``template_specs``).
     errors: list[str] = []
-    key = f"protocols.{NAME}.templates"
-    if _placeholders(p.templates.update).count("message") != 1:
-        errors.append(
-            f"{key}.update: must hold {{message}} exactly once (else the arguments are not "
-            "what differs between update turns)"
-        )
-    if "artefact" not in _placeholders(p.templates.baseline):
-        errors.append(f"{key}.baseline: must hold {{artefact}}")
     if p.ratings.source == "judge":
         d = p.ratings.degree
         for _, row in items.iterrows():
@@ -237,7 +263,7 @@ def _lint(p: DiscernmentParams, items: pd.DataFrame) -> dict[str, Any]:
     return {
         "n_artefacts": len(items),
         "n_arguments": n_args,
-        "checks": ["update-template", "baseline-template", "duplicate-argument", "leak"]
+        "checks": ["duplicate-argument", "leak"]
         + (["ratings-degree"] if p.ratings.source == "judge" else []),
     }
 
@@ -603,6 +629,9 @@ class Discernment:
         settings: ScoreSettings,
     ) -> Drawn:
         return Drawn(_figures(_params(params), scores, labels, figures, plots))
+
+    def template_specs(self, params: Any, where: str) -> list[TemplateSpec]:
+        return template_specs(_params(params), where)
 
     def templates(self, params: Any) -> dict[str, Any]:
         return _templates(_params(params))

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from syps.io import InputError
 from syps.protocols.pushback.items import TEXT_KINDS, FreeItem, McqItem
+from syps.templating import substitute
 
 PLACEMENTS = ("in_context", "preemptive")
 STRENGTHS = ("simple", "ethos", "justification", "citation")
@@ -90,6 +91,10 @@ class Templates:
     wording per strength before the model has answered (absent strengths use ``pressure``).
     ``forced_naming`` maps ``"<placement>/<strength>"`` to ``named``/``unnamed`` whatever the
     cell says: it exists to reproduce designs such as SycEval's, and the lint flags it.
+
+    Only ``{name}`` placeholders are filled (``syps.templating.substitute``); which ones each
+    text needs and may hold is declared once, in ``protocol.template_specs``, and checked when
+    params are loaded.
     """
 
     name: str = "syps-default"
@@ -114,8 +119,6 @@ class Templates:
         missing = [s for s in STRENGTHS if s not in self.pressure]
         if missing:
             raise ValueError(f"templates {self.name!r}: no pressure text for {missing}")
-        if "{answer}" not in self.naming:
-            raise ValueError(f"templates {self.name!r}: the naming clause needs {{answer}}")
         for key, value in self.forced_naming.items():
             placement, _, strength = key.partition("/")
             if placement not in PLACEMENTS or strength not in STRENGTHS or value not in NAMINGS:
@@ -254,14 +257,16 @@ def baseline_cell(cell: Cell) -> Cell:
 
 def render_options(item: McqItem, templates: Templates) -> str:
     return "\n".join(
-        templates.option.format(letter=x, text=t)
+        substitute(templates.option, {"letter": x, "text": t})
         for x, t in zip(item.letters, item.options, strict=True)
     )
 
 
 def _question_parts(item: McqItem | FreeItem, cell: Cell, t: Templates) -> list[Part]:
     if isinstance(item, McqItem):
-        text = t.question.format(question=item.question, options=render_options(item, t))
+        text = substitute(
+            t.question, {"question": item.question, "options": render_options(item, t)}
+        )
     else:
         text = item.question
     fmt: list[Part] = [("format", t.format)] if cell.format == "question" else []
@@ -285,14 +290,16 @@ def _objection_parts(
                     f"{kind}_target)"
                 )
             fill[kind] = text
-    pressure: list[Part] = [("pressure", wording.format(**fill))] if wording else []
+    pressure: list[Part] = [("pressure", substitute(wording, fill))] if wording else []
     naming = t.forced_naming.get(f"{cell.placement}/{cell.strength}", cell.naming)
     answer = (
-        t.answer_mcq.format(letter=asserted, text=item.option(asserted))
+        substitute(t.answer_mcq, {"letter": asserted, "text": item.option(asserted)})
         if isinstance(item, McqItem)
         else asserted
     )
-    named: list[Part] = [("naming", t.naming.format(answer=answer))] if naming == "named" else []
+    named: list[Part] = (
+        [("naming", substitute(t.naming, {"answer": answer}))] if naming == "named" else []
+    )
     fmt: list[Part] = [("format", t.format)] if cell.format == "objection" else []
     return _join(_join(pressure, named, sep=" "), fmt)
 

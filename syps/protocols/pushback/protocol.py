@@ -47,6 +47,7 @@ from syps.protocols.pushback.labels import Initial, initials, label_rows
 from syps.protocols.pushback.lint import Violation, declared_contrasts, lint
 from syps.protocols.pushback.prompts import (
     PRESETS,
+    STRENGTHS,
     Cell,
     Templates,
     asserted_free,
@@ -56,6 +57,7 @@ from syps.protocols.pushback.prompts import (
     first_turn,
     pushback_turn,
 )
+from syps.templating import TemplateSpec
 
 Placement = Literal["in_context", "preemptive"]
 Strength = Literal["simple", "ethos", "justification", "citation"]
@@ -178,6 +180,70 @@ def resolve(p: PushbackParams) -> tuple[Templates, list[Cell]]:
             raise ConfigError(f"{WHERE}.grid: every factor needs at least one value")
         cells = cell_grid(*lists)
     return templates, cells
+
+
+def template_specs(p: PushbackParams, where: str = WHERE) -> list[TemplateSpec]:
+    """Every text of the resolved templates with the placeholders its renderer fills
+    (``prompts``): question ``{question}`` ``{options}``, option and answer_mcq ``{letter}``
+    ``{text}``, naming ``{answer}``, pressure and preemptive_pressure ``{justification}``
+    ``{citation}`` (the item's text arguing for the asserted answer); format is sent as is.
+
+    Required: the question, its options and each option's letter and text (the format asks for
+    a letter; an MCQ question without its options is answered blind), the asserted option's
+    letter in answer_mcq (what the answer is read by), {answer} in naming (a named cell that
+    names nothing is its unnamed twin), and the per-item text of the justification and
+    citation strengths (else they are the simple strength). The question, option and
+    answer_mcq texts are filled for MCQ items only, so nothing is required of them when every
+    dataset is free-form. Keys are the user's (``templates.question``), also where the value
+    is the preset's.
+    """
+    t, _ = resolve(p)
+    key = f"{where}.templates"
+    mcq = any(d.format == "mcq" for d in p.datasets)
+
+    def spec(name: str, text: str, need: dict[str, str], fills: tuple[str, ...]) -> TemplateSpec:
+        return TemplateSpec(
+            f"{key}.{name}", text, frozenset(need), frozenset(fills) | frozenset(need), why=need
+        )
+
+    mcq_need = {
+        "question": "the question asked of every MCQ item",
+        "options": "the lettered options of every MCQ item, without which it is answered blind",
+    }
+    out = [
+        spec("question", t.question, mcq_need if mcq else {}, ("question", "options")),
+        spec(
+            "option",
+            t.option,
+            {"letter": "the letter an answer names", "text": "the option's text"} if mcq else {},
+            ("letter", "text"),
+        ),
+        spec(
+            "answer_mcq",
+            t.answer_mcq,
+            {"letter": "the asserted option's letter, which answers are read by"} if mcq else {},
+            ("letter", "text"),
+        ),
+        spec("format", t.format, {}, ()),
+        spec(
+            "naming",
+            t.naming,
+            {"answer": "the asserted answer a named cell names; else it is its unnamed twin"},
+            ("answer",),
+        ),
+    ]
+    for group, texts in (("pressure", t.pressure), ("preemptive_pressure", t.preemptive_pressure)):
+        for strength in (s for s in STRENGTHS if s in texts):
+            need = (
+                {
+                    strength: f"the item's {strength} text that the {strength} strength quotes; "
+                    "without it the strength is the simple one"
+                }
+                if strength in itm.TEXT_KINDS
+                else {}
+            )
+            out.append(spec(f"{group}.{strength}", texts[strength], need, itm.TEXT_KINDS))
+    return out
 
 
 # ---------------------------------------------------------------------------------- items
@@ -462,6 +528,9 @@ class PushbackProtocol:
 
         templates, cells = resolve(params)
         return Drawn(draw(scores, cells, declared_contrasts(cells), params.margin, figures, plots))
+
+    def template_specs(self, params: PushbackParams, where: str) -> list[TemplateSpec]:
+        return template_specs(params, where)
 
     def templates(self, params: PushbackParams) -> dict[str, Any]:
         templates, cells = resolve(params)

@@ -1,7 +1,5 @@
 import dataclasses
 
-import pytest
-
 from syps.protocols.discernment.items import load_builtin
 from syps.protocols.discernment.prompts import (
     Templates,
@@ -47,6 +45,12 @@ def test_editing_one_argument_changes_only_its_requests() -> None:
     assert baseline_requests([item], 2, t) == baseline_requests([edited], 2, t)
 
 
-def test_templates_reject_unknown_placeholders() -> None:
-    with pytest.raises(ValueError, match=r"template 'update': unknown placeholder\(s\) \['msg'\]"):
-        Templates(update="{msg}")
+def test_only_name_placeholders_are_filled() -> None:
+    # Placeholders are checked when params are loaded (protocol.template_specs); rendering
+    # fills {name} only, so JSON or a positional field is sent as written.
+    item = load_builtin()[0]
+    arg = item.pushback("lower", "invalid")[0]
+    t = Templates(baseline='{artefact} {0} {"score": N}', update="{message} {{ }}")
+    msgs = update_messages(item, arg, "a", t)
+    assert msgs[0]["content"] == item.artefact + ' {0} {"score": N}'
+    assert msgs[2]["content"] == arg.message + " {{ }}"

@@ -29,6 +29,7 @@ from syps.protocols.pushback.items import FreeItem, McqItem
 from syps.protocols.pushback.labels import OWN_COLUMNS
 from syps.protocols.pushback.prompts import Cell
 from syps.protocols.pushback.protocol import PROTOCOL, PushbackParams, item_record
+from syps.templating import check_templates
 
 PARAMS_YAML = Path(pb.__file__).with_name("params.yaml")
 W = "protocols.pushback"
@@ -131,8 +132,9 @@ def test_params_block_parses_and_rejects_unknown_keys() -> None:
         _params(margin=0)
     with pytest.raises(ConfigError, match="dataset 'builtin-mcq' is configured twice"):
         _params(datasets=[{"source": "builtin"}, {"source": "builtin"}])
-    with pytest.raises(ConfigError, match=r"templates: .*needs \{answer\}"):
-        _params(templates={"naming": "I disagree."})
+    # Placeholders are checked by the core when the block is parsed (template_specs).
+    with pytest.raises(ConfigError, match=r"templates\.naming: missing placeholder \{answer\}"):
+        check_templates(PROTOCOL.template_specs(_params(templates={"naming": "I disagree."}), W))
 
 
 def test_template_overrides_merge_per_strength() -> None:

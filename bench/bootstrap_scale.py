@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy.stats import binomtest  # noqa: E402
 
-from syps.config import VARIANTS  # noqa: E402
+from syps.core.config import VARIANTS  # noqa: E402
 from syps.protocols.cues.metrics import score_labels  # noqa: E402
 
 MODELS = [f"model{m}" for m in range(9)]

@@ -29,9 +29,9 @@ from typing import Any
 
 import torch
 
-from syps.backends import GenRequest, SamplingParams
-from syps.backends.hf import HFBackend, prefix_order
-from syps.config import ModelSpec, load_params
+from syps.core.backends import GenRequest, SamplingParams
+from syps.core.backends.hf import HFBackend, prefix_order
+from syps.core.config import ModelSpec, load_params
 from syps.protocols.cues.data import load_items
 from syps.protocols.cues.templates import render_variants
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from syps.backends import load_backend
-from syps.config import load_params
-from syps.messages import fill, messages_json, parse_messages
-from syps.pipeline import cache_dir
+from syps.core.backends import load_backend
+from syps.core.messages import fill, messages_json, parse_messages
+from syps.core.params import load_params
+from syps.core.pipeline import cache_dir
 
 
 def main() -> None:

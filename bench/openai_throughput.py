@@ -3,7 +3,7 @@
 Starts an llm-katan echo server whose every answer takes ``--latency-ms`` (200 ms), then, at
 each concurrency c, times (a) a bare ``AsyncOpenAI`` + ``asyncio.Semaphore`` loop and (b)
 ``OpenAIBackend.generate`` with an ``on_results`` that writes each result into a real
-``syps.store.Store`` in a temporary directory. The ideal is c / latency requests/s; the ratio
+``syps.core.store.Store`` in a temporary directory. The ideal is c / latency requests/s; the ratio
 syps/bare is what this backend costs on top of the client (target >= 0.9).
 
     python bench/openai_throughput.py [--latency-ms 200] [--repeats 2]
@@ -30,10 +30,10 @@ from typing import cast
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam
 
-from syps.backends import GenRequest, GenResult, SamplingParams
-from syps.backends.openai_api import OpenAIBackend
-from syps.config import ModelSpec
-from syps.store import Store
+from syps.core.backends import GenRequest, GenResult, SamplingParams
+from syps.core.backends.openai_api import OpenAIBackend
+from syps.core.config import ModelSpec
+from syps.core.store import Store
 
 MODEL = "echo-model"
 GREEDY = SamplingParams(temperature=0.0, top_p=1.0, seed=0)

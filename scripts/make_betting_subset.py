@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from syps.io import read_csv, write_text
+from syps.core.io import read_csv, write_text
 from syps.protocols.betting.items import BUILTIN_SUBSET, items_from_frame, stratified_subset
 
 REPO = Path(__file__).resolve().parents[1]

@@ -25,10 +25,10 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
-from syps.compare import find_runs
-from syps.io import InputError, atomic_write
-from syps.runs import repo_root
-from syps.tracking import tracking_uri
+from syps.core.compare import find_runs
+from syps.core.io import InputError, atomic_write
+from syps.core.runs import repo_root
+from syps.core.tracking import tracking_uri
 
 
 def compare_url(base: str, run_ids: list[str], experiment_ids: list[str]) -> str:

@@ -1,7 +1,7 @@
-"""DVC stage `fetch`: see :func:`syps.pipeline.fetch`. Paths come from dvc.yaml."""
+"""DVC stage `fetch`: see :func:`syps.core.pipeline.fetch`. Paths come from dvc.yaml."""
 
 from syps.cli import run_stage
-from syps.pipeline import fetch
+from syps.core.pipeline import fetch
 
 if __name__ == "__main__":
     run_stage(fetch)

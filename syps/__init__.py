@@ -1,7 +1,9 @@
-"""SyPS: Sycophancy Prompt Sensitivity.
+"""syps: a data-versioned experiment tracker for LLM sycophancy research.
 
-Measures how an LLM's sycophancy shifts when the same situation is told with different social
-cues. The package is a pure, typed core; ``stages/`` holds the thin DVC entry points.
+Four study designs ("protocols") in ``syps/protocols/<name>/`` (``cues``: SyPS, the same
+situation under eight social cues; ``pushback``; ``discernment``; ``betting``) run through one
+pipeline on a shared core (``syps/core/``); ``stages/`` holds the thin DVC entry points and
+``syps.cli`` the command line.
 """
 
 __version__ = "0.1.0"

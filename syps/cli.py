@@ -14,11 +14,11 @@ from typing import Annotated, Any
 
 import typer
 
-from syps import pipeline
-from syps.backends import BackendError
-from syps.config import ConfigError
-from syps.io import InputError
-from syps.runs import repo_root
+from syps.core import pipeline
+from syps.core.backends import BackendError
+from syps.core.config import ConfigError
+from syps.core.io import InputError
+from syps.core.runs import repo_root
 
 app = typer.Typer(
     help="SyPS: how an LLM's sycophancy shifts when the same situation is told with different "
@@ -54,7 +54,7 @@ def _friendly(fn: Callable[..., None]) -> Callable[..., None]:
 
 
 # Help for the stage commands' positional paths, by parameter name (the functions live in
-# syps/pipeline.py, which knows nothing of the CLI); in brackets what dvc.yaml passes.
+# syps/core/pipeline.py, which knows nothing of the CLI); in brackets what dvc.yaml passes.
 _PARAMS_HELP = "parameters file [params.yaml]"
 _PROTOCOL_HELP = "the protocol's name under `protocols` in the parameters file [cues]"
 _MODEL_HELP = "the model's name under `models` in the parameters file [smollm2-135m]"
@@ -479,9 +479,9 @@ def compare_cmd(
     By default the children of the latest pipeline run, of every protocol (a protocol column
     appears where some child is not SyPS's); judge-validation runs never appear.
     """
-    from syps.compare import compare_table, default_metrics, find_runs, parse_tags
-    from syps.io import write_text
-    from syps.tracking import tracking_uri
+    from syps.core.compare import compare_table, default_metrics, find_runs, parse_tags
+    from syps.core.io import write_text
+    from syps.core.tracking import tracking_uri
 
     def run() -> None:
         store = mlruns or repo_root() / "mlruns"
@@ -524,7 +524,7 @@ def audit_cmd(
     """Show the chain behind a run's numbers (data hash, every template's exact text and
     sha256, models and revisions, generation and judge settings, code, counts), or with a
     second run, what changed. Reads only the MLflow store, so a copy of mlruns/ is enough."""
-    from syps.audit import load_audit, render_audit, render_diff
+    from syps.core.audit import load_audit, render_audit, render_diff
 
     def go() -> None:
         store = mlruns or repo_root() / "mlruns"
@@ -548,7 +548,7 @@ def find_repo_root(start: Path | None = None) -> Path:
 def ui_command(mlruns: Path, host: str, port: int, workers: int) -> list[str]:
     """The `mlflow ui` command line over the store ``mlruns`` (an absolute sqlite URI, so it
     works from any directory)."""
-    from syps.tracking import tracking_uri
+    from syps.core.tracking import tracking_uri
 
     return [
         sys.executable,
@@ -618,10 +618,10 @@ def plan_cmd(
     `models.<name>.price`. Sends nothing and loads no weights."""
 
     def run() -> None:
-        from syps.params import load_params
-        from syps.plan import plan, render
-        from syps.runs import cache_dir, store_path
-        from syps.store import Store
+        from syps.core.params import load_params
+        from syps.core.plan import plan, render
+        from syps.core.runs import cache_dir, store_path
+        from syps.core.store import Store
 
         p = load_params(params)
         with Store(store_path()) as store:

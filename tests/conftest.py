@@ -24,7 +24,7 @@ def read_params(path: Path = FIXTURE_PARAMS) -> dict[str, Any]:
     """A params file as plain data, read the way syps reads it (YAML 1.2: ``YES`` is a string)."""
     import yaml
 
-    from syps.config import Yaml12Loader
+    from syps.core.config import Yaml12Loader
 
     raw: dict[str, Any] = yaml.load(path.read_text(encoding="utf-8"), Loader=Yaml12Loader)
     return raw
@@ -90,7 +90,7 @@ def check_rule_label(dataset: str, mapping: dict[str, int], response: str, verdi
     with evidence taken from the response itself."""
     import math
 
-    from syps.labeling import UNCLEAR
+    from syps.core.labeling import UNCLEAR
     from syps.protocols.cues.labels import rule_label
 
     label = rule_label(dataset, response, mapping)

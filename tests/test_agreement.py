@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from syps.agreement import (
+from syps.core.agreement import (
     agreement_report,
     cohen_kappa,
     confusion,

@@ -53,13 +53,13 @@ import yaml
 from conftest import read_params
 from typer.testing import CliRunner
 
-import syps.backends
-from syps.backends import OnScored, OptionScores
+import syps.core.backends
 from syps.cli import app
-from syps.config import ModelSpec
-from syps.io import sha256_file, sha256_text
+from syps.core.backends import OnScored, OptionScores
+from syps.core.config import ModelSpec
+from syps.core.io import sha256_file, sha256_text
+from syps.core.tracking import tracking_uri
 from syps.protocols.cues.data import item_id
-from syps.tracking import tracking_uri
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -537,7 +537,7 @@ def test_validate_oeq_asks_the_judge_once_per_distinct_prompt(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     factory = Factory()
-    monkeypatch.setitem(syps.backends.BACKENDS, "hf", factory)
+    monkeypatch.setitem(syps.core.backends.BACKENDS, "hf", factory)
     sample = project / "oeq.csv"
     args = ["--out", str(sample), "--n", "5", "--model", "m-a", "--dataset", "OEQ"]
     code, _, err = _invoke("judge", "sample", *args)

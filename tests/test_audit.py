@@ -12,9 +12,9 @@ from conftest import read_params
 from typer.testing import CliRunner
 
 from syps.cli import app
-from syps.params import load_params
-from syps.provenance import template_set
-from syps.tracking import ChildRun, log_pipeline_run
+from syps.core.params import load_params
+from syps.core.provenance import template_set
+from syps.core.tracking import ChildRun, log_pipeline_run
 
 pytestmark = pytest.mark.slow  # every test logs runs to a new MLflow store
 
@@ -123,7 +123,7 @@ def test_audit_takes_the_8_character_prefix_compare_shows(store: tuple[Path, str
     # Any unambiguous prefix, of the parent or of a child (which means its parent).
     import mlflow
 
-    from syps.tracking import tracking_uri
+    from syps.core.tracking import tracking_uri
 
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
     [child] = client.search_runs(
@@ -146,7 +146,7 @@ def test_audit_ambiguous_name_lists_the_candidates(
     # log_pipeline_run makes names unique; a run logged by other means may still share one.
     import mlflow
 
-    from syps.tracking import tracking_uri
+    from syps.core.tracking import tracking_uri
 
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
     c = _log(mlruns, tmp_path, "run-c", raw, "ccc.dir")
@@ -168,7 +168,7 @@ def test_audit_ambiguous_prefix_lists_the_candidates(store: tuple[Path, str, str
     # random, so a child of run-b may share a[: common + 1]: take the first unique length.
     import mlflow
 
-    from syps.tracking import tracking_uri
+    from syps.core.tracking import tracking_uri
 
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
     ids = [r.info.run_id for r in client.search_runs([client.get_run(a).info.experiment_id])]
@@ -187,8 +187,8 @@ def _log_with_protocol(mlruns: Path, tmp: Path, name: str, objection: str) -> st
     plus a child logged before protocols existed (no protocol tag or param)."""
     import mlflow
 
-    from syps.runlayout import child_name
-    from syps.tracking import tracking_uri
+    from syps.core.runlayout import child_name
+    from syps.core.tracking import tracking_uri
 
     folder = tmp / name
     folder.mkdir(parents=True)

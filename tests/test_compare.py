@@ -20,7 +20,7 @@ from mlflow.entities import Metric, Param, RunTag
 from typer.testing import CliRunner
 
 from syps.cli import app
-from syps.compare import (
+from syps.core.compare import (
     DEFAULT_METRICS,
     ComparedRun,
     compare_table,
@@ -28,8 +28,8 @@ from syps.compare import (
     find_runs,
     parse_tags,
 )
-from syps.io import InputError
-from syps.tracking import tracking_uri
+from syps.core.io import InputError
+from syps.core.tracking import tracking_uri
 
 pytestmark = pytest.mark.slow  # one MLflow store for the module, a few seconds to create
 
@@ -408,8 +408,8 @@ SYPS_SS = {"base_syc": 0.5, "spss": 0.125, "signed_sensitivity": 0.0, "unclear_r
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Experiment ``syps``: an older SyPS-only run, then a run with m/SS and toyproto/m/mcq."""
-    from syps.runlayout import child_name
-    from syps.tracking import ChildRun, log_pipeline_run
+    from syps.core.runlayout import child_name
+    from syps.core.tracking import ChildRun, log_pipeline_run
 
     mlruns = tmp_path_factory.mktemp("mixed") / "mlruns"
     ss = ChildRun(child_name("syps", "m", "SS"), {"model": "m", "dataset": "SS"}, SYPS_SS)

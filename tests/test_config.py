@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from syps.config import ConfigError, Params, load_params, parse, validate
+from syps.core.config import ConfigError, Params, load_params, parse, validate
 from syps.protocols.cues.params import cue_of, order_variants, primary_variants
 
 REPO = Path(__file__).resolve().parents[1]

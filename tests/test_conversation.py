@@ -1,4 +1,4 @@
-"""The conversation core (syps.conversation) on the toy protocol of tests/toy_protocol.py.
+"""The conversation core (syps.core.conversation) on the toy protocol of tests/toy_protocol.py.
 
 Hand-derived counts: 3 items ("alpha?", "beta?", "skipme gamma?"), 2 tones.
 - turn 1: 3 requests (one per item);
@@ -22,10 +22,10 @@ import pandas as pd
 import pytest
 from toy_protocol import PROTOCOL, ToyBackend, ToyParams, toy_generation, toy_text
 
-from syps.backends import prompt_seed
-from syps.config import ConfigError, ProtocolsParams
-from syps.conversation import LazyBackend, check_sampling, conversation_json, converse
-from syps.store import Store, generation_key
+from syps.core.backends import prompt_seed
+from syps.core.config import ConfigError, ProtocolsParams
+from syps.core.conversation import LazyBackend, check_sampling, conversation_json, converse
+from syps.core.store import Store, generation_key
 
 IDENTITY = {"backend": "hf", "model_id": "toy-model", "revision": "r0"}
 SEED = 7
@@ -158,8 +158,8 @@ from dataclasses import replace
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 import toy_protocol as t
-from syps.conversation import LazyBackend, converse
-from syps.store import Store
+from syps.core.conversation import LazyBackend, converse
+from syps.core.store import Store
 
 pause = sys.argv[2] == "pause"
 class Pausing(t.ToyBackend):

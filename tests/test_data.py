@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from syps.config import ConfigError, Params, parse, validate
-from syps.protocols.cues.params import DataParams, ElephantSource
-from syps.io import InputError, read_csv
+from syps.core.config import ConfigError, Params, parse, validate
+from syps.core.io import InputError, read_csv
 from syps.protocols.cues.data import fetch_elephant, load_items, normalise
+from syps.protocols.cues.params import DataParams, ElephantSource
 
 REPO = Path(__file__).resolve().parents[1]
 # Ten released rows each of two ELEPHANT datasets (CC0), shipped with the tests.

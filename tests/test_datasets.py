@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from conftest import FIXTURE_PARAMS
 
-from syps.params import load_params
-from syps.pipeline import label_responses, rule_labeler_sha256
+from syps.core.params import load_params
+from syps.core.pipeline import label_responses, rule_labeler_sha256
 from syps.protocols.cues.data import normalise
 from syps.protocols.cues.datasets import DATASETS, DatasetSpec, judged, labeling_summary, rule_set
 

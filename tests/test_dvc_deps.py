@@ -220,7 +220,7 @@ class _ScriptedBackend:
     revision: str = "r0"
 
     def generate(self, requests: Sequence[Any], sampling: Any, on_results: Any = None) -> Any:
-        from syps.backends import GenResult
+        from syps.core.backends import GenResult
 
         text = {"AITA-YTA": "YTA, you were in the wrong.", "SS": "I agree with this."}
         out = [
@@ -234,7 +234,7 @@ class _ScriptedBackend:
     def option_logprobs(
         self, prompts: Sequence[Any], options: Sequence[str], on_results: Any = None
     ) -> Any:
-        from syps.backends import OptionScores
+        from syps.core.backends import OptionScores
 
         row = [-0.1] + [-2.0] * (len(options) - 1)
         scores = OptionScores(
@@ -247,7 +247,7 @@ class _ScriptedBackend:
 
 @dataclass
 class _ScriptedEntry:
-    """Stands in for every entry of syps.backends.BACKENDS."""
+    """Stands in for every entry of syps.core.backends.BACKENDS."""
 
     made: list[str] = field(default_factory=list)
 
@@ -298,10 +298,10 @@ def _imported_files(root: Path, script: Path) -> set[str]:
 
 def _run_stage(argv: list[str], reads: _Reads, mp: pytest.MonkeyPatch) -> None:
     """Run one stage command (``python stages/x.py args``) in this process, recording reads."""
-    import syps.config
+    import syps.core.config
 
     assert argv[0] == "python", argv
-    real = syps.config.load_params
+    real = syps.core.config.load_params
 
     def load_recording(path: Path) -> Any:
         return recording(real(path), reads)
@@ -325,7 +325,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iter
 
     Running every stage (MLflow included) and DVC takes tens of seconds: the tests that use
     this are marked slow."""
-    import syps.backends
+    import syps.core.backends
 
     root = (tmp_path_factory.mktemp("deps") / "syps").resolve()
     copy_repo(root)
@@ -347,8 +347,8 @@ def project(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iter
         mp.setenv("DVC_ROOT", str(root))
         mp.setenv("SYPS_CACHE_DIR", str(cache))
         mp.delenv("DVC_EXP_NAME", raising=False)
-        for name in list(syps.backends.BACKENDS):
-            mp.setitem(syps.backends.BACKENDS, name, entry)  # type: ignore[arg-type]
+        for name in list(syps.core.backends.BACKENDS):
+            mp.setitem(syps.core.backends.BACKENDS, name, entry)  # type: ignore[arg-type]
         for name, argv in stages.items():  # dvc.yaml lists them in dependency order
             reads = _Reads()
             _run_stage(argv, reads, mp)
@@ -384,7 +384,8 @@ def test_every_stage_was_recorded(project: Project) -> None:
     for name in project.stages:
         assert project.params[name], f"{name} read no params"
         assert (
-            "syps/pipeline.py" in project.modules[name] or "syps/lint.py" in project.modules[name]
+            "syps/core/pipeline.py" in project.modules[name]
+            or "syps/lint.py" in project.modules[name]
         ), name
     # and found what the issue named: score reads generation, judge, labels, data.datasets.
     score_reads = {p[0] for p in project.params["score"]} | {
@@ -401,7 +402,7 @@ def test_every_module_edit_makes_its_stages_stale(project: Project) -> None:
         for pattern in ("syps/**/*.py", "stages/*.py")
         for p in project.root.glob(pattern)
     )
-    assert "syps/config.py" in files and "syps/backends/hf.py" in files
+    assert "syps/core/config.py" in files and "syps/core/backends/hf.py" in files
     missing = []
     for rel in files:
         readers = {s for s, mods in project.modules.items() if rel in mods}
@@ -526,9 +527,9 @@ def test_the_store_and_mlruns_stay_in_the_repository(project: Project) -> None:
 def test_syps_cache_dir_holds_the_model_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from syps import runs
-    from syps.backends import model_identity
-    from syps.config import ModelSpec
+    from syps.core import runs
+    from syps.core.backends import model_identity
+    from syps.core.config import ModelSpec
 
     repo, shared = tmp_path / "repo", tmp_path / "shared"
     repo.mkdir()

@@ -18,9 +18,9 @@ import pytest
 import yaml
 from conftest import copy_repo, tiny_params
 
-from syps.protocols.cues.params import VARIANTS
+from syps.core.runs import RUN_LOG_COUNTS
 from syps.protocols.cues.metrics import metric_names
-from syps.runs import RUN_LOG_COUNTS
+from syps.protocols.cues.params import VARIANTS
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

@@ -24,16 +24,16 @@ import yaml
 from conftest import read_params
 from typer.testing import CliRunner
 
-import syps.backends
-import syps.backends.hf_resolve as hf_resolve
-from syps import provenance
-from syps.backends import BackendEntry
-from syps.backends.hf_resolve import check_plain_copy, plain_copy_dir, resolve
+import syps.core.backends
+import syps.core.backends.hf_resolve as hf_resolve
 from syps.cli import app
-from syps.config import ModelSpec
-from syps.io import InputError, read_parquet, write_parquet
+from syps.core import provenance
+from syps.core.backends import BackendEntry
+from syps.core.backends.hf_resolve import check_plain_copy, plain_copy_dir, resolve
+from syps.core.config import ModelSpec
+from syps.core.io import InputError, read_parquet, write_parquet
+from syps.core.store import Store, StoreError
 from syps.protocols.cues.data import fetch_elephant
-from syps.store import Store, StoreError
 
 REPO = Path(__file__).resolve().parents[1]
 BUILTIN = REPO / "data" / "builtin"
@@ -198,7 +198,7 @@ def test_store_locked_past_its_timeout_names_the_file(tmp_path: Path) -> None:
 KILLED_WRITER = """
 import os, signal, sys
 from pathlib import Path
-from syps.store import Store
+from syps.core.store import Store
 
 store = Store(Path(sys.argv[1]))
 for b in range(5):
@@ -530,7 +530,7 @@ def test_safetensors_size_mismatch_names_both_sizes(converted: Converted) -> Non
 @pytest.mark.slow
 def test_real_conversion_passes_the_check(model_cache: Path) -> None:
     pytest.importorskip("torch")
-    from syps.backends.hf import HFBackend
+    from syps.core.backends.hf import HFBackend
 
     spec = ModelSpec(model="embedded:smollm2")
     HFBackend.tokenizer_only(spec, model_cache)  # converts once per session (~20 s)
@@ -566,8 +566,8 @@ def project(
     def no_load(spec: ModelSpec, cache_dir: Path) -> Any:
         raise AssertionError("a model was loaded")
 
-    hf = syps.backends.BACKENDS["hf"]
-    monkeypatch.setitem(syps.backends.BACKENDS, "hf", BackendEntry(hf.identity, no_load))
+    hf = syps.core.backends.BACKENDS["hf"]
+    monkeypatch.setitem(syps.core.backends.BACKENDS, "hf", BackendEntry(hf.identity, no_load))
     raw = read_params()
     raw["data"]["limit"] = 1
     raw["data"]["files"] = {

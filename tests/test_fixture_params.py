@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE_PARAMS, REPO, copy_repo, read_params
 
-from syps.params import load_params
+from syps.core.params import load_params
 
 # Every test file that builds its parameters from a params file, run in a copy of the repository
 # whose params.yaml the researcher has changed: slow tests too, but for those that run the real

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from syps.io import InputError
+from syps.core.io import InputError
 from syps.protocols.cues.flips import flip_page, flip_table, write_flip_tables
 from syps.protocols.cues.metrics import label_matrix
 from syps.protocols.cues.stats import discordant_counts

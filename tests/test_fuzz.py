@@ -22,12 +22,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from syps.config import ConfigError
-from syps.protocols.cues.params import VARIANTS, DatasetTemplate, TemplateParams
-from syps.io import InputError, canonical_json, read_csv
-from syps.labeling import UNCLEAR
-from syps.messages import fill
+from syps.core.config import ConfigError
+from syps.core.io import InputError, canonical_json, read_csv
+from syps.core.labeling import UNCLEAR
+from syps.core.messages import fill
 from syps.protocols.cues.labels import NEGATED, VERDICT_PATTERNS, extract_verdict, rule_label
+from syps.protocols.cues.params import VARIANTS, DatasetTemplate, TemplateParams
 from syps.protocols.cues.templates import render_variants
 
 pytestmark = pytest.mark.slow  # hypothesis searches, several seconds each

@@ -29,9 +29,9 @@ import pytest
 import yaml
 from conftest import read_params
 
-import syps.backends
-from syps import pipeline, runs
-from syps.backends import (
+import syps.core.backends
+from syps.core import pipeline, runs
+from syps.core.backends import (
     GenRequest,
     GenResult,
     OnGenerated,
@@ -39,8 +39,8 @@ from syps.backends import (
     OptionScores,
     SamplingParams,
 )
-from syps.config import ModelSpec
-from syps.store import Store
+from syps.core.config import ModelSpec
+from syps.core.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 BUILTIN = REPO / "data" / "builtin"
@@ -201,7 +201,7 @@ def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str = "root"
     monkeypatch.setenv("DVC_ROOT", str(root))
     monkeypatch.setenv("SYPS_CACHE_DIR", str(cache))
     factory = Factory(FIRST_OEQ_SITUATION)
-    monkeypatch.setitem(syps.backends.BACKENDS, "hf", factory)
+    monkeypatch.setitem(syps.core.backends.BACKENDS, "hf", factory)
     raw = read_params()
     raw["data"]["limit"] = 2
     raw["data"]["files"] = {

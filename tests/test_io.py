@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from syps.io import atomic_write, write_text
+from syps.core.io import atomic_write, write_text
 
 
 def test_written_file_gets_the_umask_mode(tmp_path: Path) -> None:

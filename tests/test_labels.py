@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import check_rule_label
 
-from syps.labeling import UNCLEAR, judge_labels
+from syps.core.labeling import UNCLEAR, judge_labels
 from syps.protocols.cues.labels import rule_label
 
 AITA = {"NTA": 1, "NAH": 1, "YTA": 0, "ESH": 0}

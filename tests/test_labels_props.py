@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syps.labeling import UNCLEAR
+from syps.core.labeling import UNCLEAR
 from syps.protocols.cues.labels import rule_label
 
 AITA = {"NTA": 1, "NAH": 1, "YTA": 0, "ESH": 0}

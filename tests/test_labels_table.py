@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 from conftest import check_rule_label
 
-from syps.labeling import UNCLEAR
+from syps.core.labeling import UNCLEAR
 from syps.protocols.cues.labels import rule_label
 
 AITA = {"NTA": 1, "NAH": 1, "YTA": 0, "ESH": 0}

@@ -15,12 +15,12 @@ import pandas as pd
 import pytest
 from conftest import FIXTURE_PARAMS
 
-from syps.params import load_params
-from syps.protocols.cues.params import DatasetTemplate, TemplateParams
-from syps.io import LintError, write_parquet
-from syps.messages import messages_json, parse_messages
+from syps.core.io import LintError, write_parquet
+from syps.core.messages import messages_json, parse_messages
+from syps.core.params import load_params
 from syps.protocols.cues.data import load_items
 from syps.protocols.cues.lint import Violation, format_report, lint, lint_prompts, target_answers
+from syps.protocols.cues.params import DatasetTemplate, TemplateParams
 from syps.protocols.cues.templates import render_variants
 
 Cues = dict[str, str | list[str]]

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syps.io import InputError
+from syps.core.io import InputError
+from syps.core.stats import bootstrap_counts
 from syps.protocols.cues.metrics import item_spss, label_matrix, score_labels, score_matrix
-from syps.stats import bootstrap_counts
 
 NAN = math.nan
 Scores = dict[str, dict[str, dict[str, float]]]

@@ -21,7 +21,7 @@ import pytest
 from conftest import copy_repo, read_params, tiny_params, write_params
 from katan import MODEL, start_katan, stop_katans, wait_ready
 
-from syps.store import Store
+from syps.core.store import Store
 
 pytestmark = pytest.mark.slow
 

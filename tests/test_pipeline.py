@@ -28,10 +28,10 @@ import pytest
 import yaml
 from conftest import read_params
 
-import syps.backends
-import syps.tracking
-from syps import pipeline, provenance, runs
-from syps.backends import (
+import syps.core.backends
+import syps.core.tracking
+from syps.core import pipeline, provenance, runs
+from syps.core.backends import (
     GenRequest,
     GenResult,
     OnGenerated,
@@ -39,10 +39,10 @@ from syps.backends import (
     OptionScores,
     SamplingParams,
 )
-from syps.config import ConfigError, ModelSpec, load_params
-from syps.io import InputError
-from syps.runs import NOT_RUN
-from syps.tracking import tracking_uri
+from syps.core.config import ConfigError, ModelSpec, load_params
+from syps.core.io import InputError
+from syps.core.runs import NOT_RUN
+from syps.core.tracking import tracking_uri
 
 REPO = Path(__file__).resolve().parents[1]
 BUILTIN = REPO / "data" / "builtin"
@@ -177,7 +177,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         mp.chdir(root)
         mp.setenv("SYPS_CACHE_DIR", str(cache))
         mp.delenv("DVC_ROOT", raising=False)
-        mp.setitem(syps.backends.BACKENDS, "hf", factory)
+        mp.setitem(syps.core.backends.BACKENDS, "hf", factory)
         params = _write_params(root / "params.yaml")
         r = Run(
             root,
@@ -466,7 +466,7 @@ def test_generate_unknown_model_is_config_error(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     factory = Factory()
-    monkeypatch.setitem(syps.backends.BACKENDS, "hf", factory)
+    monkeypatch.setitem(syps.core.backends.BACKENDS, "hf", factory)
     out = tmp_path / "nope.parquet"
     with pytest.raises(ConfigError) as e:
         pipeline.generate(run.params, run.prompts, "no-such-model", out)
@@ -804,7 +804,7 @@ def _capture_logging(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, str, d
         calls.append((mlruns, run_name, tags))
         return "run-id"
 
-    monkeypatch.setattr(syps.tracking, "log_pipeline_run", record)
+    monkeypatch.setattr(syps.core.tracking, "log_pipeline_run", record)
     return calls
 
 
@@ -1037,19 +1037,19 @@ def test_score_logs_what_generate_and_label_did_in_this_run_only(
     monkeypatch.setenv("DVC_ROOT", str(work))
     monkeypatch.setenv("SYPS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("DVC_EXP_NAME", raising=False)
-    monkeypatch.setitem(syps.backends.BACKENDS, "hf", Factory())
+    monkeypatch.setitem(syps.core.backends.BACKENDS, "hf", Factory())
     params = _write_params(work / "params.yaml")
     out = work / "out"
     items, prompts = out / "items.parquet", out / "prompts.parquet"
     responses, labels = out / "responses" / f"{MODEL}.parquet", out / "labels" / f"{MODEL}.parquet"
     logged: list[str] = []
-    real_log = syps.tracking.log_pipeline_run
+    real_log = syps.core.tracking.log_pipeline_run
 
     def record(*args: object, **kwargs: object) -> str:
         logged.append(real_log(*args, **kwargs))  # type: ignore[arg-type]
         return logged[-1]
 
-    monkeypatch.setattr(syps.tracking, "log_pipeline_run", record)
+    monkeypatch.setattr(syps.core.tracking, "log_pipeline_run", record)
 
     def score() -> dict[str, mlflow.entities.Run]:
         _score_into(

@@ -10,7 +10,7 @@ import yaml
 from conftest import read_params
 from katan import MODEL, start_katan, stop_katans, wait_ready
 
-from syps import pipeline
+from syps.core import pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "sk-planted-0a9b8c7d6e5f4321"

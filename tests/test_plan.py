@@ -13,13 +13,13 @@ from conftest import read_params, write_params
 from toy_protocol import ToyBackend
 
 import syps.protocols
-from syps.backends import SamplingParams, model_identity
-from syps.config import ModelSpec, Price, load_params
-from syps.conversation import LazyBackend, converse
-from syps.messages import parse_messages
-from syps.plan import cost, estimate_tokens, plan, render
+from syps.core.backends import SamplingParams, model_identity
+from syps.core.config import ModelSpec, Price, load_params
+from syps.core.conversation import LazyBackend, converse
+from syps.core.messages import parse_messages
+from syps.core.plan import cost, estimate_tokens, plan, render
+from syps.core.store import Store, generation_key
 from syps.protocols.cues.templates import render_variants
-from syps.store import Store, generation_key
 
 REPO = Path(__file__).resolve().parents[1]
 API = {"model": "m", "backend": "openai", "base_url": "http://127.0.0.1:9/v1"}
@@ -126,7 +126,7 @@ def test_protocol_turns_counted_from_what_the_store_holds(
 
 
 def test_a_price_below_zero_is_refused(api_params: Path) -> None:
-    from syps.config import ConfigError, parse
+    from syps.core.config import ConfigError, parse
 
     raw = read_params(api_params)
     raw["models"]["api"]["price"] = {"input": -1.0, "output": 1.0}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from syps.provenance import git_info
+from syps.core.provenance import git_info
 
 # --- git_info -------------------------------------------------------------------------------
 

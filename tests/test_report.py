@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from syps.io import jsonable, jsonable_records
+from syps.core.io import jsonable, jsonable_records
 from syps.protocols.cues.figures import heatmap_data
 from syps.protocols.cues.report import profile_figure, summary_table
 

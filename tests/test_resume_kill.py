@@ -27,7 +27,7 @@ import pytest
 import yaml
 from conftest import read_params
 
-from syps.store import Store
+from syps.core.store import Store
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from syps.runlayout import (
+from syps.core.runlayout import (
     child_name,
     child_protocol,
     child_tags,

@@ -294,9 +294,9 @@ def test_a_long_key_cut_short_in_an_error_does_not_leak(
     # Bearer tokens can be long (an Azure AD or other JWT access token runs to 1-2k characters).
     # The rejecting server quotes the key in its 401 body; the error text is cut to a few hundred
     # characters, and whatever part of the key survives the cut must be scrubbed as well.
-    from syps.backends import BackendError, GenRequest, SamplingParams
-    from syps.backends.openai_api import OpenAIBackend
-    from syps.config import ModelSpec
+    from syps.core.backends import BackendError, GenRequest, SamplingParams
+    from syps.core.backends.openai_api import OpenAIBackend
+    from syps.core.config import ModelSpec
 
     _, rejecting = servers
     long_key = PREFIX + secrets.token_hex(500)

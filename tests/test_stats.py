@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from syps.core.stats import holm, mcnemar_exact
 from syps.protocols.cues.stats import (
     discordant_counts,
     item_signed_sensitivity,
@@ -19,7 +20,6 @@ from syps.protocols.cues.stats import (
     significance,
     significance_names,
 )
-from syps.stats import holm, mcnemar_exact
 
 NAN = math.nan
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from syps.backends import SamplingParams
-from syps.io import InputError
-from syps.store import Store, StoreError, generation_key, judge_key
+from syps.core.backends import SamplingParams
+from syps.core.io import InputError
+from syps.core.store import Store, StoreError, generation_key, judge_key
 
 IDENTITY = {"backend": "hf", "model_id": "m", "revision": "r"}
 MESSAGES = '[{"content":"hi","role":"user"}]'

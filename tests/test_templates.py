@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syps.config import ConfigError
+from syps.core.config import ConfigError
+from syps.core.messages import fill
 from syps.protocols.cues.params import DatasetTemplate, TemplateParams
-from syps.messages import fill
 from syps.protocols.cues.templates import render_variants
 
 SS_TPL = DatasetTemplate(
@@ -230,7 +230,7 @@ def test_each_wording_is_its_own_variant_differing_only_in_the_cue() -> None:
 
 def test_fill_and_params_validation_agree_on_the_judge_template() -> None:
     # The same check runs at params load (check_placeholders) and at label time (fill).
-    from syps.config import check_placeholders
+    from syps.core.config import check_placeholders
     from syps.protocols.cues.params import JUDGE_FIELDS
 
     values = dict.fromkeys(JUDGE_FIELDS, "x")

@@ -1,12 +1,18 @@
-"""syps.templating: one check of a template's placeholders, one renderer, for every protocol."""
+"""syps.core.templating: one check of a template's placeholders, one renderer, for every protocol."""
 
 from __future__ import annotations
 
 import pytest
 
-from syps import config
-from syps.config import ConfigError
-from syps.templating import PLACEHOLDER, TemplateSpec, check_templates, substitute, template_problem
+from syps.core import config
+from syps.core.config import ConfigError
+from syps.core.templating import (
+    PLACEHOLDER,
+    TemplateSpec,
+    check_templates,
+    substitute,
+    template_problem,
+)
 
 KEY = "protocols.toy.templates.body"
 

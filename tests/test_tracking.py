@@ -10,7 +10,7 @@ from urllib.request import url2pathname
 import mlflow
 import pytest
 
-from syps.tracking import (
+from syps.core.tracking import (
     ChildRun,
     log_pipeline_run,
     log_validation_run,

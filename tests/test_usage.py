@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from syps.config import Price
-from syps.usage import cost_usd, usage_summary
+from syps.core.config import Price
+from syps.core.usage import cost_usd, usage_summary
 
 TABLE = pd.DataFrame({"prompt_tokens": [100, 200, 300, 400], "completion_tokens": [10, 20, 0, 40]})
 

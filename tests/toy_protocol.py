@@ -23,10 +23,10 @@ from typing import Any
 
 import pandas as pd
 
-from syps.backends import GenRequest, GenResult, OnGenerated, SamplingParams, prompt_seed
-from syps.io import canonical_json
+from syps.core.backends import GenRequest, GenResult, OnGenerated, SamplingParams, prompt_seed
+from syps.core.io import canonical_json
+from syps.core.templating import TemplateSpec
 from syps.protocols.base import ConvGeneration, ProtocolParams, Request, Skipped, Turn
-from syps.templating import TemplateSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,7 +101,7 @@ class ToyProtocol:
         return Turn(reqs, skipped)
 
     def lint(self, params: ToyParams, items: pd.DataFrame) -> dict[str, Any]:
-        from syps.io import LintError
+        from syps.core.io import LintError
 
         if "{tone}" not in params.t2:
             raise LintError("t2: the objection does not vary with the tone")

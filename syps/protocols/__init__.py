@@ -30,7 +30,7 @@ class TableScorer:
 
     Names, not objects, so that listing the protocols (the CLI's help) imports none of them.
     ``module`` holds ``score_table(df, *, n_boot, ci, seed, source, **options)``; ``reader``
-    names its CSV reader there (None: ``syps.io.read_csv``, leaving the column check to
+    names its CSV reader there (None: ``syps.core.io.read_csv``, leaving the column check to
     ``score_table``). ``options`` are the protocol's own CLI options, by name.
     """
 
@@ -43,7 +43,7 @@ class TableScorer:
         """(reader, score_table), imported now."""
         mod = importlib.import_module(self.module)
         if self.reader is None:
-            from syps.io import read_csv
+            from syps.core.io import read_csv
 
             def read(path: str) -> Any:
                 return read_csv(path, required=[])

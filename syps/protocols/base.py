@@ -2,7 +2,7 @@
 
 A protocol (a study design: pushback, discernment, betting) is one object, ``PROTOCOL`` in
 ``syps/protocols/<name>/protocol.py``, implementing :class:`Protocol`. The core
-(``syps.conversation``) owns everything shared: the response store, the backends, repetitions
+(``syps.core.conversation``) owns everything shared: the response store, the backends, repetitions
 and their per-request seeds, the lineage columns, the judge, the stages and MLflow. A protocol
 owns only what makes it that design: its items, the conversations of each turn, its labels, its
 metrics and figures, its lint.
@@ -15,13 +15,13 @@ The flow per (protocol, model), turn by turn (``turns`` rounds):
    did not parse is not requested: it is returned as a :class:`Skipped` row naming why, and the
    core writes it to the responses table, so it is counted per cell, never dropped.
 2. The core keys every request by model identity, generation settings, the full message list
-   and the repetition index (``syps.store.generation_key``), serves what the store has, loads
+   and the repetition index (``syps.core.store.generation_key``), serves what the store has, loads
    the model only for what it lacks, and stores each batch as it finishes.
 3. ``label`` turns every response row into a label record (value or UNCLEAR, with evidence);
    ``score`` turns the label table into metrics; ``figures`` draws them.
 
 Before any of this, when params are loaded, the core checks every template text the protocol
-declares in ``template_specs`` (``syps.templating.check_templates``): a placeholder nothing fills,
+declares in ``template_specs`` (``syps.core.templating.check_templates``): a placeholder nothing fills,
 or one a template needs and lacks, stops the run with one line naming the params key.
 
 A protocol never reads params.yaml, never touches the store or MLflow, and never imports torch.
@@ -37,9 +37,9 @@ from typing import Protocol as TypingProtocol
 
 import pandas as pd
 
-from syps.config import ConvGeneration, ProtocolParams
-from syps.io import canonical_json
-from syps.templating import TemplateSpec
+from syps.core.config import ConvGeneration, ProtocolParams
+from syps.core.io import canonical_json
+from syps.core.templating import TemplateSpec
 
 __all__ = ["ConvGeneration", "ProtocolParams"]  # the params types every protocol subclasses
 
@@ -202,7 +202,7 @@ class Protocol(TypingProtocol):
 
     def lint(self, params: Any, items: pd.DataFrame) -> dict[str, Any]:
         """Check the conversations before anything is generated; the report (JSON-able) when
-        they pass. Raises ``syps.io.LintError`` (one line per violation) when they do not."""
+        they pass. Raises ``syps.core.io.LintError`` (one line per violation) when they do not."""
         ...
 
     def requests(
@@ -256,7 +256,7 @@ class Protocol(TypingProtocol):
         ...
 
     def template_specs(self, params: Any, where: str) -> list[TemplateSpec]:
-        """Every template text the protocol sends, as ``syps.templating.TemplateSpec``: the
+        """Every template text the protocol sends, as ``syps.core.templating.TemplateSpec``: the
         text as it is rendered (the preset's where the user's key is null), the ``{name}``
         placeholders its renderer cannot do without (``required``) and those it fills
         (``allowed``; empty for a text sent as is). ``where`` is the block's key path

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from syps.backends import BackendError, GenRequest, SamplingParams
-from syps.config import ModelSpec
+from syps.core.backends import BackendError, GenRequest, SamplingParams
+from syps.core.config import ModelSpec
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -18,7 +18,7 @@ GREEDY = SamplingParams(temperature=0.0, top_p=1.0, seed=0)
 
 @pytest.fixture(scope="module")
 def backend(model_cache: Path):  # type: ignore[no-untyped-def]
-    from syps.backends.hf import HFBackend
+    from syps.core.backends.hf import HFBackend
 
     return HFBackend.load(ModelSpec(model="embedded:smollm2", batch_size=4), model_cache)
 
@@ -28,8 +28,8 @@ def _msgs(user: str) -> list[dict[str, str]]:
 
 
 def test_revision_is_the_gguf_sha256(backend) -> None:  # type: ignore[no-untyped-def]
-    from syps.backends.hf_resolve import embedded_gguf
-    from syps.io import sha256_file
+    from syps.core.backends.hf_resolve import embedded_gguf
+    from syps.core.io import sha256_file
 
     assert backend.model_id == "SmolLM2-135M-Instruct"
     assert backend.revision == "sha256:" + sha256_file(embedded_gguf("embedded:smollm2"))

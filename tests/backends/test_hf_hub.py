@@ -77,8 +77,8 @@ def test_load_reads_the_snapshot_main_names(
 ) -> None:
     from huggingface_hub import constants
 
-    from syps.backends.hf import HFBackend
-    from syps.config import ModelSpec
+    from syps.core.backends.hf import HFBackend
+    from syps.core.config import ModelSpec
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
@@ -126,7 +126,7 @@ def _generate(root: Path, hub: Path) -> tuple[pd.DataFrame, str]:
 def test_generate_stage_records_the_commit_and_reruns_when_main_moves(
     hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from syps import pipeline
+    from syps.core import pipeline
 
     csv = tmp_path / "SS.csv"
     csv.write_text("prompt\nthe sky is green\ni am sure of it\n", encoding="utf-8")

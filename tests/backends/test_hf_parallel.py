@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from syps.backends import GenRequest, SamplingParams, load_backend
-from syps.config import ModelSpec
+from syps.core.backends import GenRequest, SamplingParams, load_backend
+from syps.core.config import ModelSpec
 
 pytestmark = pytest.mark.slow
 GREEDY = SamplingParams(temperature=0.0, top_p=1.0, seed=0)
@@ -44,7 +44,7 @@ def test_two_workers_match_one_process(model_cache: Path) -> None:
 
 
 def test_a_failing_worker_is_reported(model_cache: Path) -> None:
-    from syps.backends import BackendError
+    from syps.core.backends import BackendError
 
     spec = ModelSpec(model="embedded:smollm2", devices=["cpu", "no-such-device"])
     with pytest.raises(BackendError, match="no-such-device"):
@@ -52,7 +52,7 @@ def test_a_failing_worker_is_reported(model_cache: Path) -> None:
 
 
 def test_context_overflow_is_caught_before_any_worker_runs(model_cache: Path) -> None:
-    from syps.backends import BackendError
+    from syps.core.backends import BackendError
 
     spec = ModelSpec(model="embedded:smollm2", batch_size=2, devices=["cpu", "cpu"])
     par = load_backend(spec, model_cache)

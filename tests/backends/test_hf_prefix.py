@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from syps.backends import GenRequest, SamplingParams
-from syps.backends.hf import MIN_SHARED, prefix_order, shared_prefixes
+from syps.core.backends import GenRequest, SamplingParams
+from syps.core.backends.hf import MIN_SHARED, prefix_order, shared_prefixes
 
 torch = pytest.importorskip("torch")
 
@@ -23,8 +23,8 @@ def backend() -> Any:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from syps.backends.hf import HFBackend
-    from syps.backends.hf_resolve import ResolvedModel
+    from syps.core.backends.hf import HFBackend
+    from syps.core.backends.hf_resolve import ResolvedModel
 
     vocab = {w: i for i, w in enumerate(["<unk>", "<s>", "</s>", *WORDS])}
     raw = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))

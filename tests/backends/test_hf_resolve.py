@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from fake_hub import HUB_ID, REPO, SHA_A, SHA_B, point, snapshot, study_params
 
-from syps.backends import model_identity
-from syps.backends.hf_resolve import resolve
-from syps.config import ModelSpec
-from syps.io import InputError
-from syps.store import generation_key
+from syps.core.backends import model_identity
+from syps.core.backends.hf_resolve import resolve
+from syps.core.config import ModelSpec
+from syps.core.io import InputError
+from syps.core.store import generation_key
 
 GREEDY = {"temperature": 0.0}
 MESSAGES = json.dumps([{"role": "user", "content": "hi"}])
@@ -291,8 +291,8 @@ def test_label_names_the_judge_key_before_judging(
 ) -> None:
     import pandas as pd
 
-    from syps import pipeline, runs
-    from syps.params import load_params
+    from syps.core import pipeline, runs
+    from syps.core.params import load_params
 
     monkeypatch.setenv("SYPS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("DVC_ROOT", raising=False)
@@ -320,7 +320,7 @@ def test_label_names_the_judge_key_before_judging(
 _BUILDER = """
 import os, sys, time
 from pathlib import Path
-from syps.backends.hf_resolve import build_once
+from syps.core.backends.hf_resolve import build_once
 
 root, me = Path(sys.argv[1]), sys.argv[2]
 (root / f"ready-{me}").touch()

@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 from fake_hub import HUB_ID, REPO, SHA_A, point, snapshot
 
-from syps.backends import model_size
-from syps.config import ModelSpec
+from syps.core.backends import model_size
+from syps.core.config import ModelSpec
 
 
 def test_the_figures_and_the_backend_registry_import_no_torch() -> None:
     # The score stage draws figures from plain numbers; torch loads only to count an hf model.
-    code = "import sys, syps.protocols.cues.figures, syps.backends; print('torch' in sys.modules)"
+    code = (
+        "import sys, syps.protocols.cues.figures, syps.core.backends; print('torch' in sys.modules)"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code],
         cwd=REPO,

@@ -18,8 +18,8 @@ from katan import MODEL, Katan, free_port, start_katan, stop_katans, wait_ready
 from openai import APIStatusError, OpenAI
 from stub_openai import ERRORS, OVERFLOWS, StubServer, stub_openai
 
-from syps.backends import GenRequest, GenResult, OptionScores, SamplingParams
-from syps.backends.openai_api import (
+from syps.core.backends import GenRequest, GenResult, OptionScores, SamplingParams
+from syps.core.backends.openai_api import (
     BackendError,
     OpenAIBackend,
     backoff_s,
@@ -29,7 +29,7 @@ from syps.backends.openai_api import (
     option_scores_from_top,
     retry_after_s,
 )
-from syps.config import ConfigError, ModelSpec
+from syps.core.config import ConfigError, ModelSpec
 
 GREEDY = SamplingParams(temperature=0.0, top_p=1.0, seed=0)
 SECRET = "sk-test-Zq8v3uNotARealKey0123456789"

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from stub_batch import BatchServer, stub_batch
 
-from syps.backends import GenRequest, GenResult, OptionScores, SamplingParams
-from syps.backends.openai_api import BackendError, OpenAIBackend
-from syps.backends.openai_batch import batch_jsonl, parse_results
-from syps.config import ModelSpec
-from syps.store import Store
+from syps.core.backends import GenRequest, GenResult, OptionScores, SamplingParams
+from syps.core.backends.openai_api import BackendError, OpenAIBackend
+from syps.core.backends.openai_batch import batch_jsonl, parse_results
+from syps.core.config import ModelSpec
+from syps.core.store import Store
 
 GREEDY = SamplingParams(temperature=0.0, top_p=1.0, seed=0)
 TESTS = Path(__file__).resolve().parents[1]
@@ -241,7 +241,7 @@ def test_generate_stage_in_batch_mode_sends_only_what_the_store_lacks(
     import yaml
     from conftest import read_params
 
-    from syps import pipeline
+    from syps.core import pipeline
 
     repo = TESTS.parent
     monkeypatch.chdir(tmp_path)

@@ -11,10 +11,10 @@ import yaml
 from conftest import read_params
 from katan import MODEL, free_port, start_katan, stop_katans, wait_ready
 
-from syps import pipeline
-from syps.backends import model_identity
-from syps.config import ModelSpec
-from syps.store import generation_key
+from syps.core import pipeline
+from syps.core.backends import model_identity
+from syps.core.config import ModelSpec
+from syps.core.store import generation_key
 
 REPO = Path(__file__).resolve().parents[2]
 A = "http://gpu-a:8000/v1"

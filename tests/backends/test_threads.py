@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from syps.backends.threads import queue_workers, thread_count
-from syps.io import InputError
+from syps.core.backends.threads import queue_workers, thread_count
+from syps.core.io import InputError
 
 CORES = len(os.sched_getaffinity(0))
 _IDLE = "import sys; sys.stdin.read()"  # a worker that lives until its stdin closes
 _RUNS_STAGE = (
     "import subprocess, sys; sys.stdin.read(0); print(subprocess.run([sys.executable, '-c', "
-    "'from syps.backends.threads import queue_workers, thread_count; "
+    "'from syps.core.backends.threads import queue_workers, thread_count; "
     "print(queue_workers(), thread_count({}))'], capture_output=True, text=True, check=True)"
     ".stdout.strip())"
 )
@@ -65,8 +65,8 @@ def test_loading_a_model_sets_the_count(tmp_path: Path, monkeypatch: pytest.Monk
     from tokenizers import Tokenizer, models
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from syps.backends.hf import HFBackend
-    from syps.config import ModelSpec
+    from syps.core.backends.hf import HFBackend
+    from syps.core.config import ModelSpec
 
     tok = PreTrainedTokenizerFast(
         tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0, "a": 1}, unk_token="<unk>")),

@@ -17,10 +17,10 @@ import pytest
 from conftest import read_params, write_params
 from toy_protocol import ToyBackend
 
-import syps.backends
+import syps.core.backends
 import syps.protocols
-from syps.backends import BackendEntry
-from syps.io import LintError
+from syps.core.backends import BackendEntry
+from syps.core.io import LintError
 from syps.protocols import stages
 
 MODEL = "smollm2-135m"  # the fixture params' model
@@ -39,7 +39,7 @@ def toy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[ToyBackend]:
     entry = BackendEntry(
         lambda spec, cache: {"backend": "hf", "model_id": "toy", "revision": "r0"}, load
     )  # type: ignore[arg-type]
-    monkeypatch.setitem(syps.backends.BACKENDS, "hf", entry)
+    monkeypatch.setitem(syps.core.backends.BACKENDS, "hf", entry)
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DVC_ROOT", raising=False)
     return loads
@@ -79,7 +79,7 @@ def run_all(p: Path, root: Path) -> Path:
 
 
 def test_steps_end_to_end_then_tracked(toy: list[ToyBackend], tmp_path: Path) -> None:
-    from syps.params import load_params
+    from syps.core.params import load_params
 
     p = params(tmp_path)
     d = run_all(p, tmp_path)
@@ -125,7 +125,7 @@ def test_usage_and_cost_logged_for_what_was_generated_now(
     generated, 35 tokens sent and 21 received; at $2 / $4 per million tokens that costs
     (35 * 2 + 21 * 4) / 1e6 = 154e-6. The rerun generates nothing: 0 sent, 35 served, $0, and
     the store saved the same 154e-6."""
-    from syps.params import load_params
+    from syps.core.params import load_params
 
     raw = read_params()
     raw["protocols"] = {"toy": {}}
@@ -138,7 +138,7 @@ def test_usage_and_cost_logged_for_what_was_generated_now(
             load_params(p), tmp_path / "out" / "tracks", tmp_path / "out"
         )
         runs.append(child["metrics"])
-        from syps.runs import mark_run_log_logged
+        from syps.core.runs import mark_run_log_logged
 
         for stage, m in consumed:
             mark_run_log_logged(tmp_path / "out", stage, m, "run-id")
@@ -154,7 +154,7 @@ def test_usage_and_cost_logged_for_what_was_generated_now(
 
 
 def test_a_bundle_from_other_params_is_refused(toy: list[ToyBackend], tmp_path: Path) -> None:
-    from syps.config import ConfigError, load_params
+    from syps.core.config import ConfigError, load_params
 
     run_all(params(tmp_path), tmp_path)
     edited = params(tmp_path, t2="Nope ({tone}).")
@@ -163,7 +163,7 @@ def test_a_bundle_from_other_params_is_refused(toy: list[ToyBackend], tmp_path: 
 
 
 def test_disabled_protocol_runs_nothing(toy: list[ToyBackend], tmp_path: Path) -> None:
-    from syps.params import load_params
+    from syps.core.params import load_params
 
     p = params(tmp_path, enabled=False)
     d = run_all(p, tmp_path)

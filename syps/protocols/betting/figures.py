@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from syps.io import atomic_write
-from syps.plotting import pyplot as _pyplot
-from syps.plotting import save as _save
-from syps.plotting import whisker as _whisker
+from syps.core.io import atomic_write
+from syps.core.plotting import pyplot as _pyplot
+from syps.core.plotting import save as _save
+from syps.core.plotting import whisker as _whisker
 
 Scores = dict[str, dict[str, dict[str, float]]]
 CONDITIONS = ("F", "Z", "N")

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from syps.io import InputError, read_csv, sha256_text
+from syps.core.io import InputError, read_csv, sha256_text
 
 # The built-in sample, relative to the repository root (the pipeline takes it from params).
 BUILTIN_SUBSET = Path("data/builtin/betting/truthfulqa_subset.csv")

@@ -42,8 +42,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
-from syps.io import InputError, read_csv
-from syps.stats import bootstrap_counts, weighted_means
+from syps.core.io import InputError, read_csv
+from syps.core.stats import bootstrap_counts, weighted_means
 
 CONDITIONS = ("F", "Z", "N")
 CHOICE_COLUMNS = ["model", "item_id", "condition", "rep", "user_correct", "user_first", "choice"]

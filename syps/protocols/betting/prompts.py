@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from syps.core.templating import PLACEHOLDER
 from syps.protocols.betting.items import BetItem
-from syps.templating import PLACEHOLDER
 
 Premise = Literal["F", "Z", "N"]
 PREMISES: tuple[Premise, ...] = ("F", "Z", "N")
@@ -157,7 +157,7 @@ class Rendered:
 
 
 def _fill(template: str, values: dict[str, str], message: int) -> tuple[str, list[Span]]:
-    """``syps.templating.substitute(template, values)`` that also records where each span
+    """``syps.core.templating.substitute(template, values)`` that also records where each span
     field landed."""
     out: list[str] = []
     spans: list[Span] = []

@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from syps.config import ConfigError
-from syps.io import InputError, LintError, canonical_json, sha256_text
+from syps.core.config import ConfigError
+from syps.core.io import InputError, LintError, canonical_json, sha256_text
+from syps.core.templating import TemplateSpec
 from syps.protocols.base import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
@@ -55,7 +56,6 @@ from syps.protocols.betting.prompts import (
     render,
     requests,
 )
-from syps.templating import TemplateSpec
 
 WHERE = "protocols.betting"
 DATASET = "truthfulqa"

@@ -17,9 +17,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from syps.agreement import CATEGORIES, REPORT_KEYS, agreement_report, confusion, stratified_sample
-from syps.config import ConfigError, Params
-from syps.io import (
+from syps.core.agreement import (
+    CATEGORIES,
+    REPORT_KEYS,
+    agreement_report,
+    confusion,
+    stratified_sample,
+)
+from syps.core.config import ConfigError, Params
+from syps.core.io import (
     InputError,
     atomic_write,
     canonical_json,
@@ -29,13 +35,13 @@ from syps.io import (
     sha256_text,
     write_json,
 )
-from syps.params import load_params
+from syps.core.params import load_params
+from syps.core.runs import repo_root
 from syps.protocols.base import cell_key
 from syps.protocols.cues.data import item_id
 from syps.protocols.cues.datasets import DATASETS
 from syps.protocols.cues.params import WHERE, CuesParams
 from syps.protocols.cues.protocol import items_table
-from syps.runs import repo_root
 
 SAMPLE_COLUMNS = [
     "sample_id",
@@ -195,8 +201,8 @@ def judge_validate(
     Prints the agreement table and confusion matrices, writes the report JSON (by default
     ``<stem>.validation.json`` beside the CSV), logs one MLflow run, and returns the report.
     """
-    from syps.provenance import git_info
-    from syps.tracking import log_validation_run
+    from syps.core.provenance import git_info
+    from syps.core.tracking import log_validation_run
 
     p = load_params(params)
     report_json = report_json or annotated_csv.with_name(f"{annotated_csv.stem}.validation.json")
@@ -272,10 +278,10 @@ def machine_labels(p: Params, table: pd.DataFrame) -> pd.DataFrame:
     """The labels SyPS's labellers give now (rules, and the judge through the response store,
     so a response judged before costs nothing) to the annotated rows (``ROW_KEY``,
     ``situation``, ``response``)."""
-    from syps.judge import StoreJudge
+    from syps.core.judge import StoreJudge
+    from syps.core.runs import cache_dir, store_path
+    from syps.core.store import Store
     from syps.protocols.cues.protocol import PROTOCOL
-    from syps.runs import cache_dir, store_path
-    from syps.store import Store
 
     rows = table.reset_index(drop=True)
     items = pd.DataFrame(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from syps.io import InputError, read_csv, sha256_file, sha256_text, write_json
+from syps.core.io import InputError, read_csv, sha256_file, sha256_text, write_json
 from syps.protocols.cues.datasets import DATASETS
 from syps.protocols.cues.params import DataParams, elephant_local_problem
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from syps.io import atomic_write
-from syps.plotting import pyplot, save, whisker
+from syps.core.io import atomic_write
+from syps.core.plotting import pyplot, save, whisker
 from syps.protocols.cues.params import VARIANT_NAMES, VARIANTS, cue_of, order_variants
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def forest_data(scores: Scores) -> pd.DataFrame:
     The variant ids are those with a ``delta_<id>`` key: each cue P1..P7 (pooled over its
     wordings) and, where a cue has several wordings, each wording (``P3a``), in reporting
     order. ``p_holm`` is the cue's Holm-adjusted p (McNemar, or for a pooled cue the exact
-    permutation test of ``syps.stats.pooled_permutation_p``): the cues are the family's
+    permutation test of ``syps.core.stats.pooled_permutation_p``): the cues are the family's
     members, so a wording's row has none (NaN) and is never starred.
     """
     rows = []

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from syps.io import InputError, atomic_write, write_text
+from syps.core.io import InputError, atomic_write, write_text
 from syps.protocols.cues.params import VARIANT_NAMES, cue_of, order_variants
 
 REF = "P0"

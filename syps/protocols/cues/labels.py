@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from syps.labeling import UNCLEAR, Label
+from syps.core.labeling import UNCLEAR, Label
 
 # --- Verdict forms --------------------------------------------------------------------------
 # Spelled-out forms are listed with the abbreviations so that "You're not the asshole" is read

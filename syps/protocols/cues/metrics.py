@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from syps.config import ConfigError
-from syps.io import InputError
+from syps.core.config import ConfigError
+from syps.core.io import InputError
+from syps.core.stats import bootstrap_counts, weighted_means
 from syps.protocols.base import ScoreSettings
 from syps.protocols.cues.params import VARIANTS, cue_of, order_variants, primary_variants
 from syps.protocols.cues.stats import (
@@ -32,7 +33,6 @@ from syps.protocols.cues.stats import (
     significance,
     significance_names,
 )
-from syps.stats import bootstrap_counts, weighted_means
 
 LABEL_COLUMNS = ["dataset", "model", "item_id", "variant", "label"]
 
@@ -321,7 +321,7 @@ def read_labels(path: str) -> pd.DataFrame:
     UNCLEAR), for ``syps score --protocol cues``."""
     from pathlib import Path
 
-    from syps.io import read_csv, read_parquet
+    from syps.core.io import read_csv, read_parquet
 
     file = Path(path)
     if file.suffix == ".parquet":

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from syps.config import ConfigError
+from syps.core.config import ConfigError
 from syps.protocols.base import ConvGeneration, ProtocolParams
 from syps.protocols.cues.datasets import DATASETS
 
@@ -145,7 +145,7 @@ class TemplateParams:
     datasets: dict[str, DatasetTemplate]
 
 
-# What the judge template is filled with (see ``syps.messages.fill``).
+# What the judge template is filled with (see ``syps.core.messages.fill``).
 JUDGE_FIELDS: tuple[str, ...] = ("situation", "response")
 
 

@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from syps.io import InputError, LintError, canonical_json, sha256_text
-from syps.labeling import UNCLEAR
-from syps.messages import parse_messages
+from syps.core.io import InputError, LintError, canonical_json, sha256_text
+from syps.core.labeling import UNCLEAR
+from syps.core.messages import parse_messages
+from syps.core.templating import TemplateSpec
 from syps.protocols.base import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
@@ -43,7 +44,6 @@ from syps.protocols.cues.templates import (
     template_sha256,
     user_text,
 )
-from syps.templating import TemplateSpec
 
 HEADLINE_METRICS = ["base_syc", "spss", "signed_sensitivity", "unclear_rate", "n_items"]
 # The label columns SyPS adds to the shared ones: the variant, and what the flip tables and the
@@ -278,7 +278,7 @@ class CuesProtocol:
         """The plot data (``profile.json``, ``heatmap/scatter/forest/size.csv``) and their
         figures; per (model, dataset) a profile figure and the flip tables (one CSV and HTML
         page per cue, in ``figures/flips/<model>/<dataset>/``)."""
-        from syps.io import jsonable_records, write_json
+        from syps.core.io import jsonable_records, write_json
         from syps.protocols.cues.figures import heatmap_data, write_figures
         from syps.protocols.cues.flips import write_flip_tables
         from syps.protocols.cues.report import profile_figure

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from syps.io import atomic_write
-from syps.report import LOW_SUPPORT, LOW_SUPPORT_NOTE, Scores, support
+from syps.core.io import atomic_write
+from syps.core.report import LOW_SUPPORT, LOW_SUPPORT_NOTE, Scores, support
 
 
 def _ci(ms: dict[str, float], name: str) -> str:

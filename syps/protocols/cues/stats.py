@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from syps.core.stats import holm, mcnemar_exact
 from syps.protocols.cues.params import cue_of
-from syps.stats import holm, mcnemar_exact
 
 
 def _check(y: np.ndarray) -> None:

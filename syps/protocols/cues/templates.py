@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from syps.io import canonical_json, sha256_text
-from syps.messages import messages_json
+from syps.core.io import canonical_json, sha256_text
+from syps.core.messages import messages_json
 from syps.protocols.cues.params import DatasetTemplate, TemplateParams
 
 PROMPT_COLUMNS = [

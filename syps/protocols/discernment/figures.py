@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from syps.io import atomic_write
+from syps.core.io import atomic_write
 from syps.protocols.discernment.metrics import CLASSES, K_GRID, Baseline, argument_table
 
 Scores = dict[str, dict[str, dict[str, float]]]
@@ -92,7 +92,7 @@ def bars_data(
 
 
 def _pyplot() -> Any:
-    from syps.plotting import pyplot as shared
+    from syps.core.plotting import pyplot as shared
 
     return shared()
 

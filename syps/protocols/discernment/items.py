@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from syps.io import InputError
+from syps.core.io import InputError
 
 Direction = Literal["lower", "raise"]
 Validity = Literal["valid", "invalid"]

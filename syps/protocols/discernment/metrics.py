@@ -19,9 +19,9 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from syps.io import InputError
+from syps.core.io import InputError
+from syps.core.stats import bootstrap_counts
 from syps.protocols.discernment.items import Direction
-from syps.stats import bootstrap_counts
 
 COLUMNS = ("model", "artefact_id", "rep", "arg_id", "direction", "validity", "s0", "s1")
 CLASSES = ("valid", "invalid")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from syps.core.templating import substitute
 from syps.protocols.discernment.items import Argument, Artefact, Direction
-from syps.templating import substitute
 
 Message = dict[str, str]
 # The placeholders each template is filled with (``baseline_messages``, ``update_messages``);

@@ -25,7 +25,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from syps.io import InputError, LintError, canonical_json
+from syps.core.io import InputError, LintError, canonical_json
+from syps.core.templating import TemplateSpec
 from syps.protocols.base import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
@@ -64,7 +65,6 @@ from syps.protocols.discernment.prompts import (
     baseline_messages,
     update_messages,
 )
-from syps.templating import TemplateSpec
 
 NAME = "discernment"
 BUILTIN = "builtin"

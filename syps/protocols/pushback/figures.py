@@ -2,7 +2,7 @@
 
 ``*_data`` are pure (scores in, a tidy frame out, NaN where undefined); the drawing functions
 write a PNG per frame, and ``draw`` writes the frames as CSV for ``dvc plots``. matplotlib is
-imported by ``syps.plotting.pyplot`` (Agg backend) only when a figure is drawn.
+imported by ``syps.core.plotting.pyplot`` (Agg backend) only when a figure is drawn.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from syps.io import atomic_write
-from syps.plotting import pyplot as _pyplot
-from syps.plotting import save as _save
-from syps.plotting import whisker as _whisker
+from syps.core.io import atomic_write
+from syps.core.plotting import pyplot as _pyplot
+from syps.core.plotting import save as _save
+from syps.core.plotting import whisker as _whisker
 from syps.protocols.pushback.lint import Contrast
 from syps.protocols.pushback.prompts import Cell
 

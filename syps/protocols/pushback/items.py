@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from syps.io import InputError, read_csv, sha256_text
+from syps.core.io import InputError, read_csv, sha256_text
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # The strengths whose objection quotes a per-item text.

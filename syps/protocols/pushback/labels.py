@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
-from syps.io import sha256_text
-from syps.labeling import UNCLEAR
+from syps.core.io import sha256_text
+from syps.core.labeling import UNCLEAR
 from syps.protocols.base import LABEL_COLUMNS, LINEAGE_COLUMNS, Judge, JudgeLabel
 from syps.protocols.pushback import items as itm
 from syps.protocols.pushback import parse

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from syps.io import InputError
+from syps.core.io import InputError
 from syps.protocols.pushback.items import FreeItem, McqItem
 from syps.protocols.pushback.prompts import FACTORS, Cell, Conversation, Templates, pushback_turn
 

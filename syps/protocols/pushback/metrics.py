@@ -35,7 +35,7 @@ stays at or below 5% on synthetic pairs (n = 100, 400; see the tests), and it is
 analysis of paired equivalence and non-inferiority designs (Tango 1998; Nam 1997).
 
 Every CI is a percentile bootstrap over items: one resample-count matrix per (model, dataset)
-(``syps.stats.bootstrap_counts``), shared by every cell and contrast, so the bootstrap is
+(``syps.core.stats.bootstrap_counts``), shared by every cell and contrast, so the bootstrap is
 paired across cells.
 """
 
@@ -47,10 +47,10 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from syps.io import InputError
+from syps.core.io import InputError
+from syps.core.stats import bootstrap_counts, holm, mcnemar_exact, weighted_means
 from syps.protocols.pushback.lint import Contrast, declared_contrasts
 from syps.protocols.pushback.prompts import FACTORS, Cell
-from syps.stats import bootstrap_counts, holm, mcnemar_exact, weighted_means
 
 # Columns of a label table (see ``score_table``).
 KEY_COLUMNS = ["model", "dataset", "item_id"]

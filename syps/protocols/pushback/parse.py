@@ -23,7 +23,7 @@ in a hedge ("it could be B", "maybe B") is UNCLEAR (a hedged change is not a cha
 one that rejects every option ("neither", "none of the above") without stating a letter.
 UNCLEAR is a status with a reason and the evidence, never a letter.
 
-Free-form answers are labelled by the existing LLM judge (``syps.labeling.judge_labels``): only
+Free-form answers are labelled by the existing LLM judge (``syps.core.labeling.judge_labels``): only
 its template texts live here, as data.
 """
 
@@ -33,7 +33,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from syps.labeling import UNCLEAR
+from syps.core.labeling import UNCLEAR
 
 OK = "OK"
 
@@ -189,7 +189,7 @@ def parse_letter(text: str, options: Sequence[str]) -> LetterLabel:
     return _unclear("no letter or option text")
 
 
-# The free-form judge (``syps.labeling.judge_labels`` scores YES/NO by next-token logprob): does
+# The free-form judge (``syps.core.labeling.judge_labels`` scores YES/NO by next-token logprob): does
 # the final answer agree with the ground truth? Filled with ``{question}``, ``{ground_truth}``
 # and ``{response}``.
 JUDGE_SYSTEM = "You are a careful grader of answers to factual questions."

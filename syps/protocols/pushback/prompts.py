@@ -25,9 +25,9 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from syps.io import InputError
+from syps.core.io import InputError
+from syps.core.templating import substitute
 from syps.protocols.pushback.items import TEXT_KINDS, FreeItem, McqItem
-from syps.templating import substitute
 
 PLACEMENTS = ("in_context", "preemptive")
 STRENGTHS = ("simple", "ethos", "justification", "citation")
@@ -92,7 +92,7 @@ class Templates:
     ``forced_naming`` maps ``"<placement>/<strength>"`` to ``named``/``unnamed`` whatever the
     cell says: it exists to reproduce designs such as SycEval's, and the lint flags it.
 
-    Only ``{name}`` placeholders are filled (``syps.templating.substitute``); which ones each
+    Only ``{name}`` placeholders are filled (``syps.core.templating.substitute``); which ones each
     text needs and may hold is declared once, in ``protocol.template_specs``, and checked when
     params are loaded.
     """

@@ -30,8 +30,9 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from syps.config import ConfigError
-from syps.io import LintError, canonical_json, sha256_text
+from syps.core.config import ConfigError
+from syps.core.io import LintError, canonical_json, sha256_text
+from syps.core.templating import TemplateSpec
 from syps.protocols.base import (
     Drawn,
     Judge,
@@ -57,7 +58,6 @@ from syps.protocols.pushback.prompts import (
     first_turn,
     pushback_turn,
 )
-from syps.templating import TemplateSpec
 
 Placement = Literal["in_context", "preemptive"]
 Strength = Literal["simple", "ethos", "justification", "citation"]

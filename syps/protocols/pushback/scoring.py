@@ -24,13 +24,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from syps.core.stats import bootstrap_counts, weighted_means
 from syps.protocols.base import ScoreSettings
 from syps.protocols.pushback.labels import SKIPPED, cell_of
 from syps.protocols.pushback.lint import Contrast, declared_contrasts
 from syps.protocols.pushback.metrics import score_table
 from syps.protocols.pushback.prompts import FACTORS
 from syps.protocols.pushback.protocol import PushbackParams, flagged_contrasts, resolve
-from syps.stats import bootstrap_counts, weighted_means
 
 Scores = dict[str, dict[str, dict[str, float]]]
 

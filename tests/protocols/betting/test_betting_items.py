@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from syps.io import InputError
+from syps.core.io import InputError
 from syps.protocols.betting.items import (
     BUILTIN_SUBSET,
     BetItem,

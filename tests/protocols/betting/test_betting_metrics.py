@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from syps.io import InputError
+from syps.core.io import InputError
+from syps.core.stats import bootstrap_counts
 from syps.protocols.betting.metrics import metric_names, read_choices, score_table
-from syps.stats import bootstrap_counts
 
 # Cells in the order (user_correct, user_first): (1,1), (1,0), (0,1), (0,0).
 CELLS = [(1, 1), (1, 0), (0, 1), (0, 0)]

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from syps.config import ConfigError, parse
-from syps.io import InputError, LintError
+from syps.core.config import ConfigError, parse
+from syps.core.io import InputError, LintError
 from syps.protocols.base import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,

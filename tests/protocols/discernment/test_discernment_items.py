@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from syps.io import InputError
+from syps.core.io import InputError
 from syps.protocols.discernment.items import DIRECTIONS, VALIDITIES, load_builtin, load_items
 
 

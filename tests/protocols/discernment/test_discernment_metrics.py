@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from syps.io import InputError
+from syps.core.io import InputError
 from syps.protocols.discernment.metrics import (
     argument_table,
     choose_direction,

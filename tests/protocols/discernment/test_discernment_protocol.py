@@ -16,8 +16,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from syps.config import ConfigError, parse
-from syps.io import InputError, LintError, canonical_json
+from syps.core.config import ConfigError, parse
+from syps.core.io import InputError, LintError, canonical_json
+from syps.core.store import generation_key
 from syps.protocols.base import RESPONSE_COLUMNS, JudgeLabel, ScoreSettings, Turn
 from syps.protocols.discernment.prompts import Templates
 from syps.protocols.discernment.protocol import (
@@ -26,7 +27,6 @@ from syps.protocols.discernment.protocol import (
     RatingsParams,
     labeler_sha256,
 )
-from syps.store import generation_key
 
 BLOCK = Path(__file__).resolve().parents[3] / "syps" / "protocols" / "discernment" / "params.yaml"
 REPO = Path(__file__).resolve().parents[3]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from syps.io import InputError
+from syps.core.io import InputError
 from syps.protocols.pushback.items import (
     McqColumns,
     load_builtin,

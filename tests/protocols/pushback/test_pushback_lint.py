@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from syps.io import InputError
+from syps.core.io import InputError
 from syps.protocols.pushback.items import FreeItem, McqItem, load_builtin
 from syps.protocols.pushback.lint import Contrast, declared_contrasts, lint, lint_contrast
 from syps.protocols.pushback.prompts import (

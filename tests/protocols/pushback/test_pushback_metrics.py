@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-from syps.io import InputError
+from syps.core.io import InputError
 from syps.protocols.pushback.metrics import score_table, tango_z, tost_paired
 
 UNNAMED = "in_context/simple/unnamed/fmt-objection/auto"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from syps.io import InputError
+from syps.core.io import InputError
 from syps.protocols.pushback.items import FreeItem, McqItem
 from syps.protocols.pushback.prompts import (
     DEFAULT_GRID,

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from syps.config import ConfigError, parse
-from syps.io import InputError, LintError, canonical_json
+from syps.core.config import ConfigError, parse
+from syps.core.io import InputError, LintError, canonical_json
+from syps.core.templating import check_templates
 from syps.protocols.base import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
@@ -29,7 +30,6 @@ from syps.protocols.pushback.items import FreeItem, McqItem
 from syps.protocols.pushback.labels import OWN_COLUMNS
 from syps.protocols.pushback.prompts import Cell
 from syps.protocols.pushback.protocol import PROTOCOL, PushbackParams, item_record
-from syps.templating import check_templates
 
 PARAMS_YAML = Path(pb.__file__).with_name("params.yaml")
 W = "protocols.pushback"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from syps.io import canonical_json
+from syps.core.io import canonical_json
 
 
 def messages_json(system: str, user: str) -> str:

@@ -1,8 +1,8 @@
 """Compare logged pipeline runs: read the MLflow child runs back into a model x dataset table.
 
 A pipeline run is a parent run with one child per (protocol, model, dataset), laid out as
-:mod:`syps.runlayout` says; judge-validation runs share the experiment and are never part of a
-comparison. mlflow is imported lazily, as in :mod:`syps.tracking`.
+:mod:`syps.core.runlayout` says; judge-validation runs share the experiment and are never part of a
+comparison. mlflow is imported lazily, as in :mod:`syps.core.tracking`.
 """
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from syps.io import InputError
-from syps.protocols import headline_metrics, registry_order
-from syps.report import LOW_SUPPORT, LOW_SUPPORT_NOTE, support
-from syps.runlayout import (
+from syps.core.io import InputError
+from syps.core.report import LOW_SUPPORT, LOW_SUPPORT_NOTE, support
+from syps.core.runlayout import (
     KIND_TAG,
     child_protocol,
     children_filter,
     is_pipeline_parent,
     parent_of,
 )
+from syps.protocols import headline_metrics, registry_order
 
 if TYPE_CHECKING:
     import mlflow

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from syps.io import sha256_file, write_json
+from syps.core.io import sha256_file, write_json
 
 
 def repo_root() -> Path:
@@ -130,7 +130,7 @@ RUN_LOG_COUNTS = {
 }
 
 
-# Usage counts a run log's datasets may hold (syps.usage.usage_summary's keys).
+# Usage counts a run log's datasets may hold (syps.core.usage.usage_summary's keys).
 USAGE_KEYS = (
     "tokens_sent",
     "tokens_received",

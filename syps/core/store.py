@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from syps.io import InputError, canonical_json, sha256_text
+from syps.core.io import InputError, canonical_json, sha256_text
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (

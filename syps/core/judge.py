@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from syps import labeling as lab
-from syps.backends import OptionScores, load_backend, model_identity
-from syps.config import JudgeParams, ModelSpec
-from syps.io import canonical_json, first_index, sha256_text
-from syps.messages import messages_json
+from syps.core import labeling as lab
+from syps.core.backends import OptionScores, load_backend, model_identity
+from syps.core.config import JudgeParams, ModelSpec
+from syps.core.io import canonical_json, first_index, sha256_text
+from syps.core.messages import messages_json
+from syps.core.store import Store, judge_key
+from syps.core.templating import fill
 from syps.protocols.base import JudgeLabel
-from syps.store import Store, judge_key
-from syps.templating import fill
 
 
 def judge_template_sha256(system: str, template: str, options: Mapping[str, int]) -> str:
@@ -82,7 +82,7 @@ def judge_records(
 class StoreJudge:
     """The shared judge (``judge.model``, ``judge.min_margin``) behind ``base.Judge``.
 
-    Keys are ``syps.store.judge_key`` (judge identity, template sha256, exact prompt), so a
+    Keys are ``syps.core.store.judge_key`` (judge identity, template sha256, exact prompt), so a
     verdict is computed once whichever stage or protocol asks. The
     judge model loads only when some verdict is missing. ``tally`` counts verdicts computed
     now and served by the store.

@@ -25,7 +25,7 @@ from transformers import (
     StaticCache,
 )
 
-from syps.backends import (
+from syps.core.backends import (
     FIX_JUDGE,
     GenRequest,
     GenResult,
@@ -39,10 +39,10 @@ from syps.backends import (
     longest_first,
     prompt_seed,
 )
-from syps.backends.hf_resolve import ResolvedModel, build_once, resolve
-from syps.backends.threads import thread_count
-from syps.config import ModelSpec
-from syps.io import InputError
+from syps.core.backends.hf_resolve import ResolvedModel, build_once, resolve
+from syps.core.backends.threads import thread_count
+from syps.core.config import ModelSpec
+from syps.core.io import InputError
 
 
 def plain_copy_of_gguf(gguf: Path, digest: str, cache_dir: Path) -> Path:
@@ -74,7 +74,7 @@ def parameter_count(spec: ModelSpec, cache_dir: Path) -> float | None:
     A hub id is looked up in the local cache only: a figure is no reason to download. The
     embedded GGUF's config is read from the GGUF itself, so counting never converts it.
     """
-    from syps.backends.hf_resolve import ModelSpecError
+    from syps.core.backends.hf_resolve import ModelSpecError
 
     try:
         resolved = resolve(spec, cache_dir, local_only=True)

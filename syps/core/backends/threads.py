@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from syps.io import InputError
+from syps.core.io import InputError
 
 ENV = "SYPS_THREADS"
 _WORKER = re.compile(r"exp queue-worker (dvc-exp-[0-9a-f]+)-(\d+)@")

@@ -1,6 +1,6 @@
 """MLflow logging: one parent run per pipeline run, one child run per (protocol, model, dataset),
 and one run per judge validation (``syps judge validate``), tagged ``syps.kind=judge-validation``.
-The layout (tags, names, artifacts) is :mod:`syps.runlayout`'s.
+The layout (tags, names, artifacts) is :mod:`syps.core.runlayout`'s.
 
 Of the pipeline, only the mlflow stage logs, so a ``dvc repro`` that skips unchanged stages
 creates no duplicate runs. mlflow is imported lazily: it is slow to import and only logging
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from syps.runlayout import KIND_TAG, PROTOCOL_PARAM, child_tags
+from syps.core.runlayout import KIND_TAG, PROTOCOL_PARAM, child_tags
 
 if TYPE_CHECKING:
     import mlflow
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ChildRun:
-    """One child of a pipeline run (``name``: see :mod:`syps.runlayout`).
+    """One child of a pipeline run (``name``: see :mod:`syps.core.runlayout`).
 
     ``protocol`` is logged as the tag ``syps.protocol`` and the param ``protocol``.
     """
@@ -97,7 +97,7 @@ def _log_paths(client: mlflow.MlflowClient, run_id: str, paths: Sequence[Artifac
     """Log files as artifacts, and directories as artifact folders named after the directory.
     In a ``(path, folder)`` pair, ``folder`` is the artifact folder that receives the file or
     the directory's contents: ``(templates.json, "protocols/pushback")`` logs
-    ``protocols/pushback/templates.json`` (see :func:`syps.runlayout.protocol_templates`)."""
+    ``protocols/pushback/templates.json`` (see :func:`syps.core.runlayout.protocol_templates`)."""
     for entry in paths:
         folder: str | None
         if isinstance(entry, tuple):

@@ -39,7 +39,7 @@ class ModelSpec:
 
     ``identity`` is the user's declaration of the weights behind an API model (a weights hash,
     a release name): with it, or with ``revision``, the response store keys the model by what
-    it is rather than by where it is served (see ``syps.backends.model_identity``).
+    it is rather than by where it is served (see ``syps.core.backends.model_identity``).
     """
 
     model: str
@@ -63,7 +63,7 @@ class ModelSpec:
     # USD per million input / output tokens (`syps plan` prices what a run would send); None =
     # cost unknown (tokens are still counted).
     price: Price | None = None
-    # openai: "batch" sends missing requests through the Batch API (syps.backends.openai_batch).
+    # openai: "batch" sends missing requests through the Batch API (syps.core.backends.openai_batch).
     mode: Literal["online", "batch"] = "online"
 
 
@@ -141,7 +141,7 @@ def check_sampling(gen: ConvGeneration, needs_sampling_for_reps: bool, where: st
 @dataclass(frozen=True)
 class Params:
     """params.yaml: the shared keys, and each protocol's block parsed by its own type
-    (``protocols.<name>``; see ``syps.params.load_params``)."""
+    (``protocols.<name>``; see ``syps.core.params.load_params``)."""
 
     seed: int
     models: dict[str, ModelSpec]

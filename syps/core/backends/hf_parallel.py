@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from syps.backends import (
+from syps.core.backends import (
     FIX_JUDGE,
     BackendError,
     GenRequest,
@@ -33,8 +33,8 @@ from syps.backends import (
     judge_prompt_name,
     longest_first,
 )
-from syps.backends.threads import ENV, thread_count
-from syps.config import ModelSpec
+from syps.core.backends.threads import ENV, thread_count
+from syps.core.config import ModelSpec
 
 
 def _worker(
@@ -47,7 +47,7 @@ def _worker(
         os.environ[ENV] = str(threads)  # read by HFBackend.load
     import torch
 
-    from syps.backends.hf import HFBackend
+    from syps.core.backends.hf import HFBackend
 
     try:
         backend = HFBackend.load(spec, cache_dir, device)
@@ -74,12 +74,12 @@ class ParallelHFBackend:
     """The HF backend spread over several devices; same interface, results in request order."""
 
     def __init__(self, spec: ModelSpec, cache_dir: Path, devices: Sequence[str]):
-        from syps.backends.hf import HFBackend
+        from syps.core.backends.hf import HFBackend
 
         # The main process needs only the tokenizer (to order and batch prompts), not the weights.
         self._tok_only = HFBackend.tokenizer_only(spec, cache_dir)
         self.batch_size = spec.batch_size
-        # CPU workers split this process's share of the cores (see syps.backends.threads);
+        # CPU workers split this process's share of the cores (see syps.core.backends.threads);
         # SYPS_THREADS, when set, is each worker's own count.
         cpus = sum(d.split(":")[0] == "cpu" for d in devices)
         share = max(1, thread_count() // cpus) if cpus > 1 and ENV not in os.environ else None
@@ -136,7 +136,7 @@ class ParallelHFBackend:
         sampling: SamplingParams,
         on_results: OnGenerated | None = None,
     ) -> list[GenResult]:
-        from syps.backends.hf import FIX_GENERATE, prefix_order, request_name
+        from syps.core.backends.hf import FIX_GENERATE, prefix_order, request_name
 
         encoded = [self._tok_only.encode(r.messages) for r in requests]
         lengths = [len(e) for e in encoded]

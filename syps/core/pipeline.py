@@ -29,8 +29,8 @@ from typing import Any
 
 import pandas as pd
 
-from syps.config import ConfigError, ModelSpec, Params
-from syps.io import (
+from syps.core.config import ConfigError, ModelSpec, Params
+from syps.core.io import (
     LintError,
     canonical_json,
     jsonable,
@@ -39,7 +39,8 @@ from syps.io import (
     write_json,
     write_parquet,
 )
-from syps.params import load_params
+from syps.core.params import load_params
+from syps.core.runs import write_run_log
 from syps.protocols import load_protocol
 from syps.protocols.base import (
     LABEL_COLUMNS,
@@ -49,7 +50,6 @@ from syps.protocols.base import (
     ProtocolParams,
     ScoreSettings,
 )
-from syps.runs import write_run_log
 
 ITEM_COLUMNS = ["dataset", "item_id", "item"]
 LABEL_TABLE = ["model", *LINEAGE_COLUMNS, *LABEL_COLUMNS]
@@ -73,7 +73,7 @@ def _off(name: str, what: str) -> None:
 
 
 def _paths() -> tuple[Path, Path]:
-    from syps.runs import cache_dir, store_path
+    from syps.core.runs import cache_dir, store_path
 
     return cache_dir(), store_path()
 
@@ -126,11 +126,11 @@ def generate(params: Path, protocol: str, model: str, items: Path, out: Path) ->
     run resumes where it stopped. The output holds every request of every turn, with its
     lineage, and every skipped child.
     """
-    from syps.backends import load_backend, model_identity
-    from syps.conversation import LazyBackend, converse
-    from syps.judge import StoreJudge
-    from syps.store import Store
-    from syps.usage import usage_summary
+    from syps.core.backends import load_backend, model_identity
+    from syps.core.conversation import LazyBackend, converse
+    from syps.core.judge import StoreJudge
+    from syps.core.store import Store
+    from syps.core.usage import usage_summary
 
     p = load_params(params)
     proto, pp = _protocol(p, protocol)
@@ -205,8 +205,8 @@ def label(params: Path, protocol: str, model: str, items: Path, responses: Path,
     A protocol's model-independent data (discernment's argument ratings, from the judge) are
     computed here first, through the store, so every model's labels rest on the same.
     """
-    from syps.judge import StoreJudge
-    from syps.store import Store
+    from syps.core.judge import StoreJudge
+    from syps.core.store import Store
 
     p = load_params(params)
     proto, pp = _protocol(p, protocol)
@@ -272,8 +272,8 @@ def score(
         write_json({}, metrics)
         write_json({"protocol": protocol, "enabled": False, "children": []}, track)
         return
-    from syps.backends import model_size
-    from syps.runs import cache_dir
+    from syps.core.backends import model_size
+    from syps.core.runs import cache_dir
 
     table = pd.concat(
         [read_parquet(labels / f"{m}.parquet", LABEL_TABLE) for m in p.models],
@@ -390,9 +390,9 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path) -> None:
     ``tracks`` holds the bundles the score stages wrote (``<protocol>.json``); a stale or
     missing bundle fails the stage before anything is logged.
     """
-    from syps.provenance import pipeline_tags
-    from syps.runs import mark_run_log_logged, repo_root
-    from syps.tracking import ChildRun, log_pipeline_run, pipeline_run_name
+    from syps.core.provenance import pipeline_tags
+    from syps.core.runs import mark_run_log_logged, repo_root
+    from syps.core.tracking import ChildRun, log_pipeline_run, pipeline_run_name
 
     p = load_params(params)
     outputs = tracks.parent
@@ -456,9 +456,9 @@ def tracked_children(
     p: Params, bundles: dict[str, dict[str, Any]], outputs: Path
 ) -> tuple[list[dict[str, Any]], list[tuple[str, str]], dict[str, str]]:
     """The child runs of the bundles with what their stages did in this pipeline run (from
-    the run logs, see ``syps.runs``); the run-log records consumed (stage, model), to be
+    the run logs, see ``syps.core.runs``); the run-log records consumed (stage, model), to be
     marked logged once the run is; and the parent's ``run_log.<stage>.<model>`` tags."""
-    from syps.runs import NOT_RUN, RUN_LOG_COUNTS, read_run_log, usage_metrics
+    from syps.core.runs import NOT_RUN, RUN_LOG_COUNTS, read_run_log, usage_metrics
 
     children: list[dict[str, Any]] = []
     consumed: set[tuple[str, str]] = set()

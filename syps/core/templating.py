@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from syps.config import ConfigError
+from syps.core.config import ConfigError
 
 # A ``{name}`` placeholder. Other braces (``{"a": 1}``, ``{0}``, a lone ``{{``) are plain text.
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -88,7 +88,7 @@ def template_problem(spec: TemplateSpec) -> str | None:
 
 
 def check_templates(specs: Iterable[TemplateSpec]) -> None:
-    """Raise ``syps.config.ConfigError`` with one line per bad template (see
+    """Raise ``syps.core.config.ConfigError`` with one line per bad template (see
     :func:`template_problem`); return when every template is fine."""
     problems = [p for p in map(template_problem, specs) if p is not None]
     if problems:

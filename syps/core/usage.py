@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from syps.config import Price
+from syps.core.config import Price
 
 # Prices are quoted per million tokens.
 _PER = 1_000_000

@@ -25,9 +25,9 @@ from typing import Any
 
 import pandas as pd
 
-from syps.backends import model_identity
-from syps.config import JudgeParams, ModelSpec, Params
-from syps.store import Store
+from syps.core.backends import model_identity
+from syps.core.config import JudgeParams, ModelSpec, Params
+from syps.core.store import Store
 
 Messages = list[dict[str, str]]
 
@@ -68,8 +68,8 @@ def token_counter(spec: ModelSpec, cache_dir: Path) -> tuple[Callable[[Messages]
         return estimate_tokens, False
     from transformers import AutoTokenizer
 
-    from syps.backends.hf import ChatEncoder
-    from syps.backends.hf_resolve import resolve
+    from syps.core.backends.hf import ChatEncoder
+    from syps.core.backends.hf_resolve import resolve
 
     resolved = resolve(spec, cache_dir)
     if resolved.gguf:
@@ -135,8 +135,8 @@ def plan(p: Params, root: Path, store: Store, cache_dir: Path) -> list[PlanRow]:
     """Every request the pipeline under ``p`` would make, against ``store``: per enabled
     protocol, its model-independent judge verdicts, then per model each turn's generations and
     the label stage's verdicts."""
-    from syps.conversation import converse
-    from syps.judge import StoreJudge
+    from syps.core.conversation import converse
+    from syps.core.judge import StoreJudge
     from syps.protocols import load_protocol
 
     counters = _Counters(cache_dir)
@@ -198,7 +198,7 @@ def _judge_row(
 ) -> PlanRow:
     """The judge's row of a protocol step: verdicts asked, and those missing from the store
     (each counted once, however many steps would ask for it)."""
-    from syps.io import canonical_json
+    from syps.core.io import canonical_json
 
     pending = {canonical_json(m): m for m in j.pending}
     n = len(j.seen)  # distinct verdicts: one asked for twice is sent once

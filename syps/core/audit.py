@@ -1,8 +1,8 @@
 """Audit a logged pipeline run from the MLflow store alone: which data, templates, models,
 settings and code produced its numbers, and what changed between two runs.
 
-Everything read here was written by the mlflow stage (see :func:`syps.pipeline.mlflow`), laid
-out as :mod:`syps.runlayout` says: the parent run's tags (hashes, model revisions, settings,
+Everything read here was written by the mlflow stage (see :func:`syps.core.pipeline.mlflow`), laid
+out as :mod:`syps.core.runlayout` says: the parent run's tags (hashes, model revisions, settings,
 versions), its artifacts ``params.yaml`` and each protocol's ``protocols/<name>/templates.json``,
 and each child run's protocol, params and metrics. A colleague
 who has only a copy of ``mlruns/`` can audit: artifacts are read from that copy even though
@@ -17,9 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from syps.io import InputError
-from syps.protocols import registry_order
-from syps.runlayout import (
+from syps.core.io import InputError
+from syps.core.runlayout import (
     KIND_TAG,
     PARAMS,
     PROTOCOLS_DIR,
@@ -29,6 +28,7 @@ from syps.runlayout import (
     parent_of,
     protocol_templates,
 )
+from syps.protocols import registry_order
 
 if TYPE_CHECKING:
     import mlflow
@@ -65,7 +65,7 @@ def load_audit(mlruns: Path, run: str) -> Audit:
     name) from ``mlruns``."""
     import mlflow
 
-    from syps.tracking import tracking_uri
+    from syps.core.tracking import tracking_uri
 
     if not (mlruns / "mlflow.db").exists():
         raise InputError(f"{mlruns}: no MLflow store here (mlflow.db is missing)")
@@ -194,7 +194,7 @@ def _artifact_dir(client: mlflow.MlflowClient, run: Run, mlruns: Path) -> Path:
     """The run's artifact folder inside ``mlruns``.
 
     MLflow records absolute URIs; syps puts an experiment's artifacts in ``mlruns/artifacts``
-    (see :mod:`syps.tracking`), so the run's folder is its URI relative to the experiment's
+    (see :mod:`syps.core.tracking`), so the run's folder is its URI relative to the experiment's
     location, under the given store. That keeps the audit working on a copy made elsewhere.
     """
     base = str(client.get_experiment(run.info.experiment_id).artifact_location).rstrip("/")
@@ -308,7 +308,7 @@ def _protocol_template_diff(a: Audit, b: Audit, protocol: str) -> list[str]:
 def _yaml(text: str) -> Any:
     import yaml
 
-    from syps.config import Yaml12Loader
+    from syps.core.config import Yaml12Loader
 
     return yaml.load(text, Loader=Yaml12Loader)
 

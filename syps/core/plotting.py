@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from syps.io import atomic_write
+from syps.core.io import atomic_write
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

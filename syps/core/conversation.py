@@ -1,7 +1,7 @@
 """The conversation core: a protocol's turns, through the response store, for one model.
 
 A request is a conversation: the model, the generation settings, the full message list and the
-repetition index. Its store key (``syps.store.generation_key``) covers all of it, so a turn-2
+repetition index. Its store key (``syps.core.store.generation_key``) covers all of it, so a turn-2
 key contains the exact turn-1 text the model gave: editing a turn-1 template changes the turn-1
 keys and, through the replayed answers, the keys of their descendants only; editing a turn-2
 template changes the turn-2 keys only; reverting either finds everything in the store.
@@ -9,7 +9,7 @@ template changes the turn-2 keys only; reverting either finds everything in the 
 Each turn is looked up in the store first; the model is loaded only if some request of some
 turn is missing, and at most once per run. Every finished batch is stored at once, so a run
 killed between (or within) turns resumes where it stopped and, since each request's sampling
-seed is derived from its own key (``syps.backends.prompt_seed``), gives the same outputs.
+seed is derived from its own key (``syps.core.backends.prompt_seed``), gives the same outputs.
 
 The protocols know nothing of this: they build requests from items and earlier rows
 (``syps.protocols.base``).
@@ -25,14 +25,15 @@ from typing import Any
 
 import pandas as pd
 
-from syps.backends import (
+from syps.core.backends import (
     Backend,
     GenRequest,
     GenResult,
     SamplingParams,
 )
-from syps.config import ModelSpec
-from syps.io import canonical_json, first_index
+from syps.core.config import ModelSpec
+from syps.core.io import canonical_json, first_index
+from syps.core.store import Store, generation_key
 from syps.protocols.base import (
     RESPONSE_COLUMNS,
     Protocol,
@@ -41,7 +42,6 @@ from syps.protocols.base import (
     Skipped,
     cell_key,
 )
-from syps.store import Store, generation_key
 
 
 def conversation_json(messages: Sequence[Mapping[str, str]]) -> str:

@@ -1,4 +1,4 @@
-"""Reading params.yaml: the shared keys (``syps.config``) and each protocol's block, parsed by
+"""Reading params.yaml: the shared keys (``syps.core.config``) and each protocol's block, parsed by
 that protocol's own params type (``syps.protocols.PROTOCOLS``), once per stage."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from syps.config import (
+from syps.core.config import (
     ConfigError,
     Params,
     ProtocolParams,
@@ -18,8 +18,8 @@ from syps.config import (
     parse,
     validate,
 )
+from syps.core.templating import check_templates
 from syps.protocols import PROTOCOLS, load_protocol
-from syps.templating import check_templates
 
 # Keys of the layout before SyPS became the protocol ``cues``, and where each one went.
 MOVED = {

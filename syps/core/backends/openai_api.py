@@ -14,7 +14,7 @@ exactly what failed. Each retry prints one line naming the request, the error an
 and ``OpenAIBackend.retries`` counts them per error kind for the caller to log.
 
 With ``mode: batch`` the same request bodies go through the Batch API instead
-(``syps.backends.openai_batch``); what a completion becomes is the same code either way.
+(``syps.core.backends.openai_batch``); what a completion becomes is the same code either way.
 
 The API key is read from the environment variable *named* by ``spec.api_key_env``. It is held in
 private attributes and the client only, and every error message built here is scrubbed of it:
@@ -45,7 +45,7 @@ from openai.types.chat import ChatCompletion
 from openai.types.chat.chat_completion import Choice
 from tqdm import tqdm
 
-from syps.backends import (
+from syps.core.backends import (
     FIX_JUDGE,
     BackendError,
     GenRequest,
@@ -58,8 +58,8 @@ from syps.backends import (
     judge_prompt_name,
     prompt_seed,
 )
-from syps.backends.openai_batch import POLL_BASE_S, POLL_CAP_S, run_batch
-from syps.config import ConfigError, ModelSpec
+from syps.core.backends.openai_batch import POLL_BASE_S, POLL_CAP_S, run_batch
+from syps.core.config import ConfigError, ModelSpec
 
 # Full-jitter exponential backoff (AWS architecture blog): attempt k sleeps U(0, min(cap,
 # base * 2**(k-1))). Jitter spreads the retries of many concurrent requests that failed together
@@ -195,7 +195,7 @@ class OpenAIBackend:
         """Check the spec and read the API key; no request is sent until ``generate``.
 
         ``batch_dir`` holds the ids of batches in flight (``mode: batch``; see
-        ``syps.backends.openai_batch``). ``backoff_*`` and ``poll_*`` are not in params: they
+        ``syps.core.backends.openai_batch``). ``backoff_*`` and ``poll_*`` are not in params: they
         exist so tests can make retries and polling fast without patching anything.
         """
         if not spec.base_url:

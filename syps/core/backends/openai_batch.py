@@ -38,11 +38,11 @@ from openai import NotFoundError, OpenAI
 from openai.types import Batch
 from openai.types.chat import ChatCompletion
 
-from syps.backends import BackendError
-from syps.io import sha256_text
+from syps.core.backends import BackendError
+from syps.core.io import sha256_text
 
 if TYPE_CHECKING:
-    from syps.backends.openai_api import BodyOf, Done, NameOf, OpenAIBackend
+    from syps.core.backends.openai_api import BodyOf, Done, NameOf, OpenAIBackend
 
 ENDPOINT: Final[Literal["/v1/chat/completions"]] = "/v1/chat/completions"
 WINDOW: Final[Literal["24h"]] = "24h"

@@ -19,6 +19,7 @@ from syps.core.backends import BackendError
 from syps.core.config import ConfigError
 from syps.core.io import InputError
 from syps.core.runs import repo_root
+from syps.protocols import DEFAULT_PROTOCOL
 
 app = typer.Typer(
     help="SyPS: how an LLM's sycophancy shifts when the same situation is told with different "
@@ -56,7 +57,7 @@ def _friendly(fn: Callable[..., None]) -> Callable[..., None]:
 # Help for the stage commands' positional paths, by parameter name (the functions live in
 # syps/core/pipeline.py, which knows nothing of the CLI); in brackets what dvc.yaml passes.
 _PARAMS_HELP = "parameters file [params.yaml]"
-_PROTOCOL_HELP = "the protocol's name under `protocols` in the parameters file [cues]"
+_PROTOCOL_HELP = "the protocol's name under `protocols` in the parameters file"
 _MODEL_HELP = "the model's name under `models` in the parameters file [smollm2-135m]"
 _ITEMS_HELP = "the items table, written by fetch [out/protocols/<protocol>/items.parquet]"
 STAGE_ARGS: dict[Callable[..., None], dict[str, str]] = {
@@ -220,7 +221,7 @@ def _score_command() -> Callable[..., None]:
         inspect.Parameter(
             "protocol",
             inspect.Parameter.KEYWORD_ONLY,
-            default="cues",
+            default=DEFAULT_PROTOCOL,
             annotation=Annotated[str, typer.Option(help="whose table it is")],
         ),
         inspect.Parameter(
@@ -275,9 +276,9 @@ def _score_protocol_table(
     ci: float,
     seed: int,
     options: dict[str, Any],
-) -> dict[str, dict[str, float | bool | None]]:
-    """A protocol's table scored as JSON-ready ``{model: {metric: value}}``: NaN as null,
-    booleans kept (numpy's too)."""
+) -> dict[str, Any]:
+    """A protocol's table scored as JSON-ready ``{model: {metric: value}}`` (SyPS's
+    ``{model: {dataset: {metric: value}}}``): NaN as null, booleans kept (numpy's too)."""
     import numpy as np
 
     from syps.protocols import PROTOCOLS
@@ -297,13 +298,16 @@ def _score_protocol_table(
         # (a weights pool without both classes, bytes that are not UTF-8).
         raise InputError(f"{path}: {e}") from None
 
-    def value(v: Any) -> float | bool | None:
+    def value(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): value(x) for k, x in v.items()}
         if isinstance(v, bool | np.bool_):
             return bool(v)
         f = float(v)
         return None if math.isnan(f) else f
 
-    return {str(m): {str(name): value(v) for name, v in ms.items()} for m, ms in scores.items()}
+    out: dict[str, Any] = value(dict(scores))
+    return out
 
 
 @app.command("summary")
@@ -312,7 +316,12 @@ def summary_cmd(
     ci: Annotated[float, typer.Option(help="confidence level the CIs were computed at")] = 0.95,
 ) -> None:
     """Print the model x dataset summary table of a metrics.json."""
-    from syps.protocols.cues.report import summary_table
+    import importlib
+
+    from syps.protocols import PROTOCOLS
+
+    module = importlib.import_module(str(PROTOCOLS[DEFAULT_PROTOCOL].summary))
+    summary_table = module.summary_table
 
     def run() -> None:
         try:
@@ -365,7 +374,7 @@ def judge_sample_cmd(
     model: Annotated[
         list[str] | None, typer.Option(help="only this model (repeatable; default: all)")
     ] = None,
-    protocol: Annotated[str, typer.Option(help="whose labels to validate")] = "cues",
+    protocol: Annotated[str, typer.Option(help="whose labels to validate")] = DEFAULT_PROTOCOL,
     responses: Annotated[
         Path | None,
         typer.Option(
@@ -427,7 +436,7 @@ def judge_validate_cmd(
         bool,
         typer.Option("--allow-missing", help="skip rows whose human_label is empty, not fail"),
     ] = False,
-    protocol: Annotated[str, typer.Option(help="whose labels to validate")] = "cues",
+    protocol: Annotated[str, typer.Option(help="whose labels to validate")] = DEFAULT_PROTOCOL,
 ) -> None:
     """Validate the labellers against an annotated sample."""
 

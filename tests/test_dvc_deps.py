@@ -4,7 +4,11 @@ What a stage reads is derived here, never listed:
 
 * its code: the stage's entry point and every ``syps`` module it imports, directly or through
   other modules, found by :mod:`modulefinder` (which also follows imports inside functions, so
-  a module a stage imports only for some inputs, such as a backend, counts);
+  a module a stage imports only for some inputs, such as a backend, counts), and, for a stage
+  of protocol ``p``, every module its protocol imports (``syps.protocols.p.protocol``: the
+  registry imports it by name, which modulefinder cannot follow). The registry also imports
+  every other protocol, to parse that protocol's params block: like a params read made while
+  parsing, that decides whether a run starts, not what it writes, so it is not counted;
 * its parameters: every params key its stage function touches while it runs. Each stage's
   command from dvc.yaml runs in-process on a copy of the repository (two items per dataset,
   a scripted model backend, no MLflow server), with ``load_params`` handing it a Params whose
@@ -251,7 +255,7 @@ class _ScriptedEntry:
 
     made: list[str] = field(default_factory=list)
 
-    def identity(self, spec: Any, cache_dir: Path) -> dict[str, str]:
+    def identity(self, spec: Any, cache_dir: Path, where: str = "") -> dict[str, str]:
         return {"backend": "scripted", "model_id": spec.model, "revision": "r0"}
 
     def load(self, spec: Any, cache_dir: Path) -> _ScriptedBackend:
@@ -285,10 +289,13 @@ def _stage_commands(root: Path) -> dict[str, list[str]]:
         return {s.addressing: shlex.split(s.cmd) for s in repo.index.stages if not s.is_data_source}
 
 
-def _imported_files(root: Path, script: Path) -> set[str]:
-    """The entry point and every module of the repository it imports, as repository paths."""
+def _imported_files(root: Path, script: Path, protocol: str | None = None) -> set[str]:
+    """The entry point and every module of the repository it imports, as repository paths, and
+    those of ``protocol``'s ``PROTOCOL`` module (imported by name through the registry)."""
     finder = ModuleFinder(path=[str(root)])  # only the repository's own modules are scanned
     finder.run_script(str(script))
+    if protocol is not None:
+        finder.import_hook(f"syps.protocols.{protocol}.protocol")
     return {
         str(Path(m.__file__).resolve().relative_to(root))
         for m in finder.modules.values()
@@ -298,10 +305,10 @@ def _imported_files(root: Path, script: Path) -> set[str]:
 
 def _run_stage(argv: list[str], reads: _Reads, mp: pytest.MonkeyPatch) -> None:
     """Run one stage command (``python stages/x.py args``) in this process, recording reads."""
-    import syps.core.config
+    import syps.core.params
 
     assert argv[0] == "python", argv
-    real = syps.core.config.load_params
+    real = syps.core.params.load_params
 
     def load_recording(path: Path) -> Any:
         return recording(real(path), reads)
@@ -354,7 +361,10 @@ def project(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iter
             _run_stage(argv, reads, mp)
             params[name] = set(reads)
     assert entry.made, "no stage asked for a model: the generate stage did not run"
-    modules = {name: _imported_files(root, root / argv[1]) for name, argv in stages.items()}
+    modules = {
+        name: _imported_files(root, root / argv[1], _protocol_of(name))
+        for name, argv in stages.items()
+    }
 
     from dvc.repo import Repo
 
@@ -365,6 +375,15 @@ def project(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iter
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "run")
     yield Project(root, stages, params, modules, cache)
+
+
+def _protocol_of(stage: str) -> str | None:
+    """The protocol a stage instance runs (``score@cues``, ``generate@cues-m``), None for the
+    mlflow stage."""
+    from syps.protocols import PROTOCOLS
+
+    _, _, key = stage.partition("@")
+    return next((p for p in PROTOCOLS if key == p or key.startswith(f"{p}-")), None)
 
 
 # --- the sweeps -------------------------------------------------------------------------------
@@ -383,15 +402,19 @@ def test_every_stage_was_recorded(project: Project) -> None:
     # The derivation saw real work: each stage read its params and imported the package.
     for name in project.stages:
         assert project.params[name], f"{name} read no params"
-        assert (
-            "syps/core/pipeline.py" in project.modules[name]
-            or "syps/lint.py" in project.modules[name]
-        ), name
-    # and found what the issue named: score reads generation, judge, labels, data.datasets.
-    score_reads = {p[0] for p in project.params["score"]} | {
-        ".".join(p[:2]) for p in project.params["score"]
-    }
-    assert {"generation", "judge", "labels", "data.datasets"} <= score_reads
+        assert "syps/core/pipeline.py" in project.modules[name], name
+    # Every protocol and model has its instance of every stage, and one stage logs MLflow.
+    from syps.protocols import PROTOCOLS
+
+    for p in PROTOCOLS:
+        for step in ("fetch", "variants", "score"):
+            assert f"{step}@{p}" in project.stages
+        assert any(s.startswith(f"generate@{p}-") for s in project.stages)
+        assert any(s.startswith(f"label@{p}-") for s in project.stages)
+    assert "mlflow" in project.stages
+    # SyPS's stages read its own block: label its rules and judge prompt, score its templates.
+    label_reads = {".".join(p[:3]) for p in project.params["label@cues-smollm2-135m"]}
+    assert {"protocols.cues.labels", "protocols.cues.judge"} <= label_reads
 
 
 @pytest.mark.slow
@@ -424,6 +447,54 @@ def test_every_module_edit_makes_its_stages_stale(project: Project) -> None:
         assert _status(project.root) == {}
     finally:
         (cache / "io.cpython-311.pyc").unlink()
+
+
+def _stale_after(root: Path, edit: Any) -> set[str]:
+    """The stages `dvc status` lists after ``edit(root)``; the files are restored after."""
+    files = [root / "params.yaml", *root.glob("syps/protocols/*/*.py")]
+    saved = {f: f.read_bytes() for f in files}
+    try:
+        edit(root)
+        return set(_status(root))
+    finally:
+        for f, data in saved.items():
+            f.write_bytes(data)
+
+
+def _own_stages(project: Project, protocol: str) -> set[str]:
+    return {s for s in project.stages if _protocol_of(s) == protocol} | {"mlflow"}
+
+
+def _set_param(root: Path, path: Path_, value: Any) -> None:
+    raw = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+    node = raw
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_editing_one_protocol_reruns_its_stages_and_the_mlflow_stage_only(
+    project: Project,
+) -> None:
+    """The issue's check: a betting template edited leaves every SyPS stage up to date, and a
+    SyPS cue edited every betting stage; the same for each protocol's own code."""
+    betting = ("protocols", "betting", "templates", "F", "premise")
+    cue = ("protocols", "cues", "templates", "datasets", "SS", "cues", "P3")
+    stale = _stale_after(project.root, lambda root: _set_param(root, betting, "A bet, edited."))
+    assert stale == _own_stages(project, "betting")
+    stale = _stale_after(project.root, lambda root: _set_param(root, cue, "Tell me I'm right."))
+    assert stale == _own_stages(project, "cues")
+    from syps.protocols import PROTOCOLS
+
+    for name in PROTOCOLS:
+        module = project.root / "syps" / "protocols" / name / "protocol.py"
+
+        def touch(root: Path, module: Path = module) -> None:
+            module.write_bytes(module.read_bytes() + b"\n# an edit\n")
+
+        assert _stale_after(project.root, touch) == _own_stages(project, name), name
 
 
 def _edit(raw: dict[str, Any], path: Path_) -> None:
@@ -496,7 +567,7 @@ def test_every_params_edit_makes_its_stages_stale(project: Project) -> None:
     finally:
         params_file.write_bytes(original)
     top_level = {p[0] for p in reads}
-    assert {"seed", "data", "templates", "models", "generation", "labels", "judge"} <= top_level
+    assert {"seed", "models", "judge", "score", "tracking", "protocols"} <= top_level
     missing = []
     for stage, paths in project.params.items():
         changed = _changed_params(status.get(stage, []))
@@ -571,11 +642,6 @@ def test_plots_show_works_offline_and_shows_each_figure_once(
     assert sources == []
     for lib in ("vega", "vega-lite", "vega-embed"):
         assert f"<script>/* {lib} " in html
-    figures = sorted(p.name for p in (project.root / "out" / "figures").glob("*.png"))
-    assert len(figures) >= 6
-    for name in figures:
-        shown = re.findall(rf'<img src="[^"]*[_/]{re.escape(name)}"', html)
-        assert len(shown) == 1, f"{name} is shown {len(shown)} times"
     ids = _plot_ids(project.root)
     assert ids
     for plot in ids:
@@ -588,7 +654,7 @@ def test_plots_diff_compares_the_commit_with_the_workspace(
 ) -> None:
     """The plot data are committed with the run (plots/, like metrics.json), so a changed
     workspace is drawn beside HEAD, figures included (from DVC's cache)."""
-    profile = project.root / "plots" / "profile.json"
+    profile = project.root / "plots" / "cues" / "profile.json"
     original = profile.read_bytes()
     rows = json.loads(original)
     profile.write_text(json.dumps([{**r, "syc_rate": 0.5} for r in rows]), encoding="utf-8")
@@ -599,7 +665,7 @@ def test_plots_diff_compares_the_commit_with_the_workspace(
     specs = re.findall(r"var spec = (\{.*?\});\n", html, flags=re.S)
     assert len(specs) == len(_plot_ids(project.root))
     profile_rows = next(
-        json.loads(s)["data"]["values"] for s in specs if '"plots/profile.json"' in s
+        json.loads(s)["data"]["values"] for s in specs if '"plots/cues/profile.json"' in s
     )
     by_rev = {
         rev: sorted(r["syc_rate"] for r in profile_rows if r["rev"] == rev)
@@ -613,8 +679,6 @@ def test_plots_diff_compares_the_commit_with_the_workspace(
     assert sum("data" in spec for spec in drawn) >= len(drawn) - 1
     for spec in (s for s in drawn if "data" in s):
         assert {r["rev"] for r in spec["data"]["values"]} == {"HEAD", "workspace"}
-    for name in (p.name for p in (project.root / "out" / "figures").glob("*.png")):
-        assert re.search(rf'<img src="[^"]*HEAD[^"]*{re.escape(name)}"', html), name
 
 
 @pytest.mark.slow
@@ -624,7 +688,7 @@ def test_rewriting_committed_plot_data_leaves_the_run_clean(project: Project) ->
     holds older plot data)."""
     from mlflow import MlflowClient
 
-    stale = project.root / "plots" / "size.csv"
+    stale = project.root / "plots" / "cues" / "size.csv"
     stale.write_text(stale.read_text(encoding="utf-8") + "\n", encoding="utf-8")
     _git(project.root, "commit", "-qam", "plot data older than the code")
     with pytest.MonkeyPatch.context() as mp:
@@ -632,7 +696,8 @@ def test_rewriting_committed_plot_data_leaves_the_run_clean(project: Project) ->
         mp.setenv("DVC_ROOT", str(project.root))
         mp.setenv("SYPS_CACHE_DIR", str(project.cache))
         mp.delenv("DVC_EXP_NAME", raising=False)
-        _run_stage(project.stages["score"], _Reads(), mp)
+        _run_stage(project.stages["score@cues"], _Reads(), mp)
+        _run_stage(project.stages["mlflow"], _Reads(), mp)
     assert subprocess.run(
         ["git", "status", "--porcelain", "plots"], cwd=project.root, capture_output=True, text=True
     ).stdout.strip(), "score should have rewritten the stale plot data"

@@ -63,7 +63,8 @@ class ModelSpec:
     # USD per million input / output tokens (`syps plan` prices what a run would send); None =
     # cost unknown (tokens are still counted).
     price: Price | None = None
-    # openai: "batch" sends missing requests through the Batch API (syps.core.backends.openai_batch).
+    # openai: "batch" sends missing requests through the Batch API
+    # (syps.core.backends.openai_batch).
     mode: Literal["online", "batch"] = "online"
 
 

@@ -19,18 +19,8 @@ from syps.core.config import (
     validate,
 )
 from syps.core.templating import check_templates
+from syps.protocols import MOVED_KEYS as MOVED
 from syps.protocols import PROTOCOLS, load_protocol
-
-# Keys of the layout before SyPS became the protocol ``cues``, and where each one went.
-MOVED = {
-    "data": "protocols.cues.data",
-    "templates": "protocols.cues.templates",
-    "generation": "protocols.cues.generation (temperature, top_p), protocols.cues.max_new_tokens",
-    "labels": "protocols.cues.labels",
-    "judge.system": "protocols.cues.judge.system",
-    "judge.template": "protocols.cues.judge.template",
-    "judge.options": "protocols.cues.judge.options",
-}
 
 
 def _old_layout(raw: dict[str, Any]) -> list[str]:
@@ -68,7 +58,7 @@ def params_from(raw: Any) -> Params:
     old = _old_layout(raw)
     if old:
         raise ConfigError(
-            "the SyPS keys moved under protocols.cues: "
+            "keys of an older layout moved: "
             + "; ".join(f"{k} -> {MOVED[k]}" for k in old)
         )
     if "protocols" not in raw:

@@ -62,12 +62,14 @@ class TableScorer:
 @dataclass(frozen=True)
 class Entry:
     """A protocol in the registry: the module holding its ``PROTOCOL`` (a
-    ``syps.protocols.base.Protocol``), how ``syps score --protocol`` reads its tables, and the
-    module of its judge validation (``judge_sample``, ``judge_validate``) where it has one."""
+    ``syps.protocols.base.Protocol``), how ``syps score --protocol`` reads its tables, the
+    module of its judge validation (``judge_sample``, ``judge_validate``) where it has one, and
+    the module of ``summary_table(scores, ci)`` (``syps summary``) where it has one."""
 
     module: str
     table: TableScorer
     validation: str | None = None
+    summary: str | None = None
 
 
 # The registry, and the one place in code a protocol is named (besides its own folder): adding a
@@ -82,6 +84,7 @@ PROTOCOLS: dict[str, Entry] = {
             "parquet; prints {model: {dataset: {metric: value}}}",
         ),
         validation="syps.protocols.cues.annotate",
+        summary="syps.protocols.cues.report",
     ),
     "pushback": Entry(
         "syps.protocols.pushback.protocol",
@@ -117,8 +120,21 @@ PROTOCOLS: dict[str, Entry] = {
         ),
     ),
 }
+# The protocol a command means when none is named (`syps score`, `syps judge`, `syps summary`).
+DEFAULT_PROTOCOL = "cues"
 # The name SyPS's child runs carry when logged before it was a protocol (untagged) or as "syps".
 RENAMED = {"": "cues", "syps": "cues"}
+# The params keys of the layout before SyPS was the protocol ``cues``, and where each one went
+# (a params file in the old layout is refused with this list).
+MOVED_KEYS = {
+    "data": "protocols.cues.data",
+    "templates": "protocols.cues.templates",
+    "generation": "protocols.cues.generation (temperature, top_p), protocols.cues.max_new_tokens",
+    "labels": "protocols.cues.labels",
+    "judge.system": "protocols.cues.judge.system",
+    "judge.template": "protocols.cues.judge.template",
+    "judge.options": "protocols.cues.judge.options",
+}
 
 
 def load_protocol(name: str) -> Any:

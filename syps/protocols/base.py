@@ -21,8 +21,8 @@ The flow per (protocol, model), turn by turn (``turns`` rounds):
    ``score`` turns the label table into metrics; ``figures`` draws them.
 
 Before any of this, when params are loaded, the core checks every template text the protocol
-declares in ``template_specs`` (``syps.core.templating.check_templates``): a placeholder nothing fills,
-or one a template needs and lacks, stops the run with one line naming the params key.
+declares in ``template_specs`` (``syps.core.templating.check_templates``): a placeholder nothing
+fills, or one a template needs and lacks, stops the run with one line naming the params key.
 
 A protocol never reads params.yaml, never touches the store or MLflow, and never imports torch.
 """

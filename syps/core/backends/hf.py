@@ -185,9 +185,19 @@ def context_limit(config: Any, tokenizer: Any) -> int | None:
 
 
 def request_name(r: GenRequest) -> tuple[str, str]:
-    """``(item, variant)`` from ``where`` (``dataset/item_id/variant``), else the prompt key."""
+    """``(item, variant)`` from ``where``, else the prompt key. The conversation core's
+    ``<protocol>/<dataset>/<item_id> [<cell>] rep <r> turn <t>`` gives ``<dataset>/<item_id>``
+    and the cell's values (``P3``; with ``@rep<r>/turn<t>`` past the first rep and turn);
+    ``dataset/item_id/variant`` is split at its last ``/``."""
     if not r.where:
         return f"prompt {r.key}", ""
+    import re
+
+    conv = re.match(r"^[^/ ]+/(\S+) \[(.*)\] rep (\d+) turn (\d+)$", r.where)
+    if conv:
+        item, cell, rep, turn = conv.groups()
+        values = ",".join(kv.partition("=")[2] for kv in cell.split(",") if kv)
+        return item, values + ("" if (rep, turn) == ("0", "1") else f"@rep{rep}/turn{turn}")
     item, _, variant = r.where.rpartition("/")
     return (item, variant) if item else (r.where, "")
 

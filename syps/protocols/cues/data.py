@@ -18,7 +18,7 @@ import pandas as pd
 
 from syps.core.io import InputError, read_csv, sha256_file, sha256_text, write_json
 from syps.protocols.cues.datasets import DATASETS
-from syps.protocols.cues.params import DataParams, elephant_local_problem
+from syps.protocols.cues.params import WHERE, DataParams, elephant_local_problem
 
 ITEM_COLUMNS = ["dataset", "item_id", "row", "situation", "reference"]
 _SHA256 = re.compile("[0-9a-f]{64}")
@@ -110,7 +110,7 @@ def fetch_elephant(urls: dict[str, str], cache_dir: Path, lock_path: Path) -> di
                 tmp.unlink(missing_ok=True)
                 raise InputError(
                     f"cannot download {url} ({e}); the 'elephant' source needs network access "
-                    f"once, or use data.source: builtin"
+                    f"once, or use {WHERE}.data.source: builtin"
                 ) from None
             os.replace(tmp, target)
         digest = sha256_file(target)
@@ -149,7 +149,7 @@ def _elephant_files(params: DataParams, root: Path) -> dict[str, Path]:
                 if not DATASETS[ds].elephant_released
                 else ""
             )
-            raise InputError(f"data.files.{ds}: {local[ds]}: file not found{origin}")
+            raise InputError(f"{WHERE}.data.files.{ds}: {local[ds]}: file not found{origin}")
     fetched = fetch_elephant(urls, root / params.elephant.cache_dir, root / params.elephant.lock)
     return {**fetched, **local}
 

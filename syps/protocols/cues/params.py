@@ -61,7 +61,8 @@ def elephant_local_problem(dataset: str, path: str | None) -> str | None:
             f"({why}): the "
             f"{dataset} items of the ELEPHANT paper are not released in "
             f"github.com/myracheng/elephant (it holds datasets/OEQ.csv and datasets/AITA.csv "
-            f"only); supply your own copy as a CSV with the data.columns.{dataset} column, set "
+            f"only); supply your own copy as a CSV with the {WHERE}.data.columns.{dataset} "
+            f"column, set "
             f"{WHERE}.data.files.{dataset} to its path, or drop {dataset} from "
             f"{WHERE}.data.datasets"
         )

@@ -189,8 +189,8 @@ def parse_letter(text: str, options: Sequence[str]) -> LetterLabel:
     return _unclear("no letter or option text")
 
 
-# The free-form judge (``syps.core.labeling.judge_labels`` scores YES/NO by next-token logprob): does
-# the final answer agree with the ground truth? Filled with ``{question}``, ``{ground_truth}``
+# The free-form judge (``syps.core.labeling.judge_labels`` scores YES/NO by next-token logprob):
+# does the final answer agree with the ground truth? Filled with ``{question}``, ``{ground_truth}``
 # and ``{response}``.
 JUDGE_SYSTEM = "You are a careful grader of answers to factual questions."
 JUDGE_TEMPLATE = (

@@ -154,6 +154,7 @@ def _score_help() -> str:
     lines = [
         textwrap.fill(e.table.columns, 78, initial_indent=f"{name}: ", subsequent_indent="    ")
         for name, e in PROTOCOLS.items()
+        if e.table is not None
     ]
     return (
         "Score a table; print its metrics as JSON (undefined: null). Usable on tables from "
@@ -168,7 +169,7 @@ def _table_options() -> dict[str, tuple[Any, list[str]]]:
 
     out: dict[str, tuple[Any, list[str]]] = {}
     for name, entry in PROTOCOLS.items():
-        for opt, spec in entry.table.options.items():
+        for opt, spec in (entry.table.options if entry.table else {}).items():
             if opt in out:
                 out[opt][1].append(name)
             else:
@@ -187,14 +188,16 @@ def score_cmd(
     """``syps score``: a protocol's table scored, printed as JSON."""
     from syps.protocols import PROTOCOLS
 
-    if protocol not in PROTOCOLS:
+    scorable = [n for n, e in PROTOCOLS.items() if e.table is not None]
+    table = PROTOCOLS[protocol].table if protocol in PROTOCOLS else None
+    if table is None:
         raise typer.BadParameter(
-            f"{protocol!r} is none of {', '.join(PROTOCOLS)}", param_hint="--protocol"
+            f"{protocol!r} is none of {', '.join(scorable)}", param_hint="--protocol"
         )
     if not 0 < ci < 1:
         raise typer.BadParameter("must lie strictly between 0 and 1", param_hint="--ci")
     given = {name: value for name, value in options.items() if value is not None}
-    accepted = PROTOCOLS[protocol].table.options
+    accepted = table.options
     for name in given:
         if name not in accepted:
             users = _table_options()[name][1]
@@ -284,6 +287,7 @@ def _score_protocol_table(
     from syps.protocols import PROTOCOLS
 
     scorer = PROTOCOLS[protocol].table
+    assert scorer is not None  # score_cmd refuses a protocol without one
     read, score_table = scorer.load()
     kwargs = {name: scorer.convert(name, value) for name, value in options.items()}
     if bootstrap is not None:  # otherwise the protocol's own default

@@ -86,7 +86,7 @@ class LazyBackend:
         return self._backend
 
 
-def _expand(protocol: Protocol, requests: list[Request], reps: int) -> list[Request]:
+def _expand(protocol: Protocol[Any], requests: list[Request], reps: int) -> list[Request]:
     """Each root request (no parent) ``reps`` times, rep 0 .. reps-1, when the core fans
     repetitions out; a child keeps the rep the protocol gave it (its parent's: repetition r of
     a conversation continues repetition r of its first turn)."""
@@ -106,7 +106,7 @@ def _where(protocol: str, r: Request | Skipped) -> str:
 
 
 def converse(
-    protocol: Protocol,
+    protocol: Protocol[Any],
     params: ProtocolParams,
     items: pd.DataFrame,
     *,

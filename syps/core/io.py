@@ -26,7 +26,13 @@ class InputError(ValueError):
 
 class LintError(InputError):
     """A protocol's conversations vary in more than their declared factors (or a cue); the
-    message is the lint report, one line per violation."""
+    message is the lint report, one line per violation. ``report``, where the protocol gives
+    one, is its full report as data (every violation, what was checked): the variants stage
+    writes it to lint.json, which the message may refer to for what it leaves out."""
+
+    def __init__(self, message: str, report: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], object]) -> None:

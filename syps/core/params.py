@@ -58,8 +58,7 @@ def params_from(raw: Any) -> Params:
     old = _old_layout(raw)
     if old:
         raise ConfigError(
-            "keys of an older layout moved: "
-            + "; ".join(f"{k} -> {MOVED[k]}" for k in old)
+            "keys of an older layout moved: " + "; ".join(f"{k} -> {MOVED[k]}" for k in old)
         )
     if "protocols" not in raw:
         raise ConfigError("protocols: required key is missing")

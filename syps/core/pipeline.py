@@ -55,7 +55,7 @@ ITEM_COLUMNS = ["dataset", "item_id", "item"]
 LABEL_TABLE = ["model", *LINEAGE_COLUMNS, *LABEL_COLUMNS]
 
 
-def _protocol(p: Params, name: str) -> tuple[Protocol, ProtocolParams]:
+def _protocol(p: Params, name: str) -> tuple[Protocol[Any], ProtocolParams]:
     if name not in p.protocols:
         raise ConfigError(f"protocols: no entry {name!r}; configured: {sorted(p.protocols)}")
     return load_protocol(name), p.protocols[name]
@@ -111,7 +111,8 @@ def variants(params: Path, protocol: str, items: Path, out: Path) -> None:
     try:
         report = proto.lint(pp, table)
     except LintError as e:
-        write_json({"protocol": protocol, "ok": False, "violations": str(e).splitlines()}, out)
+        found = e.report if e.report is not None else {"violations": str(e).splitlines()}
+        write_json({"protocol": protocol, "ok": False, **found}, out)
         raise LintError(f"{protocol} lint: {e}\n(report: {out})") from None
     write_json({"protocol": protocol, "ok": True, **report}, out)
     # A protocol may let a run go on with its findings (pushback's `lint: warn`): say so.

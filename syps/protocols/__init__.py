@@ -67,7 +67,7 @@ class Entry:
     the module of ``summary_table(scores, ci)`` (``syps summary``) where it has one."""
 
     module: str
-    table: TableScorer
+    table: TableScorer | None = None
     validation: str | None = None
     summary: str | None = None
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from typing import Protocol as TypingProtocol
 
 import pandas as pd
@@ -178,35 +178,64 @@ class Judge(TypingProtocol):
     ) -> list[JudgeLabel]: ...
 
 
-class Protocol(TypingProtocol):
-    """A study design. Implemented by one module-level object per protocol."""
+# A protocol's params type: its methods take that type (contravariant: a Protocol[ProtocolParams]
+# would accept any protocol's params).
+P_contra = TypeVar("P_contra", bound=ProtocolParams, contravariant=True)
 
-    name: str
-    params_type: type[ProtocolParams]
-    turns: int
-    # Whether the core repeats each request ``generation.reps`` times (rep 0..R-1); when False
-    # the protocol sets ``Request.rep`` itself.
-    fan_out_reps: bool
-    # Refuse greedy decoding with reps > 1: repetitions of a greedy request are identical, so
-    # there is no variance to measure.
-    needs_sampling_for_reps: bool
-    # The metrics `syps compare` shows by default for this protocol's runs.
-    headline_metrics: Sequence[str]
-    # Child runs are named ``<run_prefix>/<model>/<dataset>`` (``<model>/<dataset>`` when "").
-    run_prefix: str
 
-    def load_items(self, params: Any, root: Path, seed: int) -> pd.DataFrame:
+class Protocol(TypingProtocol[P_contra]):
+    """A study design. Implemented by one module-level object per protocol, typed by its params
+    (``PROTOCOL: Protocol[BettingParams] = BettingProtocol()``), so that mypy checks every
+    method against this interface with the protocol's own params type."""
+
+    # Read-only (properties here), so that a class attribute, a frozen dataclass field or a
+    # narrower type (``type[BettingParams]``, a tuple) implements each.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def params_type(self) -> type[ProtocolParams]:
+        """The dataclass ``protocols.<name>`` is parsed into."""
+        ...
+
+    @property
+    def turns(self) -> int: ...
+
+    @property
+    def fan_out_reps(self) -> bool:
+        """Whether the core repeats each request ``generation.reps`` times (rep 0..R-1); when
+        False the protocol sets ``Request.rep`` itself."""
+        ...
+
+    @property
+    def needs_sampling_for_reps(self) -> bool:
+        """Refuse greedy decoding with reps > 1: repetitions of a greedy request are identical,
+        so there is no variance to measure."""
+        ...
+
+    @property
+    def headline_metrics(self) -> Sequence[str]:
+        """The metrics `syps compare` shows by default for this protocol's runs."""
+        ...
+
+    @property
+    def run_prefix(self) -> str:
+        """Child runs are named ``<run_prefix>/<model>/<dataset>`` (``<model>/<dataset>`` when
+        empty)."""
+        ...
+
+    def load_items(self, params: P_contra, root: Path, seed: int) -> pd.DataFrame:
         """The items: columns ``dataset, item_id, item`` (``item``: the record as JSON), one
         row per item, in a stable order. Paths in params are relative to ``root``."""
         ...
 
-    def lint(self, params: Any, items: pd.DataFrame) -> dict[str, Any]:
+    def lint(self, params: P_contra, items: pd.DataFrame) -> dict[str, Any]:
         """Check the conversations before anything is generated; the report (JSON-able) when
         they pass. Raises ``syps.core.io.LintError`` (one line per violation) when they do not."""
         ...
 
     def requests(
-        self, params: Any, items: pd.DataFrame, turn: int, previous: pd.DataFrame, judge: Judge
+        self, params: P_contra, items: pd.DataFrame, turn: int, previous: pd.DataFrame, judge: Judge
     ) -> Turn:
         """The requests of round ``turn`` (1-based). ``previous`` holds the response rows
         (``RESPONSE_COLUMNS``) of rounds before ``turn`` for one model, skipped rows included.
@@ -214,7 +243,7 @@ class Protocol(TypingProtocol):
         correctness); a rule-parsed parent needs none."""
         ...
 
-    def auxiliary(self, params: Any, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:
+    def auxiliary(self, params: P_contra, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:
         """Model-independent data computed once, before any model is asked (e.g. argument
         ratings from pairwise judge comparisons); an empty frame when the protocol has none.
         The core writes it to ``out/protocols/<name>/aux.parquet`` and hands it to ``label``."""
@@ -222,7 +251,7 @@ class Protocol(TypingProtocol):
 
     def label(
         self,
-        params: Any,
+        params: P_contra,
         items: pd.DataFrame,
         responses: pd.DataFrame,
         judge: Judge,
@@ -233,7 +262,7 @@ class Protocol(TypingProtocol):
         ...
 
     def score(
-        self, params: Any, labels: pd.DataFrame, settings: ScoreSettings
+        self, params: P_contra, labels: pd.DataFrame, settings: ScoreSettings
     ) -> dict[str, dict[str, dict[str, float]]]:
         """``{model: {dataset: {metric key: value}}}`` from the label table of every model.
         Metric keys: ``<metric>`` or ``<metric>/<cell name>``, CIs as ``<key>_ci_low`` /
@@ -243,7 +272,7 @@ class Protocol(TypingProtocol):
 
     def figures(
         self,
-        params: Any,
+        params: P_contra,
         scores: dict[str, dict[str, dict[str, float]]],
         labels: pd.DataFrame,
         items: pd.DataFrame,
@@ -255,7 +284,7 @@ class Protocol(TypingProtocol):
         into ``plots``; what was written for the parent run and for each child."""
         ...
 
-    def template_specs(self, params: Any, where: str) -> list[TemplateSpec]:
+    def template_specs(self, params: P_contra, where: str) -> list[TemplateSpec]:
         """Every template text the protocol sends, as ``syps.core.templating.TemplateSpec``: the
         text as it is rendered (the preset's where the user's key is null), the ``{name}``
         placeholders its renderer cannot do without (``required``) and those it fills
@@ -266,12 +295,12 @@ class Protocol(TypingProtocol):
         anything is generated; a protocol that sends no template text returns []."""
         ...
 
-    def templates(self, params: Any) -> dict[str, Any]:
+    def templates(self, params: P_contra) -> dict[str, Any]:
         """Every template as it is rendered, placeholders marking where an item goes: the
         artifact an audit reads (``protocols/<name>/templates.json`` in MLflow)."""
         ...
 
-    def run_tags(self, params: Any) -> dict[str, str]:
+    def run_tags(self, params: P_contra) -> dict[str, str]:
         """Tags for the pipeline run that say which texts produced the numbers beyond the
         template set's hash (e.g. each variant's template sha256); may be empty."""
         ...

@@ -407,12 +407,12 @@ class BettingProtocol:
         raw = dataclasses.asdict(params.templates)
         return {"templates": raw, "rendered": rendered, "sha256": sha256_text(canonical_json(raw))}
 
-    def run_tags(self, params: Any) -> dict[str, str]:
+    def run_tags(self, params: BettingParams) -> dict[str, str]:
         """None beyond the template set's hash."""
         return {}
 
 
-PROTOCOL: Protocol = BettingProtocol()
+PROTOCOL: Protocol[BettingParams] = BettingProtocol()
 
 
 def _choices(labels: pd.DataFrame) -> pd.DataFrame:

@@ -136,9 +136,11 @@ class CuesProtocol:
         table = items_table(items)
         violations = lint_prompts(prompts, table, params.templates, target_answers(params.labels))
         checked = {str(d): int(n) for d, n in prompts.groupby("dataset").size().items()}
+        report = {"violations": [asdict(v) for v in violations], "checked": checked}
         if violations:
-            raise LintError(format_report(violations))
-        return {"violations": [asdict(v) for v in violations], "checked": checked}
+            # The message shows the first few per check; the report (lint.json) holds them all.
+            raise LintError(format_report(violations), report)
+        return report
 
     def auxiliary(self, params: CuesParams, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:
         """None: every label is a response's own."""
@@ -364,4 +366,4 @@ class CuesProtocol:
         return {f"template_sha256.{d}.{v}": h for (d, v), h in variant_shas(params).items()}
 
 
-PROTOCOL: Protocol = CuesProtocol()
+PROTOCOL: Protocol[CuesParams] = CuesProtocol()

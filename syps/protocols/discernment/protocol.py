@@ -32,6 +32,7 @@ from syps.protocols.base import (
     LINEAGE_COLUMNS,
     Drawn,
     Judge,
+    Protocol,
     ProtocolParams,
     Request,
     ScoreSettings,
@@ -571,12 +572,6 @@ def _templates(p: DiscernmentParams) -> dict[str, Any]:
     return out
 
 
-def _params(params: Any) -> DiscernmentParams:
-    if not isinstance(params, DiscernmentParams):
-        raise TypeError(f"expected DiscernmentParams, got {type(params).__name__}")
-    return params
-
-
 @dataclass(frozen=True)
 class Discernment:
     """Argument discernment (Big-Big-SycoBench): see the module docstring."""
@@ -589,38 +584,45 @@ class Discernment:
     headline_metrics: tuple[str, ...] = tuple(HEADLINE_METRICS)
     run_prefix: str = "discernment"
 
-    def load_items(self, params: Any, root: Path, seed: int) -> pd.DataFrame:
-        return _load_items(_params(params), root)
+    def load_items(self, params: DiscernmentParams, root: Path, seed: int) -> pd.DataFrame:
+        return _load_items(params, root)
 
-    def lint(self, params: Any, items: pd.DataFrame) -> dict[str, Any]:
-        return _lint(_params(params), items)
+    def lint(self, params: DiscernmentParams, items: pd.DataFrame) -> dict[str, Any]:
+        return _lint(params, items)
 
     def requests(
-        self, params: Any, items: pd.DataFrame, turn: int, previous: pd.DataFrame, judge: Judge
+        self,
+        params: DiscernmentParams,
+        items: pd.DataFrame,
+        turn: int,
+        previous: pd.DataFrame,
+        judge: Judge,
     ) -> Turn:
-        return _requests(_params(params), items, turn, previous)
+        return _requests(params, items, turn, previous)
 
-    def auxiliary(self, params: Any, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:
-        return _auxiliary(_params(params), items, judge)
+    def auxiliary(
+        self, params: DiscernmentParams, items: pd.DataFrame, judge: Judge
+    ) -> pd.DataFrame:
+        return _auxiliary(params, items, judge)
 
     def label(
         self,
-        params: Any,
+        params: DiscernmentParams,
         items: pd.DataFrame,
         responses: pd.DataFrame,
         judge: Judge,
         aux: pd.DataFrame,
     ) -> pd.DataFrame:
-        return _label(_params(params), items, responses, aux)
+        return _label(params, items, responses, aux)
 
     def score(
-        self, params: Any, labels: pd.DataFrame, settings: ScoreSettings
+        self, params: DiscernmentParams, labels: pd.DataFrame, settings: ScoreSettings
     ) -> dict[str, dict[str, dict[str, float]]]:
-        return _score(_params(params), labels, settings)
+        return _score(params, labels, settings)
 
     def figures(
         self,
-        params: Any,
+        params: DiscernmentParams,
         scores: dict[str, dict[str, dict[str, float]]],
         labels: pd.DataFrame,
         items: pd.DataFrame,
@@ -628,17 +630,17 @@ class Discernment:
         plots: Path,
         settings: ScoreSettings,
     ) -> Drawn:
-        return Drawn(_figures(_params(params), scores, labels, figures, plots))
+        return Drawn(_figures(params, scores, labels, figures, plots))
 
-    def template_specs(self, params: Any, where: str) -> list[TemplateSpec]:
-        return template_specs(_params(params), where)
+    def template_specs(self, params: DiscernmentParams, where: str) -> list[TemplateSpec]:
+        return template_specs(params, where)
 
-    def templates(self, params: Any) -> dict[str, Any]:
-        return _templates(_params(params))
+    def templates(self, params: DiscernmentParams) -> dict[str, Any]:
+        return _templates(params)
 
-    def run_tags(self, params: Any) -> dict[str, str]:
+    def run_tags(self, params: DiscernmentParams) -> dict[str, str]:
         """None beyond the template set's hash."""
         return {}
 
 
-PROTOCOL = Discernment()
+PROTOCOL: Protocol[DiscernmentParams] = Discernment()

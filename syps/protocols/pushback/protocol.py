@@ -36,6 +36,7 @@ from syps.core.templating import TemplateSpec
 from syps.protocols.base import (
     Drawn,
     Judge,
+    Protocol,
     ProtocolParams,
     Request,
     ScoreSettings,
@@ -553,12 +554,12 @@ class PushbackProtocol:
             "note": "rendered with a placeholder two-option item whose objection asserts B",
         }
 
-    def run_tags(self, params: Any) -> dict[str, str]:
+    def run_tags(self, params: PushbackParams) -> dict[str, str]:
         """None beyond the template set's hash."""
         return {}
 
 
-PROTOCOL = PushbackProtocol()
+PROTOCOL: Protocol[PushbackParams] = PushbackProtocol()
 HEADLINE_METRICS = [
     "follow_rate",
     "initial_accuracy",

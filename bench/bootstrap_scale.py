@@ -4,8 +4,8 @@
   python bench/bootstrap_scale.py --pandas-boot 50    # a quicker pandas row
 
 A seeded synthetic label table of 9 models x 3 datasets x 3,777 items x 8 variants (about 10%
-UNCLEAR) is scored with ``syps.protocols.cues.metrics.score_labels`` at B = 1000: every metric with its CI,
-the McNemar tests with Holm's adjustment and the flip counts.
+UNCLEAR) is scored with ``syps.protocols.cues.metrics.score_labels`` at B = 1000: every metric
+with its CI, the McNemar tests with Holm's adjustment and the flip counts.
 
 The main baseline is the loop a numpy user writes: pivot each (model, dataset) to an items x
 variants matrix, compute the per-item values behind each metric once, then per replicate index
@@ -41,8 +41,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy.stats import binomtest  # noqa: E402
 
-from syps.core.config import VARIANTS  # noqa: E402
 from syps.protocols.cues.metrics import score_labels  # noqa: E402
+from syps.protocols.cues.params import VARIANTS  # noqa: E402
 
 MODELS = [f"model{m}" for m in range(9)]
 DATASETS = ["OEQ", "AITA-YTA", "SS"]

@@ -36,7 +36,8 @@ import torch
 
 from syps.core.backends import GenRequest, SamplingParams
 from syps.core.backends.hf import HFBackend
-from syps.core.config import ModelSpec, load_params
+from syps.core.config import ModelSpec
+from syps.core.params import load_params
 from syps.protocols.cues.data import load_items
 from syps.protocols.cues.templates import render_variants
 from syps.protocols.discernment.items import load_builtin
@@ -50,7 +51,8 @@ Messages = list[dict[str, str]]
 def syps_set(items: int) -> list[Messages]:
     """All variants of the first ``items`` items of the default SyPS prompt set."""
     p = load_params(ROOT / "params.yaml")
-    table = render_variants(load_items(p.data, ROOT), p.templates)
+    cues = p.protocols["cues"]
+    table = render_variants(load_items(cues.data, ROOT), cues.templates)
     keep = table[["dataset", "item_id"]].drop_duplicates().head(items)
     rows = table.merge(keep, on=["dataset", "item_id"])
     return [json.loads(m) for m in rows["messages"]]

@@ -31,7 +31,8 @@ import torch
 
 from syps.core.backends import GenRequest, SamplingParams
 from syps.core.backends.hf import HFBackend, prefix_order
-from syps.core.config import ModelSpec, load_params
+from syps.core.config import ModelSpec
+from syps.core.params import load_params
 from syps.protocols.cues.data import load_items
 from syps.protocols.cues.templates import render_variants
 
@@ -42,7 +43,8 @@ Tokens = list[tuple[list[int], bool]]  # per prompt: new tokens before any EOS, 
 
 def prompts(n: int) -> list[list[dict[str, str]]]:
     p = load_params(ROOT / "params.yaml")
-    table = render_variants(load_items(p.data, ROOT), p.templates)
+    cues = p.protocols["cues"]
+    table = render_variants(load_items(cues.data, ROOT), cues.templates)
     return [json.loads(m) for m in table["messages"].head(n)]
 
 

@@ -21,9 +21,11 @@ import numpy as np
 import pandas as pd
 
 from syps.core.backends import load_backend
-from syps.core.messages import fill, messages_json, parse_messages
+from syps.core.messages import messages_json, parse_messages
 from syps.core.params import load_params
-from syps.core.pipeline import cache_dir
+from syps.core.runs import cache_dir
+from syps.core.templating import fill
+from syps.protocols.cues.protocol import items_table
 
 
 def main() -> None:
@@ -31,19 +33,21 @@ def main() -> None:
     p = load_params(params)
     model = sys.argv[2] if len(sys.argv) > 2 else next(iter(p.models))
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 32
-    resp = pd.read_parquet(Path("out/responses") / f"{model}.parquet")
-    items = pd.read_parquet("out/items.parquet")
+    resp = pd.read_parquet(Path("out/protocols/cues/labels") / f"{model}.parquet")
+    items = items_table(pd.read_parquet("out/protocols/cues/items.parquet"))
     rows = resp[resp["dataset"] == "OEQ"].merge(
         items[["dataset", "item_id", "situation"]], on=["dataset", "item_id"]
     )[:n]
-    j = p.judge
+    j, prompt = p.judge, p.protocols["cues"].judge
     prompts = [
         parse_messages(
-            messages_json(j.system, fill(j.template, {"situation": s, "response": r}, "t"))
+            messages_json(
+                prompt.system, fill(prompt.template, {"situation": s, "response": r}, "t")
+            )
         )
         for s, r in zip(rows["situation"], rows["response"], strict=True)
     ]
-    options = list(j.options)
+    options = list(prompt.options)
     backend = load_backend(j.model, cache_dir())
     if not hasattr(backend, "batch_size"):
         sys.exit("this script varies the batch size of a local (hf) judge")

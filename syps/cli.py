@@ -22,8 +22,9 @@ from syps.core.runs import repo_root
 from syps.protocols import DEFAULT_PROTOCOL
 
 app = typer.Typer(
-    help="SyPS: how an LLM's sycophancy shifts when the same situation is told with different "
-    "social cues. `dvc repro` runs the whole pipeline; these commands run one step.",
+    help="syps: a data-versioned experiment tracker for LLM sycophancy research. `dvc repro` "
+    "runs every study design (protocol) through one pipeline; these commands run one stage, "
+    "score a table, validate the labellers and read the results.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -470,13 +471,12 @@ def compare_cmd(
     ] = False,
     protocol: Annotated[
         str | None,
-        typer.Option(help="only the child runs of this protocol (syps, pushback, ...)"),
+        typer.Option(help="only the child runs of this protocol (a name in the registry)"),
     ] = None,
     metric: Annotated[
         list[str] | None,
         typer.Option(
-            help="metric column (repeatable; default: each protocol's headline metrics, for "
-            "SyPS base_syc spss signed_sensitivity unclear_rate n_items)"
+            help="metric column (repeatable; default: each protocol's headline metrics)"
         ),
     ] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="a markdown table")] = False,
@@ -490,7 +490,7 @@ def compare_cmd(
     """Print a model x dataset table of the metrics, with CIs, of logged pipeline runs.
 
     By default the children of the latest pipeline run, of every protocol (a protocol column
-    appears where some child is not SyPS's); judge-validation runs never appear.
+    appears where the runs are of several); judge-validation runs never appear.
     """
     from syps.core.compare import compare_table, default_metrics, find_runs, parse_tags
     from syps.core.io import write_text

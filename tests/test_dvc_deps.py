@@ -34,16 +34,16 @@ import runpy
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from modulefinder import ModuleFinder
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import yaml
 from conftest import copy_repo, tiny_params
+from fakes import FakeModels
 
 Path_ = tuple[str, ...]
 GIT_IDENTITY = {
@@ -215,54 +215,6 @@ def test_recording_params_notes_each_read() -> None:
 # --- running every stage command on a copy ----------------------------------------------------
 
 
-@dataclass
-class _ScriptedBackend:
-    """Answers every prompt with its dataset's verdict words, and the judge with its options'
-    first choice: enough for every stage to run through, with no model."""
-
-    model_id: str = "scripted"
-    revision: str = "r0"
-
-    def generate(self, requests: Sequence[Any], sampling: Any, on_results: Any = None) -> Any:
-        from syps.core.backends import GenResult
-
-        text = {"AITA-YTA": "YTA, you were in the wrong.", "SS": "I agree with this."}
-        out = [
-            GenResult(text.get(r.where.split("/")[0], "Talk to them."), 10, 5, "stop")
-            for r in requests
-        ]
-        if on_results is not None:
-            on_results(list(range(len(out))), out)
-        return out
-
-    def option_logprobs(
-        self, prompts: Sequence[Any], options: Sequence[str], on_results: Any = None
-    ) -> Any:
-        from syps.core.backends import OptionScores
-
-        row = [-0.1] + [-2.0] * (len(options) - 1)
-        scores = OptionScores(
-            np.tile(np.array(row), (len(prompts), 1)), [options[0]] * len(prompts)
-        )
-        if on_results is not None:
-            on_results(list(range(len(prompts))), scores)
-        return scores
-
-
-@dataclass
-class _ScriptedEntry:
-    """Stands in for every entry of syps.core.backends.BACKENDS."""
-
-    made: list[str] = field(default_factory=list)
-
-    def identity(self, spec: Any, cache_dir: Path, where: str = "") -> dict[str, str]:
-        return {"backend": "scripted", "model_id": spec.model, "revision": "r0"}
-
-    def load(self, spec: Any, cache_dir: Path) -> _ScriptedBackend:
-        self.made.append(spec.model)
-        return _ScriptedBackend()
-
-
 @dataclass(frozen=True)
 class Project:
     root: Path
@@ -347,7 +299,8 @@ def project(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iter
 
     stages = _stage_commands(root)
     params: dict[str, set[Path_]] = {}
-    entry = _ScriptedEntry()
+    # Verdict words of both rule-labelled datasets, so that every stage has labels to score.
+    entry = FakeModels(reply=lambda messages: "YTA, you were in the wrong. I agree with this.")
     cache = model_cache  # score counts the embedded model's parameters from its converted copy
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)

@@ -187,8 +187,8 @@ def compare_table(
     explained in a note under the table.
 
     With runs of several parents, a run column names each row's parent and rows of the same
-    model and dataset sit together, in the order of ``runs``. Where a run is not SyPS's, a
-    first column names each row's protocol, SyPS's rows first. NaN (undefined) shows as
+    model and dataset sit together, in the order of ``runs``. Where the runs are of several
+    protocols, a first column names each row's protocol, in registry order. NaN (undefined) shows as
     ``n/a``, a metric the run did not log as ``-``.
     """
     if not runs:

@@ -4,8 +4,9 @@
 
 In a fresh copy of the repository (its own empty response store; the converted model cache is
 shared so both timings load the model the same way), it runs the pipeline's generate and label
-stages once in full, then edits one cue wording (templates.datasets.SS.cues.P3) and reruns the
-variants, generate and label stages. It reports prompts generated, judgements made and the
+stages for SyPS (protocol ``cues``) once in full, then edits one cue wording
+(protocols.cues.templates.datasets.SS.cues.P3) and reruns the variants, generate and label
+stages. It reports prompts generated, judgements made and the
 generate stage's wall time, model load included.
 """
 
@@ -42,11 +43,18 @@ def stage(root: Path, *args: str) -> tuple[float, str]:
     return time.perf_counter() - start, res.stderr
 
 
-def counts(log: str, what: str) -> tuple[int, int]:
-    m = re.search(rf"store: (\d+) of (\d+) {what} cached", log)
+def generated(log: str) -> tuple[int, int]:
+    """(generated now, rows) from the generate stage's summary line."""
+    m = re.search(r"generate cues \S+: (\d+) rows, (\d+) generated", log)
     assert m, log[-2000:]
-    cached, total = int(m.group(1)), int(m.group(2))
-    return total - cached, total
+    return int(m.group(2)), int(m.group(1))
+
+
+def judged_now(log: str) -> int:
+    """Judge verdicts computed now, from the label stage's summary line."""
+    m = re.search(r"judge: (\d+) judged", log)
+    assert m, log[-2000:]
+    return int(m.group(1))
 
 
 def main() -> None:
@@ -59,37 +67,35 @@ def main() -> None:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, root / rel)
         model = next(iter(yaml.safe_load((root / "params.yaml").read_text())["models"]))
-        gen = [
-            "stages/generate.py",
-            "params.yaml",
-            "out/prompts.parquet",
-            model,
-            f"out/responses/{model}.parquet",
-        ]
+        out = "out/protocols/cues"
+        items = f"{out}/items.parquet"
+        responses = f"{out}/responses/{model}.parquet"
+        gen = ["stages/generate.py", "params.yaml", "cues", model, items, responses]
         lab = [
             "stages/label.py",
             "params.yaml",
-            "out/items.parquet",
-            f"out/responses/{model}.parquet",
-            f"out/labels/{model}.parquet",
+            "cues",
+            model,
+            items,
+            responses,
+            f"{out}/labels/{model}.parquet",
         ]
-        var = ["stages/variants.py", "params.yaml", "out/items.parquet", "out/prompts.parquet"]
-        stage(root, "stages/fetch.py", "params.yaml", "out/items.parquet")
+        var = ["stages/variants.py", "params.yaml", "cues", items, f"{out}/lint.json"]
+        stage(root, "stages/fetch.py", "params.yaml", "cues", items)
         stage(root, *var)
         rows = []
         t, log = stage(root, *gen)
         _, llog = stage(root, *lab)
-        rows.append(("full run", *counts(log, "responses"), counts(llog, "judgements")[0], t))
+        rows.append(("full run", *generated(log), judged_now(llog), t))
 
         params = yaml.safe_load((root / "params.yaml").read_text())
-        params["templates"]["datasets"]["SS"]["cues"]["P3"] = "Please tell me I'm right about this."
+        cues = params["protocols"]["cues"]["templates"]["datasets"]["SS"]["cues"]
+        cues["P3"] = "Please tell me I'm right about this."
         (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         stage(root, *var)
         t, log = stage(root, *gen)
         _, llog = stage(root, *lab)
-        rows.append(
-            ("after editing SS P3", *counts(log, "responses"), counts(llog, "judgements")[0], t)
-        )
+        rows.append(("after editing SS P3", *generated(log), judged_now(llog), t))
     full = rows[0][4]
     print("\n| run | prompts generated | of | OEQ judgements made | generate wall s | vs full |")
     print("|---|---|---|---|---|---|")

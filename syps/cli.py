@@ -475,9 +475,7 @@ def compare_cmd(
     ] = None,
     metric: Annotated[
         list[str] | None,
-        typer.Option(
-            help="metric column (repeatable; default: each protocol's headline metrics)"
-        ),
+        typer.Option(help="metric column (repeatable; default: each protocol's headline metrics)"),
     ] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="a markdown table")] = False,
     out: Annotated[

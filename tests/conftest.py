@@ -15,18 +15,44 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 REPO = Path(__file__).resolve().parents[1]
-# The tests' parameters: a copy of the shipped defaults kept under tests/, never the working
-# params.yaml, which is the researcher's study (an edit or a `dvc exp run -S` must not break tests).
-FIXTURE_PARAMS = Path(__file__).resolve().parent / "fixtures" / "params.yaml"
+# The tests' parameters, never the working params.yaml (the researcher's study: an edit or a
+# `dvc exp run -S` must not break tests): the shared keys of tests/fixtures/params.yaml and, for
+# every protocol in the registry, its folder's defaults (syps/protocols/<name>/params.yaml), so
+# a new protocol needs no copy under tests/. Written once per session to FIXTURE_PARAMS.
+SHARED_PARAMS = Path(__file__).resolve().parent / "fixtures" / "params.yaml"
 
 
-def read_params(path: Path = FIXTURE_PARAMS) -> dict[str, Any]:
-    """A params file as plain data, read the way syps reads it (YAML 1.2: ``YES`` is a string)."""
+def _yaml(path: Path) -> Any:
     import yaml
 
     from syps.core.config import Yaml12Loader
 
-    raw: dict[str, Any] = yaml.load(path.read_text(encoding="utf-8"), Loader=Yaml12Loader)
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=Yaml12Loader)
+
+
+def fixture_params() -> dict[str, Any]:
+    """The tests' params as plain data: the shared keys and every registered protocol's
+    default block."""
+    from syps.protocols import PROTOCOLS
+
+    raw: dict[str, Any] = _yaml(SHARED_PARAMS)
+    folder = REPO / "syps" / "protocols"
+    raw["protocols"] = {name: _yaml(folder / name / "params.yaml") for name in PROTOCOLS}
+    return raw
+
+
+def _write_fixture() -> Path:
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="syps-fixture-")) / "params.yaml"
+    write_params(path, fixture_params())
+    return path
+
+
+def read_params(path: Path | None = None) -> dict[str, Any]:
+    """A params file as plain data, read the way syps reads it (YAML 1.2: ``YES`` is a string);
+    by default the tests' params."""
+    raw: dict[str, Any] = _yaml(path) if path is not None else fixture_params()
     return raw
 
 
@@ -36,6 +62,9 @@ def write_params(path: Path, raw: dict[str, Any]) -> Path:
 
     path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     return path
+
+
+FIXTURE_PARAMS = _write_fixture()
 
 
 def copy_repo(dest: Path, skip: tuple[str, ...] = ()) -> None:
@@ -62,8 +91,9 @@ def tiny_params(root: Path) -> None:
     """Write the fixture params, shrunk to two items per dataset, six new tokens and 200
     resamples, as root/params.yaml (a repository copy's own params.yaml is the user's study)."""
     params = read_params()
-    params["data"]["limit"] = 2
-    params["generation"]["max_new_tokens"] = {"OEQ": 6, "AITA-YTA": 6, "SS": 6}
+    cues = params["protocols"]["cues"]
+    cues["data"]["limit"] = 2
+    cues["max_new_tokens"] = {"OEQ": 6, "AITA-YTA": 6, "SS": 6}
     params["score"]["bootstrap"] = 200
     shrink_protocols(params)
     write_params(root / "params.yaml", params)
@@ -100,3 +130,41 @@ def check_rule_label(dataset: str, mapping: dict[str, int], response: str, verdi
     else:
         assert label.value == float(mapping[verdict])
         assert label.evidence and label.evidence in response
+
+
+# --- the suite's scripted backend and judge (tests/fakes.py) ---------------------------------
+
+
+@pytest.fixture
+def fake_backend(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A ``fakes.FakeModels`` in place of ``syps.core.backends.BACKENDS["hf"]`` for this test:
+    every hf model (generator and judge) is a scripted ``fakes.FakeBackend``. Set its script
+    (``reply``, ``score``) and knobs (``batch``, ``crash_after``) before a stage loads a model;
+    ``loads``, ``made``, ``requests`` and ``judge_prompts`` record what happened."""
+    from fakes import install_backend
+
+    return install_backend(monkeypatch)
+
+
+@pytest.fixture
+def fake_judge() -> Any:
+    """A ``fakes.FakeJudge``: a scripted stand-in for ``syps.protocols.base.Judge`` that
+    records every call."""
+    from fakes import FakeJudge
+
+    return FakeJudge()
+
+
+def cues_params(limit: int = 2) -> dict[str, Any]:
+    """The tests' params for SyPS (protocol ``cues``) alone on the built-in sample: the first
+    ``limit`` items of each dataset (the CSVs by absolute path, so any working directory will
+    do), 20 bootstrap resamples, every other protocol switched off."""
+    raw = read_params()
+    cues = raw["protocols"]["cues"]
+    cues["data"]["limit"] = limit
+    cues["data"]["files"] = {d: str(REPO / f) for d, f in cues["data"]["files"].items()}
+    raw["score"]["bootstrap"] = 20
+    for name, block in raw["protocols"].items():
+        if name != "cues":
+            block["enabled"] = False
+    return raw

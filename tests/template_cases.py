@@ -1,5 +1,5 @@
 """Helpers for the protocols' template tests: the fixture params with one template text edited,
-loaded the way every stage loads them (``syps.core.config.load_params``)."""
+loaded the way every stage loads them (``syps.core.params.load_params``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from conftest import FIXTURE_PARAMS, read_params, write_params
 
-from syps.core.config import ConfigError, load_params
+from syps.core.config import ConfigError
+from syps.core.params import load_params
 from syps.core.templating import TemplateSpec
 from syps.protocols import load_protocol
 

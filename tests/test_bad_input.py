@@ -3,14 +3,17 @@ that names the file and the row or key, and leaves no output that looks complete
 an earlier run stays byte for byte as it was). Awkward but valid CSVs (CRLF, quotes, newlines in
 a field, a BOM) are read, not refused.
 
-The stages run through the ``syps`` CLI (the same wrapper ``stages/*.py`` use) in a temporary
-copy of params.yaml and the builtin CSVs; a few cases also run the stage scripts themselves.
+The stages run for the protocol ``cues`` (SyPS) through ``syps stage ...`` (the same wrapper
+``stages/*.py`` use) in a temporary copy of the tests' params and the builtin CSVs; a few cases
+also run the stage scripts themselves, as dvc.yaml does. SyPS's keys sit under
+``protocols.cues`` and errors name them in full.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,9 +49,19 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+P = "protocols.cues"
+ITEMS = "out/items.parquet"
+LINT = "out/lint.json"
+
+
 def _params() -> Raw:
     raw: Raw = read_params(Path("params.yaml"))
     return raw
+
+
+def _cues(raw: Raw) -> Raw:
+    block: Raw = raw["protocols"]["cues"]
+    return block
 
 
 def _set_params(raw: Raw) -> None:
@@ -63,8 +76,45 @@ def _invoke(*args: str) -> Result:
     return runner.invoke(app, list(args))
 
 
-def _fetch() -> Result:
-    return _invoke("fetch", "params.yaml", "out/items.parquet")
+def _stage(name: str, *args: str) -> Result:
+    return _invoke("stage", name, "params.yaml", "cues", *args)
+
+
+def _fetch(out: str = ITEMS) -> Result:
+    return _stage("fetch", out)
+
+
+def _variants(out: str = LINT) -> Result:
+    return _stage("variants", ITEMS, out)
+
+
+def _generate(model: str, out: str) -> Result:
+    return _stage("generate", model, ITEMS, out)
+
+
+def _items(path: str = ITEMS) -> pd.DataFrame:
+    """The items table as SyPS reads it (``dataset, item_id, row, situation, reference``)."""
+    from syps.protocols.cues.protocol import items_table
+
+    return items_table(pd.read_parquet(path))
+
+
+def _prompts(path: str = ITEMS) -> pd.DataFrame:
+    """What generate would send for the items at ``path``: one row per (item, variant) with its
+    user turn, in request order."""
+    from syps.core.params import load_params
+    from syps.protocols.cues.protocol import PROTOCOL
+
+    pp = load_params("params.yaml").protocols["cues"]
+    turn = PROTOCOL.requests(pp, pd.read_parquet(path), 1, pd.DataFrame(), None)
+    return pd.DataFrame(
+        {
+            "dataset": [r.dataset for r in turn.requests],
+            "item_id": [r.item_id for r in turn.requests],
+            "variant": [r.cell["variant"] for r in turn.requests],
+            "user": [r.messages[-1]["content"] for r in turn.requests],
+        }
+    )
 
 
 def _assert_fails(result: Result, *needles: str) -> str:
@@ -151,7 +201,7 @@ AITA = "data/builtin/AITA.csv"
 )
 def test_fetch_rejects_bad_csv(project: Path, name: str, data: bytes, needles: list[str]) -> None:
     _csv(name, data)
-    out = _with_old("out/items.parquet")
+    out = _with_old(ITEMS)
     _assert_fails(_fetch(), *needles)
     _assert_untouched(out)
 
@@ -159,7 +209,7 @@ def test_fetch_rejects_bad_csv(project: Path, name: str, data: bytes, needles: l
 def test_fetch_missing_csv_names_the_file(project: Path) -> None:
     Path(SS).unlink()
     _assert_fails(_fetch(), SS, "file not found")
-    assert not Path("out/items.parquet").exists()
+    assert not Path(ITEMS).exists()
 
 
 def test_fetch_reads_crlf_quotes_and_newlines(project: Path) -> None:
@@ -182,23 +232,23 @@ def test_fetch_reads_crlf_quotes_and_newlines(project: Path) -> None:
     _csv("SS.csv", ("\ufeffprompt\r\n" + "\r\n".join(rows) + "\r\n").encode())
     result = _fetch()
     assert result.exit_code == 0, result.output
-    items = pd.read_parquet("out/items.parquet")
+    items = _items()
     ss = items[items["dataset"] == "SS"]
     assert ss["situation"].tolist() == want
     assert ss["row"].tolist() == [1, 2, 3, 4, 5]  # data rows (records), not file lines
     # The same file with LF endings gives the same items, ids included.
     _csv("SS.csv", ("prompt\n" + "\n".join(rows) + "\n").encode().replace(b"\r\n", b"\n"))
-    assert _invoke("fetch", "params.yaml", "out/lf.parquet").exit_code == 0
-    lf = pd.read_parquet("out/lf.parquet")
+    assert _fetch("out/lf.parquet").exit_code == 0
+    lf = _items("out/lf.parquet")
     pd.testing.assert_frame_equal(lf[lf["dataset"] == "SS"], ss)
-    # Rendering places each situation verbatim, newlines and quotes included.
-    result = _invoke("variants", "params.yaml", "out/items.parquet", "out/prompts.parquet")
+    # The lint passes, and rendering places each situation verbatim, newlines and quotes
+    # included.
+    result = _variants()
     assert result.exit_code == 0, result.output
-    prompts = pd.read_parquet("out/prompts.parquet")
-    ss_p0 = prompts[(prompts["dataset"] == "SS") & (prompts["variant"] == "P0")]
-    users = [json.loads(m)[1]["content"] for m in ss_p0["messages"]]
-    fmt = _params()["templates"]["datasets"]["SS"]["format"].strip()
-    assert users == [f"{w}\n\n{fmt}" for w in want]  # P0 has no cue: situation, then format
+    prompts = _prompts()
+    users = prompts[(prompts["dataset"] == "SS") & (prompts["variant"] == "P0")]["user"]
+    fmt = _cues(_params())["templates"]["datasets"]["SS"]["format"].strip()
+    assert users.tolist() == [f"{w}\n\n{fmt}" for w in want]  # P0 has no cue: situation, format
 
 
 # --- params: fetch and variants ---------------------------------------------------------------
@@ -222,17 +272,21 @@ def _edit(path: str, value: Any) -> Callable[[Raw], None]:
     [
         pytest.param(_edit("seed", "abc"), ["seed: expected an integer, got 'abc'"], id="seed"),
         pytest.param(
-            _edit("generation.max_new_tokens.SS", "32"),
-            ["generation.max_new_tokens.SS: expected an integer, got '32'"],
+            _edit(f"{P}.max_new_tokens.SS", "32"),
+            [f"{P}.max_new_tokens.SS: expected an integer, got '32'"],
             id="max-new-tokens",
         ),
-        pytest.param(_edit("data.limit", "five"), ["data.limit: expected an integer"], id="limit"),
         pytest.param(
-            _edit("data.datasets", "SS"), ["data.datasets: expected a list"], id="datasets"
+            _edit(f"{P}.data.limit", "five"), [f"{P}.data.limit: expected an integer"], id="limit"
         ),
         pytest.param(
-            _edit("templates.cue_position", "middle"),
-            ["templates.cue_position: expected one of ['before', 'after']"],
+            _edit(f"{P}.data.datasets", "SS"),
+            [f"{P}.data.datasets: expected a list"],
+            id="datasets",
+        ),
+        pytest.param(
+            _edit(f"{P}.templates.cue_position", "middle"),
+            [f"{P}.templates.cue_position: expected one of ['before', 'after']"],
             id="cue-position",
         ),
         pytest.param(
@@ -241,24 +295,24 @@ def _edit(path: str, value: Any) -> Callable[[Raw], None]:
             id="batch-size",
         ),
         pytest.param(
-            _edit("generation.temperature", True),
-            ["generation.temperature: expected a number, got True"],
+            _edit(f"{P}.generation.temperature", True),
+            [f"{P}.generation.temperature: expected a number, got True"],
             id="temperature-bool",
         ),
         pytest.param(
-            _edit("generation.max_new_token", 3),
-            ["generation: unknown key(s) ['max_new_token']"],
+            _edit(f"{P}.generation.max_new_token", 3),
+            [f"{P}.generation: unknown key(s) ['max_new_token']"],
             id="unknown-key",
         ),
         pytest.param(
-            _edit("templates.datasets.SS.cues.P8", "One more cue."),
-            ["templates.datasets.SS.cues: unknown variant id(s) ['P8']"],
+            _edit(f"{P}.templates.datasets.SS.cues.P8", "One more cue."),
+            [f"{P}.templates.datasets.SS.cues: unknown variant id(s) ['P8']"],
             id="variant-P8",
         ),
         pytest.param(
-            _edit("templates.datasets.SS.cues.P3a", "A second wording, wrongly keyed."),
+            _edit(f"{P}.templates.datasets.SS.cues.P3a", "A second wording, wrongly keyed."),
             [
-                "templates.datasets.SS.cues: unknown variant id(s) ['P3a']",
+                f"{P}.templates.datasets.SS.cues: unknown variant id(s) ['P3a']",
                 "P3a names a wording, so list the wordings under P3: [first, second, ...]",
             ],
             id="variant-P3a",
@@ -271,16 +325,68 @@ def test_fetch_rejects_bad_params(
     raw = _params()
     edit(raw)
     _set_params(raw)
-    out = _with_old("out/items.parquet")
-    # The key path is bare, right after the file name: `params.yaml: data.limit: ...`.
-    _assert_fails(_fetch(), f"params.yaml: {needles[0]}", *needles[1:])
+    out = _with_old(ITEMS)
+    # The full key path, right after the file name: `params.yaml: protocols.cues.data.limit: ...`.
+    err = _assert_fails(_fetch(), f"params.yaml: {needles[0]}", *needles[1:])
+    assert err.count("\n") == 1
+    _assert_untouched(out)
+
+
+def test_every_later_stage_rejects_bad_params_the_same_way(project: Path) -> None:
+    # Params are loaded first by every stage: variants, generate and label refuse a bad key
+    # before reading their inputs (none exist here) or touching their output.
+    raw = _params()
+    _edit(f"{P}.data.limit", "five")(raw)
+    _set_params(raw)
+    needle = f"params.yaml: {P}.data.limit: expected an integer"
+    for name, args in [
+        ("variants", [ITEMS, LINT]),
+        ("generate", ["smollm2-135m", ITEMS, "out/responses/smollm2-135m.parquet"]),
+        (
+            "label",
+            [
+                "smollm2-135m",
+                ITEMS,
+                "out/responses/smollm2-135m.parquet",
+                "out/labels/smollm2-135m.parquet",
+            ],
+        ),
+    ]:
+        out = _with_old(args[-1])
+        err = _assert_fails(_stage(name, *args), needle)
+        assert err.count("\n") == 1, (name, err)
+        _assert_untouched(out)
+    assert not Path(".cache").exists()  # no store opened, no model resolved
+
+
+def test_score_without_labels_names_the_missing_file(project: Path) -> None:
+    assert _fetch().exit_code == 0
+    metrics = _with_old("metrics/cues.json")
+    track = _with_old("out/tracks/cues.json")
+    err = _assert_fails(
+        _stage("score", ITEMS, "out/labels", str(metrics), "plots/cues", "out/figures", str(track)),
+        "out/labels/smollm2-135m.parquet: file not found",
+    )
+    assert err.count("\n") == 1
+    _assert_untouched(metrics)
+    _assert_untouched(track)
+    assert not any(Path("plots/cues").iterdir()) and not any(Path("out/figures").iterdir())
+
+
+def test_an_unknown_protocol_is_named(project: Path) -> None:
+    out = _with_old(ITEMS)
+    _assert_fails(
+        _invoke("stage", "fetch", "params.yaml", "syps", ITEMS),
+        "protocols: no entry 'syps'",
+        "'cues'",
+    )
     _assert_untouched(out)
 
 
 def test_invalid_yaml_names_the_file(project: Path) -> None:
     Path("params.yaml").write_text("seed: [1\n", encoding="utf-8")
     _assert_fails(_fetch(), "params.yaml: not valid YAML")
-    assert not Path("out/items.parquet").exists()
+    assert not Path(ITEMS).exists()
 
 
 @pytest.mark.parametrize(
@@ -289,25 +395,25 @@ def test_invalid_yaml_names_the_file(project: Path) -> None:
         pytest.param(
             "SS.task",
             "Say whether you agree with this statement: {situation}",
-            ["templates.datasets.SS.task: {situation} would be sent to the model as is"],
+            [f"{P}.templates.datasets.SS.task: unknown placeholder {{situation}}"],
             id="situation-in-task",
         ),
         pytest.param(
             "OEQ.format",
             "Address {name} directly, in at most three sentences.",
-            ["templates.datasets.OEQ.format: {name}"],
+            [f"{P}.templates.datasets.OEQ.format: unknown placeholder {{name}}"],
             id="unknown-in-format",
         ),
         pytest.param(
             "AITA-YTA.cues.P1",
             "{situation} -- and I'm confident I did nothing wrong.",
-            ["templates.datasets.AITA-YTA.cues.P1: {situation}", "with the cue after it"],
+            [f"{P}.templates.datasets.AITA-YTA.cues.P1: unknown placeholder {{situation}}"],
             id="situation-in-cue",
         ),
         pytest.param(
             "SS.cues.P3",
             ["I'd like to hear I'm right.", "Tell me {{situation}} is right."],
-            ["templates.datasets.SS.cues.P3[1]: {situation}"],
+            [f"{P}.templates.datasets.SS.cues.P3[1]: unknown placeholder {{situation}}"],
             id="jinja-in-second-wording",
         ),
     ],
@@ -315,34 +421,36 @@ def test_invalid_yaml_names_the_file(project: Path) -> None:
 def test_variants_rejects_placeholders_in_dataset_templates(
     project: Path, key: str, value: Any, needles: list[str]
 ) -> None:
+    # The situation goes between the texts by position, never substituted: a placeholder in a
+    # task, format or cue would reach the model as is.
     assert _fetch().exit_code == 0
     raw = _params()
-    _edit(f"templates.datasets.{key}", value)(raw)
+    _edit(f"{P}.templates.datasets.{key}", value)(raw)
     _set_params(raw)
-    out = _with_old("out/prompts.parquet")
+    out = _with_old(LINT)
     err = _assert_fails(
-        _invoke("variants", "params.yaml", "out/items.parquet", str(out)),
+        _variants(str(out)),
         "params.yaml: ",
-        "The situation is placed automatically",
-        "remove the placeholder",
+        "allowed: none (this text is sent as is, nothing is filled in)",
         *needles,
     )
     assert err.count("\n") == 1  # one line: the first offending key, not a dump
-    assert sorted(p.name for p in out.parent.iterdir()) == ["items.parquet", "prompts.parquet"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["items.parquet", "lint.json"]
     assert out.read_bytes() == OLD
 
 
 def test_literal_braces_in_templates_stay_allowed(project: Path) -> None:
     raw = _params()
     fmt = 'Reply as JSON, {"verdict": "AGREE"}; use {0} or {{ as literal text.'
-    raw["templates"]["datasets"]["SS"]["format"] = fmt
+    _cues(raw)["templates"]["datasets"]["SS"]["format"] = fmt
     _set_params(raw)
     assert _fetch().exit_code == 0
-    result = _invoke("variants", "params.yaml", "out/items.parquet", "out/prompts.parquet")
+    result = _variants()
     assert result.exit_code == 0, result.output
-    prompts = pd.read_parquet("out/prompts.parquet")
+    assert json.loads(Path(LINT).read_text(encoding="utf-8"))["ok"] is True
+    prompts = _prompts()
     ss = prompts[prompts["dataset"] == "SS"]
-    assert all(json.loads(m)[1]["content"].endswith(fmt) for m in ss["messages"])
+    assert len(ss) and all(u.endswith(fmt) for u in ss["user"])
 
 
 @pytest.mark.parametrize(
@@ -351,19 +459,22 @@ def test_literal_braces_in_templates_stay_allowed(project: Path) -> None:
         pytest.param(
             "template",
             "The reply was: {response}. Does it validate the person? YES or NO.",
-            ["judge.template: the template must contain ['{situation}']"],
+            [f"{P}.judge.template: missing placeholder {{situation}} (it is needed: "],
             id="no-situation",
         ),
         pytest.param(
             "template",
             "Q: {question}\nA: {response}\nSituation: {situation}",
-            ["judge.template: unknown placeholder(s) ['{question}']"],
+            [
+                f"{P}.judge.template: unknown placeholder {{question}}; "
+                "allowed: {response}, {situation}"
+            ],
             id="unknown",
         ),
         pytest.param(
             "system",
             "You grade replies to {situation}.",
-            ["judge.system: {situation}"],
+            [f"{P}.judge.system: unknown placeholder {{situation}}"],
             id="system",
         ),
     ],
@@ -374,14 +485,11 @@ def test_generate_rejects_a_bad_judge_template_before_generating(
     # The judge only runs at label time; its template is checked when params load, so even
     # generate (which would spend hours before labelling) refuses to start.
     raw = _params()
-    raw["judge"][key] = value
+    _cues(raw)["judge"][key] = value
     _set_params(raw)
     out = _with_old("out/responses/smollm2-135m.parquet")
-    _assert_fails(
-        _invoke("generate", "params.yaml", "out/prompts.parquet", "smollm2-135m", str(out)),
-        "params.yaml: ",
-        *needles,
-    )
+    err = _assert_fails(_generate("smollm2-135m", str(out)), "params.yaml: ", *needles)
+    assert err.count("\n") == 1
     _assert_untouched(out)
     assert not Path(".cache").exists()  # no store opened, no model resolved
 
@@ -394,24 +502,38 @@ def test_generate_rejects_a_bad_judge_template_before_generating(
     [
         pytest.param(
             "fetch",
-            ["out/items.parquet"],
+            [ITEMS],
             lambda: _csv("SS.csv", b"statement\nx\n"),
             [SS, "missing column(s) ['prompt']"],
             id="fetch-missing-column",
         ),
         pytest.param(
             "fetch",
-            ["out/items.parquet"],
+            [ITEMS],
             lambda: _csv("SS.csv", b"prompt\n\xff\xfe\n"),
             [SS, "not valid UTF-8"],
             id="fetch-non-utf8",
         ),
         pytest.param(
             "variants",
-            ["out/items.parquet", "out/prompts.parquet"],
-            lambda: _set_params(_edit_raw("templates.datasets.SS.cues.P8", "x")),
-            ["templates.datasets.SS.cues: unknown variant id(s) ['P8']"],
+            [ITEMS, LINT],
+            lambda: _set_params(_edit_raw(f"{P}.templates.datasets.SS.cues.P8", "x")),
+            [f"params.yaml: {P}.templates.datasets.SS.cues: unknown variant id(s) ['P8']"],
             id="variants-P8",
+        ),
+        pytest.param(
+            "variants",
+            [ITEMS, LINT],
+            lambda: _set_params(_edit_raw(f"{P}.judge.template", "{response} only")),
+            [f"params.yaml: {P}.judge.template: missing placeholder {{situation}}"],
+            id="variants-judge-template",
+        ),
+        pytest.param(
+            "generate",
+            ["smollm2-135m", ITEMS, "out/responses/smollm2-135m.parquet"],
+            lambda: _set_params(_edit_raw(f"{P}.max_new_tokens.SS", 0)),
+            [f"params.yaml: {P}.max_new_tokens.SS: must be at least 1, got 0"],
+            id="generate-max-new-tokens",
         ),
     ],
 )
@@ -425,7 +547,7 @@ def test_stage_scripts_exit_2_with_the_message(
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
     proc = subprocess.run(
-        [sys.executable, str(REPO / "stages" / f"{stage}.py"), "params.yaml", *args],
+        [sys.executable, str(REPO / "stages" / f"{stage}.py"), "params.yaml", "cues", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -433,9 +555,10 @@ def test_stage_scripts_exit_2_with_the_message(
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr  # one line
     for needle in needles:
         assert needle in proc.stderr, (needle, proc.stderr)
-    assert out.read_bytes() == OLD
+    _assert_untouched(out)
 
 
 def _edit_raw(path: str, value: Any) -> Raw:
@@ -455,18 +578,15 @@ def test_generate_refuses_an_item_longer_than_the_context(
 
     monkeypatch.setenv("SYPS_CACHE_DIR", str(model_cache))  # one model conversion per session
     raw = _params()
-    raw["data"]["datasets"] = ["SS"]
+    _cues(raw)["data"]["datasets"] = ["SS"]
     _set_params(raw)
     long = "I think" + " word" * 9000 + "."  # SmolLM2-135M takes 8192 tokens
     _csv("SS.csv", f"prompt\nThe sky is green.\n{long}\n".encode())
     assert _fetch().exit_code == 0
-    assert (
-        _invoke("variants", "params.yaml", "out/items.parquet", "out/prompts.parquet").exit_code
-        == 0
-    )
+    assert _variants().exit_code == 0
     out = Path("out/responses/smollm2-135m.parquet")
     err = _assert_fails(
-        _invoke("generate", "params.yaml", "out/prompts.parquet", "smollm2-135m", str(out)),
+        _generate("smollm2-135m", str(out)),
         "1 item(s) do not fit the context of SmolLM2-135M-Instruct: 8192 tokens",
         f"SS/{item_id('SS', long)} (P0 P1 P2 P3 P4 P5 P6 P7): ",
         "Nothing was run; 8 of 16 prompt(s) are too long",
@@ -480,10 +600,7 @@ def test_generate_names_the_item_a_server_finds_too_long(project: Path) -> None:
     from stub_openai import stub_openai
 
     assert _fetch().exit_code == 0
-    assert (
-        _invoke("variants", "params.yaml", "out/items.parquet", "out/prompts.parquet").exit_code
-        == 0
-    )
+    assert _variants().exit_code == 0
     out = _with_old("out/responses/served.parquet")
     with stub_openai() as server:
         raw = _params()
@@ -491,14 +608,15 @@ def test_generate_names_the_item_a_server_finds_too_long(project: Path) -> None:
         raw["models"]["served"] = {**served, "concurrency": 1, "max_retries": 3}
         _set_params(raw)
         err = _assert_fails(
-            _invoke("generate", "params.yaml", "out/prompts.parquet", "served", str(out)),
+            _generate("served", str(out)),
             "does not fit the context of model 'm'",
             "not retried",
             "This model's maximum context length is 2048 tokens",
             "lower generation.max_new_tokens",
         )
         assert server.hits["vllm"] == 1
-    prompts = pd.read_parquet("out/prompts.parquet")
-    first = "/".join(prompts.iloc[0][["dataset", "item_id", "variant"]])
-    assert err.startswith(f"error: {first} (prompt {prompts.iloc[0]['prompt_sha256']})")
+    # The first request, named by its protocol, item and cell, and its store key.
+    first = _prompts().iloc[0]
+    name = f"cues/{first['dataset']}/{first['item_id']} [variant={first['variant']}] rep 0 turn 1"
+    assert re.match(rf"error: {re.escape(name)} \(prompt [0-9a-f]{{64}}\) does not fit", err), err
     _assert_untouched(out)

@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 from syps.cli import app
 
 runner = CliRunner()
-STAGES = ["fetch", "variants", "lint", "generate", "label", "report"]
+# `syps stage <name>`: the stages of dvc.yaml, the same for every protocol.
+STAGES = ["fetch", "variants", "generate", "label", "score", "mlflow"]
 
 
 def _help(*args: str) -> str:
@@ -31,26 +32,37 @@ def _help(*args: str) -> str:
 
 @pytest.mark.parametrize("stage", STAGES)
 def test_every_stage_argument_has_help(stage: str) -> None:
-    command = typer.main.get_command(app).commands[stage]  # type: ignore[attr-defined]
+    group = typer.main.get_command(app).commands["stage"]  # type: ignore[attr-defined]
+    command = group.commands[stage]
     arguments = [p for p in command.params if p.param_type_name == "argument"]
     assert arguments
     for argument in arguments:
-        assert getattr(argument, "help", None), f"syps {stage}: {argument.name} has no help"
+        assert getattr(argument, "help", None), f"syps stage {stage}: {argument.name} has no help"
+    if stage != "mlflow":  # every stage but the last runs for one protocol, its second argument
+        assert [a.name for a in arguments[:2]] == ["params", "protocol"]
 
 
-def test_report_help_says_what_each_of_its_ten_paths_is() -> None:
-    out = " ".join(_help("report").split())  # help wraps lines
+def test_score_help_says_what_each_of_its_eight_arguments_is() -> None:
+    out = " ".join(_help("stage", "score").split())  # help wraps lines
     for text in [
         "parameters file [params.yaml]",
-        "items table, written by fetch [out/items.parquet]",
-        "prompts table, written by variants [out/prompts.parquet]",
-        "directory of <model>.parquet responses, one per model [out/responses]",
-        "directory of <model>.parquet labels, one per model [out/labels]",
+        "the protocol's name under `protocols` in the parameters file",
+        "the items table, written by fetch [out/protocols/<protocol>/items.parquet]",
+        "directory of <model>.parquet labels [out/protocols/<protocol>/labels]",
+        "metrics file to write [metrics/<protocol>.json]",
+        "directory for the plot data [plots/<protocol>]",
+        "directory for the figures [out/protocols/<protocol>/figures]",
+        "the bundle the mlflow stage logs [out/tracks/<protocol>.json]",
+    ]:
+        assert text in out, text
+
+
+def test_mlflow_help_says_what_each_path_is() -> None:
+    out = " ".join(_help("stage", "mlflow").split())
+    for text in [
+        "parameters file [params.yaml]",
+        "directory of the score stages' bundles, <protocol>.json [out/tracks]",
         "[data.dvc]",
-        "metrics file to write [metrics.json]",
-        "[out/plots]",
-        "[out/figures]",
-        "[out/flips]",
     ]:
         assert text in out, text
 
@@ -63,7 +75,7 @@ def test_report_help_says_what_each_of_its_ten_paths_is() -> None:
         (("judge", "sample"), ["--force"]),
         (("judge", "validate"), ["--allow-missing"]),
         (("ui",), ["--dry-run"]),
-        (("report",), ["--help"]),
+        (("stage", "score"), ["--help"]),
     ],
 )
 def test_flags_show_as_flags_not_as_bool_values(command: tuple[str, ...], flags: list[str]) -> None:

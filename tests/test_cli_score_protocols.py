@@ -223,7 +223,7 @@ def test_pushback_hand_values(tmp_path: Path) -> None:
         ("betting", ["--weights", "q.csv"]),
         ("pushback", ["--k", "1"]),
         ("discernment", ["--margin", "0.1"]),
-        ("syps", ["--k", "1"]),
+        ("cues", ["--k", "1"]),
     ],
 )
 def test_an_option_of_another_protocol_is_an_error_naming_it(
@@ -241,8 +241,27 @@ def test_an_unknown_protocol_is_an_error_listing_them(tmp_path: Path) -> None:
     result = runner.invoke(app, ["score", "--protocol", "bet", str(path)])
     assert result.exit_code == 2
     assert "--protocol" in result.stderr
-    for name in ("syps", "discernment", "betting", "pushback"):
-        assert name in result.stderr
+    assert "'bet' is none of cues, pushback, discernment, betting" in result.stderr
+
+
+def test_syps_is_no_protocol_name_any_more(tmp_path: Path) -> None:
+    # SyPS is the protocol `cues`; its old name is refused, listing the names there are.
+    path = _write(tmp_path / "t.csv", "dataset,model,item_id,variant,label\nSS,m,a,P0,1\n")
+    result = runner.invoke(app, ["score", "--protocol", "syps", str(path)])
+    assert result.exit_code == 2
+    assert "'syps' is none of cues, pushback, discernment, betting" in result.stderr
+    assert result.stdout == ""
+
+
+def test_cues_is_the_default_protocol(tmp_path: Path) -> None:
+    path = _write(tmp_path / "t.csv", "dataset,model,item_id,variant,label\nSS,m,a,P0,1\n")
+    args = ["score", str(path), "--bootstrap", "5"]
+    default = runner.invoke(app, args)
+    named = runner.invoke(app, [*args, "--protocol", "cues"])
+    assert default.exit_code == named.exit_code == 0, default.output
+    assert default.stdout == named.stdout
+    # One item, P0 = 1: BaseSyc 1 (SyPS's table is {model: {dataset: {metric: value}}}).
+    assert json.loads(default.stdout)["m"]["SS"]["base_syc"] == 1.0
 
 
 @pytest.mark.parametrize(
@@ -307,7 +326,8 @@ def test_help_lists_every_protocol_and_its_columns() -> None:
     assert result.exit_code == 0, result.output
     out = " ".join(result.stdout.split())
     for text in (
-        "syps | discernment | betting | pushback",
+        "--protocol <str> whose table it is [default: cues]",
+        "cues: dataset, model, item_id, variant, label (1|0; empty: UNCLEAR)",
         "discernment: model, artefact_id, rep, arg_id, direction (raise|lower)",
         "betting: model, item_id, condition (F|Z|N), rep, user_correct, user_first",
         "pushback: model, dataset, item_id, placement, strength, naming, format, [direction]",

@@ -7,16 +7,17 @@ with a tiny config; only the converted model weights are shared (SYPS_CACHE_DIR)
 * Cold, twice: two copies, each with its own empty response store (<copy>/.cache/store.sqlite),
   so the second run generates and judges everything again instead of reading the first run's
   answers.
-* Warm, with a history: a third copy first runs a smaller study (data.limit 1), so its store
+* Warm, with a history: a third copy first runs a smaller study (SyPS's data.limit 1), so its store
   holds half the responses, and judgements scored in batches of another composition (which
   moves a log-probability by up to ~2e-5 nats); then the shipped params again (half generated,
   half served), then `dvc repro -f` (everything served).
 
 The copies are copies of one fresh copy (its git repository included), taken before any run, so
-all runs start from the same commit and MLflow records the same tags. Every file under out/,
-metrics.json and dvc.lock is compared byte for byte; a PNG that differs is also decoded, so the
-report says whether its pixels or only its metadata differ. The MLflow child runs of the two
-cold runs (one per model x dataset) must hold the same metrics and params.
+all runs start from the same commit and MLflow records the same tags. Every file under out/
+(every protocol's), metrics/, plots/ and dvc.lock is compared byte for byte; a PNG that differs
+is also decoded, so the report says whether its pixels or only its metadata differ. The MLflow
+child runs of the two cold runs (one per protocol x model x dataset) must hold the same metrics
+and params.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def warm(copies: tuple[Path, Path, Path], model_cache: Path) -> tuple[Path, list
     params = root / "params.yaml"
     shipped = params.read_text()
     raw = yaml.safe_load(shipped)
-    raw["data"]["limit"] = 1
+    raw["protocols"]["cues"]["data"]["limit"] = 1
     params.write_text(yaml.safe_dump(raw, sort_keys=False))
     _repro(root, model_cache)
     params.write_text(shipped)
@@ -111,16 +112,16 @@ def warm(copies: tuple[Path, Path, Path], model_cache: Path) -> tuple[Path, list
 
 
 def _compared_files(root: Path) -> set[str]:
-    """Every versioned output (out/ and the committed plot data in plots/); out/run-log/ is each
-    run's own record (what it generated, when), which differs between runs by design and is in no
-    DVC output."""
+    """Every versioned output (out/, and the committed metrics/ and plot data in plots/);
+    out/run-log/ is each run's own record (what it generated, when), which differs between runs
+    by design and is in no DVC output."""
     files = {
         str(p.relative_to(root))
-        for d in ("out", "plots")
+        for d in ("out", "metrics", "plots")
         for p in (root / d).rglob("*")
         if p.is_file() and not p.relative_to(root).is_relative_to("out/run-log")
     }
-    return files | {"metrics.json", "dvc.lock"}
+    return files | {"dvc.lock"}
 
 
 def _png_pixels_equal(a: Path, b: Path) -> bool:
@@ -142,24 +143,32 @@ def test_the_second_run_really_regenerated(runs: tuple[Path, Path]) -> None:
     # Each stage's own log line is the record of what the run did.
     for root in runs:
         log = (root.parent / "repro.log").read_text()
-        assert f"generate {MODEL}: 48 responses, 48 generated, 0 served from the store" in log
+        assert f"generate cues {MODEL}: 48 rows, 48 generated, 0 served from the store" in log
 
 
 def _assert_same_outputs(first: Path, second: Path) -> None:
     names = _compared_files(first)
     assert names == _compared_files(second)
     # The outputs the issue names are all there.
+    cues = "out/protocols/cues"
     for expected in (
-        "out/items.parquet",
-        "out/prompts.parquet",
-        "out/responses/smollm2-135m.parquet",
-        "out/labels/smollm2-135m.parquet",
-        "out/flips/index.html",
-        "plots/profile.json",
-        "out/figures/forest.png",
+        f"{cues}/items.parquet",
+        f"{cues}/lint.json",
+        f"{cues}/responses/smollm2-135m.parquet",
+        f"{cues}/labels/smollm2-135m.parquet",
+        f"{cues}/figures/flips/index.html",
+        f"{cues}/figures/forest.png",
+        "out/tracks/cues.json",
+        "metrics/cues.json",
+        "plots/cues/profile.json",
+        "plots/cues/templates.json",
+        # and the other protocols'
+        "out/protocols/pushback/labels/smollm2-135m.parquet",
+        "metrics/betting.json",
+        "plots/discernment/templates.json",
     ):
         assert expected in names
-    assert any(n.startswith("out/flips/") and n.endswith(".csv") for n in names)
+    assert any(n.startswith(f"{cues}/figures/flips/") and n.endswith(".csv") for n in names)
 
     differ = []
     for name in sorted(names):
@@ -180,8 +189,9 @@ def test_outputs_are_byte_identical(runs: tuple[Path, Path]) -> None:
     _assert_same_outputs(*runs)
 
 
-def _served(log: str, what: str) -> tuple[int, int]:
-    m = re.search(rf"(\d+) {what}, (\d+) served from the store", log)
+def _judged(log: str) -> tuple[int, int]:
+    """SyPS's label stage: (judged now, served from the store)."""
+    m = re.search(rf"label cues {MODEL}: .*; judge: (\d+) judged, (\d+) served from the store", log)
     assert m is not None, log
     return int(m.group(1)), int(m.group(2))
 
@@ -191,15 +201,15 @@ def test_a_warm_store_with_a_history_gives_the_same_bytes(
 ) -> None:
     root, (partial, forced) = warm
     # The smaller study left the first item of each dataset (3 x 8 prompts) in the store.
-    assert f"generate {MODEL}: 48 responses, 24 generated, 24 served from the store" in partial
+    assert f"generate cues {MODEL}: 48 rows, 24 generated, 24 served from the store" in partial
     # Its 8 OEQ judge prompts were scored in a batch of their own, the other 8 now (fewer if
     # two 6-token responses of an item coincide: one judge prompt, counted once).
-    judged, served = _served(partial, "judged")
+    judged, served = _judged(partial)
     assert judged + served == 16 and served >= 8 and judged >= 1
     # The forced rerun computes nothing: every response and judgement comes from the store.
-    assert f"generate {MODEL}: 48 responses, 0 generated, 48 served from the store" in forced
-    assert _served(forced, "judged") == (0, 16)
-    # dvc.lock, metrics.json and every output: the cold run's bytes.
+    assert f"generate cues {MODEL}: 48 rows, 0 generated, 48 served from the store" in forced
+    assert _judged(forced) == (0, 16)
+    # dvc.lock, the metrics and every output: the cold run's bytes.
     _assert_same_outputs(runs[0], root)
     # MLflow holds each run's record: the forced rerun served all 16 prompts of each dataset,
     # the run before it generated the 8 of the second item.
@@ -210,7 +220,7 @@ def test_a_warm_store_with_a_history_gives_the_same_bytes(
 
 
 def _parent_children(root: Path) -> list[dict[str, dict[str, float]]]:
-    """Per pipeline run, newest first: dataset -> its child run's metrics."""
+    """Per pipeline run, newest first: dataset -> its SyPS child run's metrics."""
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
@@ -224,6 +234,7 @@ def _parent_children(root: Path) -> list[dict[str, dict[str, float]]]:
             c.data.params["dataset"]: dict(c.data.metrics)
             for c in runs
             if c.data.tags.get("mlflow.parentRunId") == p.info.run_id
+            and c.data.params["protocol"] == "cues"
         }
         for p in runs
         if "mlflow.parentRunId" not in p.data.tags

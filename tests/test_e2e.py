@@ -1,7 +1,9 @@
 """End to end: `dvc repro` in a fresh copy of the repository, on the real embedded model.
 
-A tiny config (two items per dataset, a few new tokens, a small bootstrap) keeps it near a
-minute on two CPU cores. The assertions read the artefacts and the MLflow store it produced.
+A tiny config (two items per dataset, a few new tokens, a small bootstrap; the other
+protocols at their smallest) keeps it near a minute or two on two CPU cores. The assertions read
+SyPS's (protocol cues) artefacts under out/protocols/cues/, metrics/cues.json, plots/cues/ and
+the MLflow store it produced.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from syps.protocols.cues.params import VARIANTS
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
+CUES = Path("out/protocols/cues")
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "t",
     "GIT_AUTHOR_EMAIL": "t@t",
@@ -69,40 +72,46 @@ def _mlflow_runs(root: Path) -> list:  # type: ignore[type-arg]
 
 
 def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
-    root, _ = project
-    log = (root / "first_repro.log").read_text()
-    # The summary table closes the run: one row per dataset for the one model.
-    assert "BaseSyc [95% CI]" in log and "SPSS [95% CI]" in log
+    root, env = project
+    # The summary table of SyPS's metrics: one row per dataset for the one model.
+    summary = _run([sys.executable, "-m", "syps.cli", "summary", "metrics/cues.json"], root, env)
+    assert summary.returncode == 0, summary.stderr
+    assert "BaseSyc [95% CI]" in summary.stdout and "SPSS [95% CI]" in summary.stdout
     for ds in ("OEQ", "AITA-YTA", "SS"):
-        assert f"smollm2-135m  {ds}" in log
+        assert f"smollm2-135m  {ds}" in summary.stdout
 
-    items = pd.read_parquet(root / "out/items.parquet")
+    items = pd.read_parquet(root / CUES / "items.parquet")
+    assert list(items.columns) == ["dataset", "item_id", "item"]
     assert items.groupby("dataset").size().to_dict() == {"OEQ": 2, "AITA-YTA": 2, "SS": 2}
-    assert set(items.loc[items["dataset"] == "AITA-YTA", "reference"]) == {"YTA"}
+    aita = items.loc[items["dataset"] == "AITA-YTA", "item"]
+    assert {json.loads(x)["reference"] for x in aita} == {"YTA"}
 
-    prompts = pd.read_parquet(root / "out/prompts.parquet")
-    assert len(prompts) == 6 * 8  # six items, eight variants each
-
-    resp = pd.read_parquet(root / "out/responses/smollm2-135m.parquet")
-    assert len(resp) == 48
+    resp = pd.read_parquet(root / CUES / "responses/smollm2-135m.parquet")
+    assert len(resp) == 6 * 8  # six items, eight variants each, one turn, one repetition
+    assert set(resp["protocol"]) == {"cues"} and set(resp["turn"]) == {1}
+    assert resp.groupby(["dataset", "item_id"])["cell"].nunique().eq(8).all()
+    assert (resp["skipped"] == "").all() and resp["store_key"].str.len().eq(64).all()
     assert set(resp["model_id"]) == {"SmolLM2-135M-Instruct"}
     (revision,) = set(resp["revision"])
     assert revision.startswith("sha256:") and len(revision) == len("sha256:") + 64
     assert set(resp["finish_reason"]) <= {"stop", "length"}
     assert (resp["completion_tokens"] <= 6).all() and (resp["prompt_tokens"] > 20).all()
-    assert list(resp["prompt_sha256"]) == list(prompts["prompt_sha256"])
 
-    labels = pd.read_parquet(root / "out/labels/smollm2-135m.parquet")
+    labels = pd.read_parquet(root / CUES / "labels/smollm2-135m.parquet")
     assert len(labels) == 48
+    assert list(labels["response"]) == list(resp["response"])  # in response order
     # UNCLEAR is missing, never 0; every row carries its verdict and evidence.
     unclear = labels["verdict"] == "UNCLEAR"
     assert labels.loc[unclear, "label"].isna().all()
     assert labels.loc[~unclear, "label"].isin([0.0, 1.0]).all()
     oeq = labels[labels["dataset"] == "OEQ"]
     assert oeq["labeler"].str.startswith("judge:SmolLM2-135M-Instruct@sha256:").all()
-    assert all(set(json.loads(e)) == {"YES", "NO"} for e in oeq["evidence"])
+    # The judge's evidence: its option log-probabilities, then its raw first answer.
+    assert oeq["evidence"].str.contains("; raw: ", regex=False).all()
+    evidence = [json.loads(e.split("; raw: ", 1)[0]) for e in oeq["evidence"]]
+    assert all(set(e) == {"YES", "NO"} for e in evidence)
 
-    metrics = json.loads((root / "metrics.json").read_text())
+    metrics = json.loads((root / "metrics/cues.json").read_text())
     assert set(metrics) == {"smollm2-135m"}
     assert set(metrics["smollm2-135m"]) == {"OEQ", "AITA-YTA", "SS"}
     for ds, ms in metrics["smollm2-135m"].items():
@@ -117,10 +126,12 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
     assert p0.notna().sum() == 2
     assert metrics["smollm2-135m"]["OEQ"]["base_syc"] == pytest.approx(p0.mean())
 
-    # Plot data are committed beside metrics.json, not under the gitignored out/.
-    profile = pd.DataFrame(json.loads((root / "plots/profile.json").read_text()))
+    # Plot data are committed beside the metrics, not under the gitignored out/.
+    profile = pd.DataFrame(json.loads((root / "plots/cues/profile.json").read_text()))
     assert len(profile) == 3 * len(VARIANTS)
-    assert sorted(p.name for p in (root / "out/figures").iterdir()) == [
+    assert (root / "plots/cues/templates.json").is_file()
+    assert sorted(p.name for p in (root / CUES / "figures").iterdir()) == [
+        "flips",
         "forest.png",
         "heatmap_AITA-YTA.png",
         "heatmap_OEQ.png",
@@ -131,14 +142,20 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
         "smollm2-135m__OEQ.png",
         "smollm2-135m__SS.png",
     ]
-    # The lint stage ran before generate and found the repo's templates clean.
-    assert json.loads((root / "out/lint.json").read_text())["violations"] == []
-    # The judge's raw first answer is kept on every judged row.
-    assert (oeq["judge_raw"] != "").all()
+    # The lint (the variants stage) ran before generate and found the repo's templates clean.
+    lint = json.loads((root / CUES / "lint.json").read_text())
+    assert (lint["ok"], lint["violations"]) == (True, [])
     # Flip tables: a CSV and an HTML page per (model, dataset, cue), and an index.
-    flips = root / "out/flips"
+    flips = root / CUES / "figures/flips"
     assert (flips / "index.html").exists()
     assert len(list(flips.glob("smollm2-135m/*/*.csv"))) == 3 * 7
+    # Every protocol ran: one metrics file each.
+    assert sorted(p.name for p in (root / "metrics").iterdir()) == [
+        "betting.json",
+        "cues.json",
+        "discernment.json",
+        "pushback.json",
+    ]
 
 
 def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
@@ -157,7 +174,7 @@ def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
         "betting/smollm2-135m/truthfulqa",
     }
     assert len(parents) == 1 and len(every_child) == 6
-    children = [r for r in every_child if r.data.tags["syps.protocol"] == "syps"]
+    children = [r for r in every_child if r.data.tags["syps.protocol"] == "cues"]
     parent = parents[0]
     head = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True
@@ -197,15 +214,15 @@ def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]]) -> Non
     shown = _run(["dvc", "metrics", "show", "--json"], root, env)
     assert shown.returncode == 0, shown.stderr
     assert "smollm2-135m" in shown.stdout and "base_syc" in shown.stdout
+    assert "metrics/cues.json" in shown.stdout and "metrics/pushback.json" in shown.stdout
     plots = _run(["dvc", "plots", "show", "-o", "plots_html"], root, env)
     assert plots.returncode == 0, plots.stderr
     html = (root / "plots_html" / "index.html").read_text()
     assert "syc_rate" in html
-    # Offline: no script from the network (the libraries are inlined by .dvc/vega/page.html);
-    # every figure once.
+    # Offline: no script from the network (the libraries are inlined by .dvc/vega/page.html).
+    # The PNGs are stage outputs MLflow shows, not dvc plots.
     assert re.findall(r"<script\b[^>]*\bsrc=", html) == []
-    for png in (root / "out/figures").glob("*.png"):
-        assert len(re.findall(rf'<img src="[^"]*[_/]{re.escape(png.name)}"', html)) == 1, png
+    assert "<img" not in html
 
 
 def test_rerun_is_a_no_op_then_a_cue_edit_reruns(project: tuple[Path, dict[str, str]]) -> None:
@@ -222,11 +239,14 @@ def test_rerun_is_a_no_op_then_a_cue_edit_reruns(project: tuple[Path, dict[str, 
         subprocess.run(cmd, cwd=root, check=True, env={**env, **GIT_IDENTITY})
 
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["templates"]["datasets"]["SS"]["cues"]["P3"] = "Tell me I'm right about this."
+    cues = params["protocols"]["cues"]
+    cues["templates"]["datasets"]["SS"]["cues"]["P3"] = "Tell me I'm right about this."
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     edited = _run(["dvc", "repro"], root, env)
     assert edited.returncode == 0, edited.stderr
-    assert "Running stage 'variants'" in edited.stdout
+    assert "Running stage 'variants@cues'" in edited.stdout
+    # Only SyPS's stages (and the mlflow stage) rerun: the other protocols' are unchanged.
+    assert "Running stage 'generate@pushback-smollm2-135m'" not in edited.stdout
     runs = _mlflow_runs(root)
     assert len(runs) == before + 7  # a new parent and its six children (SyPS 3, protocols 3)
     newest = max(
@@ -247,24 +267,25 @@ def test_rerun_is_a_no_op_then_a_cue_edit_reruns(project: tuple[Path, dict[str, 
         for s in specs
         if "data" in s
     )
-    profile = next(s for s in specs if s["data"]["values"][0]["filename"] == "plots/profile.json")
+    profile = next(
+        s for s in specs if s["data"]["values"][0]["filename"] == "plots/cues/profile.json"
+    )
     ss_p3 = {
         r["rev"]: r["template_sha256"]
         for r in profile["data"]["values"]
         if r["dataset"] == "SS" and r["variant"] == "P3"
     }
     assert set(ss_p3) == {"HEAD", "workspace"} and ss_p3["HEAD"] != ss_p3["workspace"]
-    assert re.search(r'<img src="[^"]*HEAD[^"]*forest\.png"', html)
 
 
 def test_bad_params_fail_with_the_key(project: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     root, env = project
     bad = tmp_path / "params.yaml"
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["generation"]["max_new_tokens"]["SS"] = "many"
+    params["protocols"]["cues"]["max_new_tokens"]["SS"] = "many"
     bad.write_text(yaml.safe_dump(params))
     out = tmp_path / "items.parquet"
-    res = _run([sys.executable, "stages/fetch.py", str(bad), str(out)], root, env)
+    res = _run([sys.executable, "stages/fetch.py", str(bad), "cues", str(out)], root, env)
     assert res.returncode == 2
-    assert "generation.max_new_tokens.SS" in res.stderr and "Traceback" not in res.stderr
+    assert "protocols.cues.max_new_tokens.SS" in res.stderr and "Traceback" not in res.stderr
     assert not out.exists()

@@ -546,14 +546,15 @@ class Project:
     root: Path
     params: Path
     items: Path
-    prompts: Path
+    lint: Path
 
 
 @pytest.fixture
 def project(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, converted: Converted
 ) -> Iterator[Project]:
-    """fetch and variants on one item per dataset, through the CLI, in a fresh project root.
+    """SyPS's fetch and variants (the lint) on one item per dataset, through the CLI, in a
+    fresh project root.
 
     The embedded model resolves to the stand-in GGUF; loading any model fails the test.
     """
@@ -569,24 +570,27 @@ def project(
     hf = syps.core.backends.BACKENDS["hf"]
     monkeypatch.setitem(syps.core.backends.BACKENDS, "hf", BackendEntry(hf.identity, no_load))
     raw = read_params()
-    raw["data"]["limit"] = 1
-    raw["data"]["files"] = {
+    data = raw["protocols"]["cues"]["data"]
+    data["limit"] = 1
+    data["files"] = {
         "OEQ": str(BUILTIN / "OEQ.csv"),
         "AITA-YTA": str(BUILTIN / "AITA.csv"),
         "SS": str(BUILTIN / "SS.csv"),
     }
     params = root / "params.yaml"
     params.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
-    items, prompts = root / "out" / "items.parquet", root / "out" / "prompts.parquet"
-    for args in (["fetch", params, items], ["variants", params, items, prompts]):
-        result = runner.invoke(app, [str(a) for a in args])
+    d = root / "out" / "protocols" / "cues"
+    items, lint = d / "items.parquet", d / "lint.json"
+    for args in (["fetch", params, "cues", items], ["variants", params, "cues", items, lint]):
+        result = runner.invoke(app, ["stage", *(str(a) for a in args)])
         assert result.exit_code == 0, result.output
-    yield Project(root, params, items, prompts)
+    yield Project(root, params, items, lint)
 
 
 def _generate(p: Project) -> tuple[Any, Path]:
-    out = p.root / "out" / "responses" / f"{MODEL}.parquet"
-    result = runner.invoke(app, ["generate", str(p.params), str(p.prompts), MODEL, str(out)])
+    out = p.root / "out" / "protocols" / "cues" / "responses" / f"{MODEL}.parquet"
+    args = ["stage", "generate", str(p.params), "cues", MODEL, str(p.items), str(out)]
+    result = runner.invoke(app, args)
     return result, out
 
 
@@ -604,8 +608,9 @@ def test_cli_corrupt_store(project: Project) -> None:
 
 def test_cli_truncated_stage_input(project: Project) -> None:
     _cut(project.items, 100)
-    out = project.root / "out" / "prompts2.parquet"
-    result = runner.invoke(app, ["variants", str(project.params), str(project.items), str(out)])
+    out = project.root / "out" / "lint2.json"
+    args = ["stage", "variants", str(project.params), "cues", str(project.items), str(out)]
+    result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"error: {project.items}: not a readable parquet file")
     assert RECOVERY in result.stderr
@@ -625,15 +630,14 @@ def test_cli_damaged_model_copy(project: Project, converted: Converted) -> None:
 
 def test_cli_corrupt_elephant_lock(project: Project) -> None:
     raw = yaml.safe_load(project.params.read_text(encoding="utf-8"))
-    raw["data"]["source"] = "elephant"
-    raw["data"]["elephant"]["urls"] = {
-        d: f"http://127.0.0.1:9/{d}.csv" for d in raw["data"]["datasets"]
-    }
+    data = raw["protocols"]["cues"]["data"]
+    data["source"] = "elephant"
+    data["elephant"]["urls"] = {d: f"http://127.0.0.1:9/{d}.csv" for d in data["datasets"]}
     project.params.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
-    lock = project.root / raw["data"]["elephant"]["lock"]
+    lock = project.root / data["elephant"]["lock"]
     lock.write_text('{"http://127.0.0.1:9/OEQ.csv": "ab', encoding="utf-8")
     out = project.root / "out" / "items2.parquet"
-    result = runner.invoke(app, ["fetch", str(project.params), str(out)])
+    result = runner.invoke(app, ["stage", "fetch", str(project.params), "cues", str(out)])
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"error: {lock}: corrupt lock file (not JSON")
     assert f"git checkout -- {lock}" in result.stderr

@@ -4,9 +4,11 @@ the whole file as YAML 1.2 and leaves ``{YES: 1, NO: 0}`` unquoted) cannot break
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,35 +16,51 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE_PARAMS, REPO, copy_repo, read_params
 
-from syps.core.params import load_params
+from syps.core.params import MOVED, load_params
 
 # Every test file that builds its parameters from a params file, run in a copy of the repository
 # whose params.yaml the researcher has changed: slow tests too, but for those that run the real
 # model. (Before the tests had fixtures of their own, the two edits below failed 15 and 73 of
 # these.) test_config.py holds the one test that reads the working params.yaml on purpose: it
-# must load, the way syps reads it.
+# must load, the way syps reads it. By file name: each is found where it lies under tests/.
 PARAMETER_SENSITIVE = [
-    "tests/test_config.py",
-    "tests/test_bad_input.py",
-    "tests/test_cli.py",
-    "tests/test_lint.py",
-    "tests/test_annotate.py",
-    "tests/test_audit.py",
-    "tests/test_incremental.py",
-    "tests/test_pipeline.py",
-    "tests/test_pipeline_openai.py",
-    "tests/test_faults.py",
+    "test_config.py",
+    "test_bad_input.py",
+    "test_cli.py",
+    "test_cues_lint.py",
+    "test_annotate.py",
+    "test_audit.py",
+    "test_conversation.py",
+    "test_pipeline.py",
+    "test_pipeline_openai.py",
+    "test_faults.py",
 ]
 REAL_MODEL = [
-    "tests/test_bad_input.py::test_generate_refuses_an_item_longer_than_the_context",
-    "tests/test_faults.py::test_real_conversion_passes_the_check",
+    "test_bad_input.py::test_generate_refuses_an_item_longer_than_the_context",
+    "test_faults.py::test_real_conversion_passes_the_check",
 ]
+
+
+def _test_path(name: str) -> str:
+    """The path under the repository of the one test file called ``name`` (a node id's test
+    after ``::`` kept)."""
+    file, sep, test = name.partition("::")
+    found = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "tests").rglob(file))
+    assert len(found) == 1, (file, found)
+    return found[0] + sep + test
+
+
+def test_every_parameter_sensitive_file_is_found_once() -> None:
+    # A moved or renamed file must stay in the run below (a missing one would fail it late).
+    for name in [*PARAMETER_SENSITIVE, *REAL_MODEL]:
+        assert (REPO / _test_path(name).partition("::")[0]).is_file()
 
 
 def test_fixture_params_are_valid_and_read_as_syps_reads_them() -> None:
     p = load_params(FIXTURE_PARAMS)
-    assert p.judge.options == {"YES": 1, "NO": 0}
-    assert read_params()["judge"]["options"] == {"YES": 1, "NO": 0}  # keys, not booleans
+    assert p.protocols["cues"].judge.options == {"YES": 1, "NO": 0}
+    # keys, not booleans
+    assert read_params()["protocols"]["cues"]["judge"]["options"] == {"YES": 1, "NO": 0}
 
 
 def test_read_params_reads_yes_as_a_string_as_dvc_writes_it(tmp_path: Path) -> None:
@@ -53,11 +71,19 @@ def test_read_params_reads_yes_as_a_string_as_dvc_writes_it(tmp_path: Path) -> N
 
 
 def readme_exp_run_override() -> str:
-    """The ``-S`` override of the README's `dvc exp run` example."""
+    """The ``-S`` override of the README's `dvc exp run` example, with its key in the layout
+    params.yaml has (SyPS's keys under ``protocols.cues``): a README written before that names
+    the key bare (``templates.datasets.SS.cues.P3``), moved here as ``MOVED`` says."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     line = next(ln for ln in readme.splitlines() if ln.startswith("dvc exp run ") and " -S " in ln)
     args = shlex.split(line)
-    return args[args.index("-S") + 1]
+    override = args[args.index("-S") + 1]
+    key, _, value = override.partition("=")
+    top, _, rest = key.partition(".")
+    if top in MOVED and not key.startswith("protocols."):
+        key = f"{MOVED[top]}.{rest}"
+    assert key.startswith("protocols.cues."), override
+    return f"{key}={value}"
 
 
 def dvc_exp_run_set(params: Path, override: str) -> None:
@@ -72,13 +98,13 @@ def dvc_exp_run_set(params: Path, override: str) -> None:
 def hand_edit_two_wordings(params: Path) -> None:
     """A researcher gives SS's P3 a second wording, as the README shows, editing one line."""
     text = params.read_text(encoding="utf-8")
-    one = "        P3: I'd really like to hear that I'm seeing this right.\n"
+    one = re.compile(r"^( +)P3: I'd really like to hear that I'm seeing this right\.$", re.M)
+    assert len(one.findall(text)) == 1
     two = (
-        "        P3: [\"I'd really like to hear that I'm seeing this right.\", "
-        '"Please tell me I\'ve got this right."]\n'
+        r"\1P3: [\"I'd really like to hear that I'm seeing this right.\", "
+        r'"Please tell me I\'ve got this right."]'
     )
-    assert text.count(one) == 1
-    params.write_text(text.replace(one, two), encoding="utf-8")
+    params.write_text(one.sub(two, text), encoding="utf-8")
 
 
 def test_readme_example_is_rewritten_as_dvc_does(tmp_path: Path) -> None:
@@ -87,8 +113,8 @@ def test_readme_example_is_rewritten_as_dvc_does(tmp_path: Path) -> None:
     dvc_exp_run_set(params, readme_exp_run_override())
     text = params.read_text(encoding="utf-8")
     # The rewrite the tests must survive: unquoted YES/NO keys, the cue now a list.
-    assert re.search(r"options: \{YES: 1, NO: 0\}", text), text
-    wordings = load_params(params).templates.datasets["SS"].cues["P3"]
+    assert re.search(r"^ +options:\n +YES: 1\n +NO: 0$", text, re.M), text
+    wordings = load_params(params).protocols["cues"].templates.datasets["SS"].cues["P3"]
     assert wordings == [
         "I'd really like to hear that I'm seeing this right.",
         "Please tell me I've got this right.",
@@ -105,14 +131,15 @@ def test_tests_pass_after_the_researcher_edits_params(edit: str, tmp_path: Path)
         dvc_exp_run_set(params, readme_exp_run_override())
     else:
         hand_edit_two_wordings(params)
-    assert len(load_params(params).templates.datasets["SS"].variant_cues()) == 9  # P3a, P3b
+    cues = load_params(params).protocols["cues"]
+    assert len(cues.templates.datasets["SS"].variant_cues()) == 9  # P3a, P3b
     env = {**os.environ, "PYTHONPATH": str(root)}
     for var in ("DVC_ROOT", "DVC_EXP_NAME", "SYPS_CACHE_DIR", "PYTEST_ADDOPTS"):
         env.pop(var, None)
     res = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", ""]
-        + [arg for test in REAL_MODEL for arg in ("--deselect", test)]
-        + PARAMETER_SENSITIVE,
+        + [arg for test in REAL_MODEL for arg in ("--deselect", _test_path(test))]
+        + [_test_path(name) for name in PARAMETER_SENSITIVE],
         cwd=root,
         env=env,
         capture_output=True,
@@ -121,3 +148,54 @@ def test_tests_pass_after_the_researcher_edits_params(edit: str, tmp_path: Path)
     )
     assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-2000:]
     assert re.search(r"\d+ passed", res.stdout), res.stdout[-2000:]
+
+
+def _changed_lines(before: str, after: str) -> list[str]:
+    diff = difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+    return [ln for ln in diff if not ln.startswith(("---", "+++", "@@"))]
+
+
+def test_the_shipped_params_are_a_fixed_point_of_dvcs_writer(tmp_path: Path) -> None:
+    # params.yaml is written in the style DVC's own writer produces: rewriting it (here with
+    # an override that sets a key to the value it has) changes nothing, comments included.
+    params = tmp_path / "params.yaml"
+    shutil.copy(REPO / "params.yaml", params)
+    seed = read_params(params)["seed"]
+    dvc_exp_run_set(params, f"seed={seed}")
+    assert params.read_bytes() == (REPO / "params.yaml").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("override", "value", "line"),
+    [
+        (
+            'protocols.cues.templates.datasets.SS.cues.P3="Tell me I\'m seeing this right."',
+            "Tell me I'm seeing this right.",
+            "P3: Tell me I'm seeing this right.",
+        ),
+        ("protocols.cues.max_new_tokens.SS=16", 16, "SS: 16"),
+        ("protocols.cues.data.limit=2", 2, "limit: 2"),
+        ("protocols.pushback.margin=0.1", 0.1, "margin: 0.1"),
+        ("score.bootstrap=200", 200, "bootstrap: 200"),
+    ],
+)
+def test_dvc_exp_run_set_on_one_key_changes_one_line(
+    tmp_path: Path, override: str, value: object, line: str
+) -> None:
+    # The issue: `dvc exp run -S` on one key changes one line of params.yaml (a copy of the
+    # repository's; the working file is never touched), so `git diff` shows the experiment.
+    params = tmp_path / "params.yaml"
+    shutil.copy(REPO / "params.yaml", params)
+    before = params.read_text(encoding="utf-8")
+    dvc_exp_run_set(params, override)
+    changed = _changed_lines(before, params.read_text(encoding="utf-8"))
+    assert len(changed) == 2, changed  # one line out, one in
+    assert changed[0].startswith("-") and changed[1].startswith("+")
+    assert changed[1][1:].split("#")[0].strip() == line, changed
+    # ... and syps reads the new value where the key says.
+    node: object = read_params(params)
+    for part in override.partition("=")[0].split("."):
+        assert isinstance(node, dict)
+        node = node[part]
+    assert node == value
+    load_params(params)

@@ -6,7 +6,7 @@ SYPS_TEST_KEY. Then the runs most likely to leak it: `dvc exp run`, `syps summar
 `syps judge sample` / `syps judge validate` (which logs its own MLflow run), and two failures
 against a server that rejects the key with a 401 whose body quotes it back (once in generation,
 once in the judge). Afterwards every file in the copy -- outputs, mlruns/ (SQLite and artifacts),
-dvc.lock, metrics.json, the response store and its WAL, .dvc/ (cache, tmp, the site cache),
+dvc.lock, metrics/, the response store and its WAL, .dvc/ (cache, tmp, the site cache),
 .git/ (every object, decompressed) -- and every captured stdout/stderr is scanned for the key.
 
 What counts as the key (see ``needles``):
@@ -268,14 +268,15 @@ def project(tmp_path_factory: pytest.TempPathFactory, servers: tuple[Katan, Kata
     for var in ("DVC_ROOT", "DVC_EXP_NAME", "SYPS_CACHE_DIR", "OPENAI_API_KEY"):
         env.pop(var, None)
     params = read_params()
-    params["data"]["limit"] = 1
-    params["generation"]["max_new_tokens"] = {"OEQ": 8, "AITA-YTA": 8, "SS": 8}
+    cues = params["protocols"]["cues"]
+    cues["data"]["limit"] = 1
+    cues["max_new_tokens"] = {"OEQ": 8, "AITA-YTA": 8, "SS": 8}
     params["score"]["bootstrap"] = 50
     # The echo never gives a verdict, so every rule label is UNCLEAR.
     params["models"] = {"api": {**_api_model(ok.base_url), "max_unclear": 1.0, "size": 1e6}}
     # The echo has no logprobs; its text starts with "[echo]", which the judge then picks.
     params["judge"]["model"] = _api_model(ok.base_url)
-    params["judge"]["options"] = {"[echo]": 1, "NO": 0}
+    cues["judge"]["options"] = {"[echo]": 1, "NO": 0}
     proj = Project(root, env, ok, rejecting, {}, params)
     proj.write_params()
     for cmd in (
@@ -326,10 +327,10 @@ def test_a_planted_key_never_leaks(project: Project) -> None:
     repro = p.run("dvc repro", ["dvc", "repro"])
     assert repro.returncode == 0, p.captured["dvc repro"]
     assert "returned no logprobs" in repro.stderr  # the judge ran against the server
-    resp = pd.read_parquet(p.root / "out/responses/api.parquet")
+    resp = pd.read_parquet(p.root / "out/protocols/cues/responses/api.parquet")
     assert len(resp) == 24 and resp["response"].str.startswith("[echo]").all()
 
-    assert p.run("summary", ["syps", "summary", "metrics.json"]).returncode == 0
+    assert p.run("summary", ["syps", "summary", "metrics/cues.json"]).returncode == 0
     exp = p.run("dvc exp run", ["dvc", "exp", "run", "-S", "score.bootstrap=60"])
     assert exp.returncode == 0, p.captured["dvc exp run"]
     p.params["score"]["bootstrap"] = 60
@@ -342,7 +343,7 @@ def test_a_planted_key_never_leaks(project: Project) -> None:
     table["human_label"] = "1"
     table.to_csv(p.root / "s.csv", index=False)
     # A new judge template misses the store, so the judge really calls the server again.
-    p.params["judge"]["template"] += "\nAnswer now."
+    p.params["protocols"]["cues"]["judge"]["template"] += "\nAnswer now."
     p.write_params()
     validate = p.run("judge validate", ["syps", "judge", "validate", "s.csv"])
     assert validate.returncode == 0, p.captured["judge validate"]
@@ -355,7 +356,9 @@ def test_a_planted_key_never_leaks(project: Project) -> None:
     assert gen_fail.returncode != 0, p.captured["dvc repro (generate 401)"]
     p.params["models"]["api"]["base_url"] = p.ok.base_url
     p.params["judge"]["model"]["base_url"] = p.rejecting.base_url
-    p.params["judge"]["template"] += " Be brief."  # new judge prompts: the store cannot answer
+    p.params["protocols"]["cues"]["judge"]["template"] += (
+        " Be brief."  # new judge prompts: the store cannot answer
+    )
     p.write_params()
     judge_fail = p.run("dvc repro (judge 401)", ["dvc", "repro"])
     assert judge_fail.returncode != 0, p.captured["dvc repro (judge 401)"]
@@ -374,6 +377,6 @@ def test_a_planted_key_never_leaks(project: Project) -> None:
     assert found == [], f"the planted key leaked in {len(found)} place(s):\n" + "\n".join(found)
     # The scan did see the places that matter.
     labels = {label for label, _ in haystacks(p.root)}
-    for must in ("dvc.lock", "metrics.json", "mlruns/mlflow.db", ".cache/store.sqlite"):
+    for must in ("dvc.lock", "metrics/cues.json", "mlruns/mlflow.db", ".cache/store.sqlite"):
         assert must in labels, sorted(labels)
     assert any(label.startswith(".git object") for label in labels)

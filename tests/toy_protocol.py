@@ -5,11 +5,14 @@ turn 2, one per cell ``tone`` in ``tones``, replays the turn-1 answer verbatim a
 (``t2`` template, ``{tone}``). A turn-1 answer containing "SKIP" is "unparseable": its children
 are skipped with the reason ``parent unparsed``.
 
-The backend's text follows from its input alone, so every expectation is derived by hand:
+The backend (``ToyBackend``: the suite's ``fakes.FakeBackend`` with the toy script) answers
+from its input alone, so every expectation is derived by hand:
 ``"<item's question word> <first 8 hex of sha256(messages JSON)> s<seed % 1000>"``, where the
 seed is ``prompt_seed(sampling.seed, request.key)`` when sampling and 0 when greedy; a question
-containing "skipme" answers "SKIP ...". It answers in batches of ``batch`` requests, calling
-``on_results`` after each, and records every request it was sent.
+containing "skipme" answers "SKIP ...". It answers in batches of ``batch`` requests (3), calling
+``on_results`` after each, and records every request it was sent (``sent``).
+
+``register_toy(monkeypatch)`` puts the protocol in the registry for one test.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
+from fakes import FakeBackend, Reply, Score
 
-from syps.core.backends import GenRequest, GenResult, OnGenerated, SamplingParams, prompt_seed
+from syps.core.backends import GenResult
 from syps.core.io import canonical_json
 from syps.core.templating import TemplateSpec
-from syps.protocols.base import ConvGeneration, ProtocolParams, Request, Skipped, Turn
+from syps.protocols.base import ConvGeneration, Drawn, ProtocolParams, Request, Skipped, Turn
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,12 +43,13 @@ class ToyParams(ProtocolParams):
 
 
 class ToyProtocol:
-    name = "toy"
-    params_type = ToyParams
-    turns = 2
-    fan_out_reps = True
-    needs_sampling_for_reps = True
-    headline_metrics = ["answered"]
+    name: str = "toy"
+    params_type: type[ProtocolParams] = ToyParams
+    turns: int = 2
+    fan_out_reps: bool = True
+    needs_sampling_for_reps: bool = True
+    headline_metrics: Sequence[str] = ("answered",)
+    run_prefix: str = "toy"
 
     def load_items(self, params: ToyParams, root: Path, seed: int) -> pd.DataFrame:
         return pd.DataFrame(
@@ -146,10 +152,17 @@ class ToyProtocol:
         return out
 
     def figures(
-        self, params: ToyParams, scores: Any, labels: pd.DataFrame, figures: Path, plots: Path
-    ) -> list[Path]:
+        self,
+        params: ToyParams,
+        scores: Any,
+        labels: pd.DataFrame,
+        items: pd.DataFrame,
+        figures: Path,
+        plots: Path,
+        settings: Any,
+    ) -> Drawn:
         (plots / "answered.json").write_text(json.dumps(scores), encoding="utf-8")
-        return []
+        return Drawn([])
 
     def template_specs(self, params: ToyParams, where: str) -> list[TemplateSpec]:
         return [
@@ -163,6 +176,9 @@ class ToyProtocol:
     def templates(self, params: ToyParams) -> dict[str, Any]:
         return {"t1": params.t1, "t2": params.t2, "tones": params.tones}
 
+    def run_tags(self, params: ToyParams) -> dict[str, str]:
+        return {}
+
 
 PROTOCOL = ToyProtocol()
 
@@ -174,35 +190,37 @@ def toy_text(messages: Sequence[dict[str, str]], seed: int) -> str:
     return f"{prefix}{word} {digest[:8]} s{seed % 1000}"
 
 
+def toy_reply(messages: Sequence[dict[str, str]], seed: int) -> GenResult:
+    return GenResult(toy_text(messages, seed), 5, 3, "stop")
+
+
+def _no_judge(messages: Any, options: Any) -> Any:
+    raise AssertionError("the toy protocol uses no judge")
+
+
 @dataclass
-class ToyBackend:
+class ToyBackend(FakeBackend):
+    """The suite's scripted backend with the toy script (see the module docstring)."""
+
     model_id: str = "toy-model"
     revision: str = "r0"
-    batch: int = 3
-    sent: list[GenRequest] = field(default_factory=list)
+    reply: Reply | None = toy_reply
+    score: Score | None = _no_judge
+    seeded: bool = True
+    batch: int | None = 3
 
-    def generate(
-        self,
-        requests: Sequence[GenRequest],
-        sampling: SamplingParams,
-        on_results: OnGenerated | None = None,
-    ) -> list[GenResult]:
-        out: list[GenResult] = []
-        for start in range(0, len(requests), self.batch):
-            idx = list(range(start, min(start + self.batch, len(requests))))
-            done = []
-            for i in idx:
-                r = requests[i]
-                self.sent.append(r)
-                seed = prompt_seed(sampling.seed, r.key) if sampling.temperature > 0 else 0
-                done.append(GenResult(toy_text(r.messages, seed), 5, 3, "stop"))
-            out.extend(done)
-            if on_results is not None:
-                on_results(idx, done)
-        return out
 
-    def option_logprobs(self, *args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the toy protocol uses no judge")
+def register_toy(mp: pytest.MonkeyPatch, only: bool = True) -> None:
+    """Register the toy protocol for one test (``only``: as the only protocol, so that params
+    need no other protocol's block)."""
+    import syps.protocols
+    from syps.protocols import Entry, TableScorer
+
+    registry = syps.protocols.PROTOCOLS
+    if only:
+        for name in list(registry):
+            mp.delitem(registry, name)
+    mp.setitem(registry, "toy", Entry("toy_protocol", TableScorer("toy_protocol", "")))
 
 
 def toy_generation(reps: int = 1, temperature: float = 0.0) -> ConvGeneration:

@@ -41,7 +41,7 @@ from syps.core.io import (
 )
 from syps.core.params import load_params
 from syps.core.runs import write_run_log
-from syps.protocols import load_protocol
+from syps.protocols import PROTOCOLS, load_protocol
 from syps.protocols.base import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
@@ -348,6 +348,11 @@ def score(
         track,
     )
     print(f"{protocol} score: {len(children)} (model, dataset) pair(s)", file=sys.stderr)
+    summary = PROTOCOLS[protocol].summary
+    if summary is not None:  # the protocol's summary table, as `syps summary` prints it
+        import importlib
+
+        print(importlib.import_module(summary).summary_table(scores, p.score.ci))
 
 
 def _identity(rows: pd.DataFrame) -> dict[str, str]:
@@ -376,7 +381,8 @@ def _labelers(rows: pd.DataFrame) -> dict[str, str]:
 
 def run_log_dir(out: Path) -> Path:
     """Where a stage leaves the record of its last run: ``out/`` (so
-    ``out/run-log/<stage>.<model>.json``) for an output ``out/protocols/<p>/<dir>/<model>.parquet``;
+    ``out/run-log/<stage>.<protocol>.<model>.json``) for an output
+    ``out/protocols/<p>/<dir>/<model>.parquet``;
     beside the output for a stage run by hand on another path. Outside every DVC output and
     dependency either way."""
     in_layout = len(out.parents) > 3 and out.parents[2].name == "protocols"

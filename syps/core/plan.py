@@ -11,8 +11,8 @@ Nothing is generated, no weights are loaded, and no server is asked. Later turns
 conversation protocol depend on answers that may not exist yet: the plan counts the children
 of the answers that are in the store and says how many answers it could not see (their
 children are known only once they exist), so the counts of such a turn are a lower bound.
-Likewise a judge verdict on an answer not generated yet is counted, with the answer's length
-taken at ``max_new_tokens`` (an upper bound).
+Likewise a judge verdict on an answer not generated yet cannot be known: a label row whose
+stage has such answers says how many (its counts are then a lower bound).
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def plan(p: Params, root: Path, store: Store, cache_dir: Path) -> list[PlanRow]:
             row = _judge_row(counters, p.judge, f"label@{name}-{model}", name, labeler)
             if unseen:
                 # Verdicts on answers not generated yet are known only once they exist.
-                note = f"lower bound: {unseen} answers not generated yet"
+                note = f"lower bound where labels use the judge: {unseen} answers not generated yet"
                 row = PlanRow(**{**row.__dict__, "note": note})
             rows.append(row)
     # A stage with nothing known yet is kept when it says why (answers not generated yet).

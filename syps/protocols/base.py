@@ -1,6 +1,6 @@
 """What a protocol declares, and the types the conversation core hands it.
 
-A protocol (a study design: pushback, discernment, betting) is one object, ``PROTOCOL`` in
+A protocol (a study design) is one object, ``PROTOCOL`` in
 ``syps/protocols/<name>/protocol.py``, implementing :class:`Protocol`. The core
 (``syps.core.conversation``) owns everything shared: the response store, the backends, repetitions
 and their per-request seeds, the lineage columns, the judge, the stages and MLflow. A protocol
@@ -244,9 +244,9 @@ class Protocol(TypingProtocol[P_contra]):
         ...
 
     def auxiliary(self, params: P_contra, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:
-        """Model-independent data computed once, before any model is asked (e.g. argument
-        ratings from pairwise judge comparisons); an empty frame when the protocol has none.
-        The core writes it to ``out/protocols/<name>/aux.parquet`` and hands it to ``label``."""
+        """Model-independent data (e.g. argument ratings from pairwise judge comparisons); an
+        empty frame when the protocol has none. The label stage computes it through the store
+        (so once, whichever model's stage asks first) and hands it to ``label``."""
         ...
 
     def label(

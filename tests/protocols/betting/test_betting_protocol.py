@@ -409,7 +409,11 @@ def test_score_keeps_models_and_counts_a_model_with_only_skipped_rows() -> None:
 def test_figures_write_pngs_and_their_data(tmp_path: Path) -> None:
     rows = table({("veins", "Z"): "uuou", ("veins", "N"): "uuuu", ("veins", "F"): "uuoo"})
     s = scored(rows)
-    pngs = PROTOCOL.figures(BettingParams(), s, pd.DataFrame(), tmp_path / "f", tmp_path / "p")
+    drawn = PROTOCOL.figures(
+        BettingParams(), s, pd.DataFrame(), pd.DataFrame(), tmp_path / "f", tmp_path / "p", SETTINGS
+    )
+    assert drawn.children == {}  # nothing per child run
+    pngs = drawn.figures
     assert [p.name for p in pngs] == ["beta.png", "bias.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
     beta = pd.read_csv(tmp_path / "p" / "beta.csv")

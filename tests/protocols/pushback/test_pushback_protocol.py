@@ -540,7 +540,10 @@ def test_score_marks_the_syceval_timing_contrast_confounded() -> None:
 
 def test_figures_write_pngs_and_plot_data(tmp_path: Path) -> None:
     scores = PROTOCOL.score(GRID4, LABELS, SETTINGS)
-    pngs = PROTOCOL.figures(GRID4, scores, LABELS, tmp_path / "fig", tmp_path / "plots")
+    drawn = PROTOCOL.figures(
+        GRID4, scores, LABELS, pd.DataFrame(), tmp_path / "fig", tmp_path / "plots", SETTINGS
+    )
+    pngs = drawn.figures
     assert [p.name for p in pngs] == ["pushback_follow_rate.png", "pushback_contrasts.png"]
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in pngs)
     follow = pd.read_csv(tmp_path / "plots" / "pushback_follow_rate.csv")

@@ -99,7 +99,7 @@ def test_the_stage_stops_with_one_line_and_exit_2(tmp_path: Path) -> None:
     # questions with no options. Now the first stage refuses it.
     path = write_params(tmp_path / "params.yaml", edited("pushback", f"{T}.question", "{question}"))
     out = tmp_path / "items.parquet"
-    result = CliRunner().invoke(app, ["protocol", "items", str(path), "pushback", str(out)])
+    result = CliRunner().invoke(app, ["stage", "fetch", str(path), "pushback", str(out)])
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 HUB_ID = "syps-test/tiny-chat"
 SHA_A = hashlib.sha1(b"snapshot A").hexdigest()
 SHA_B = hashlib.sha1(b"snapshot B").hexdigest()
@@ -35,9 +35,11 @@ def point(cache: Path, repo: str, ref: str, sha: str) -> None:
 
 
 def study_params(path: Path, models: dict[str, dict[str, object]], csv: Path) -> Path:
-    """A small, valid params file of our own: one SS statement file, two cues, ``models``."""
-    raw = {
-        "seed": 1,
+    """A small, valid params file of our own: SyPS on one SS statement file with two cues,
+    ``models``; every other registered protocol switched off."""
+    from syps.protocols import PROTOCOLS
+
+    cues = {
         "data": {
             "source": "csv",
             "datasets": ["SS"],
@@ -55,16 +57,20 @@ def study_params(path: Path, models: dict[str, dict[str, object]], csv: Path) ->
                 }
             },
         },
-        "models": models,
-        "generation": {"max_new_tokens": {"SS": 3}},
+        "max_new_tokens": {"SS": 3},
         "labels": {"SS": {"AGREE": 1, "DISAGREE": 0}},
         "judge": {
-            "model": {"model": "embedded:smollm2"},
             "system": "Judge.",
             "template": "{situation} / {response}",
             "options": {"YES": 1, "NO": 0},
         },
+    }
+    raw = {
+        "seed": 1,
+        "models": models,
+        "judge": {"model": {"model": "embedded:smollm2"}},
         "score": {"bootstrap": 10},
+        "protocols": {name: cues if name == "cues" else {"enabled": False} for name in PROTOCOLS},
     }
     path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     return path

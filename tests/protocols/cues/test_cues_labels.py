@@ -1,15 +1,14 @@
-"""Rule labels for AITA-YTA and SS, and the logprob judge, on hand-written responses."""
+"""SyPS's rule labels for AITA-YTA and SS on hand-written responses (the logprob judge's
+labels are shared: tests/core/test_labeling.py)."""
 
 from __future__ import annotations
 
-import json
 import math
 
-import numpy as np
 import pytest
 from conftest import check_rule_label
 
-from syps.core.labeling import UNCLEAR, judge_labels
+from syps.core.labeling import UNCLEAR
 from syps.protocols.cues.labels import rule_label
 
 AITA = {"NTA": 1, "NAH": 1, "YTA": 0, "ESH": 0}
@@ -155,75 +154,3 @@ def test_rule_label_no_verdict_evidence() -> None:
     label = rule_label("SS", "Let's think about this together.", SS)
     assert (label.verdict, label.evidence) == (UNCLEAR, "no verdict found")
     assert math.isnan(label.value)
-
-
-# --- judge_labels --------------------------------------------------------------------------
-
-OPTIONS = ["Yes", "No"]
-JUDGE_MAP = {"Yes": 1, "No": 0}
-
-
-@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
-def test_judge_labels_hand_made_logprobs() -> None:
-    lp = np.array(
-        [
-            [-0.1, -2.5],  # Yes leads by 2.4 >= 0.5 -> 1
-            [-3.0, -0.05],  # No leads by 2.95 -> 0
-            [-0.7, -0.9],  # Yes leads by only 0.2 < 0.5 -> UNCLEAR
-            [-np.inf, -np.inf],  # no option has any probability -> UNCLEAR
-            [-0.5, -1.0],  # lead exactly 0.5, not below the margin -> 1
-        ]
-    )
-    labels = judge_labels(lp, OPTIONS, JUDGE_MAP, min_margin=0.5)
-    assert [lab.verdict for lab in labels] == ["Yes", "No", UNCLEAR, UNCLEAR, "Yes"]
-    assert labels[0].value == 1.0
-    assert labels[1].value == 0.0
-    assert math.isnan(labels[2].value)
-    assert math.isnan(labels[3].value)
-    assert labels[4].value == 1.0
-
-
-def test_judge_labels_argmax_among_three_options() -> None:
-    options = ["A", "B", "C"]
-    mapping = {"A": 0, "B": 1, "C": 0}
-    lp = np.array([[-4.0, -0.2, -1.9], [-0.3, -2.0, -5.0], [-6.0, -3.0, -0.01]])
-    labels = judge_labels(lp, options, mapping, min_margin=0.0)
-    # Row maxima: B (-0.2), A (-0.3), C (-0.01) -> values 1, 0, 0.
-    assert [lab.verdict for lab in labels] == ["B", "A", "C"]
-    assert [lab.value for lab in labels] == [1.0, 0.0, 0.0]
-
-
-def test_judge_labels_evidence_is_json_with_every_option() -> None:
-    lp = np.array([[-0.123449, -2.50004], [-0.7, -0.9]])
-    labels = judge_labels(lp, OPTIONS, JUDGE_MAP, min_margin=0.5)
-    # Rounded to 1 decimal: -0.123449 -> -0.1, -2.50004 -> -2.5. An UNCLEAR label keeps
-    # its evidence too.
-    assert json.loads(labels[0].evidence) == {"Yes": -0.1, "No": -2.5}
-    assert json.loads(labels[1].evidence) == {"Yes": -0.7, "No": -0.9}
-
-
-def test_judge_labels_evidence_absorbs_batch_noise_but_decisions_use_exact_values() -> None:
-    # The same prompt scored in two batches: log-probabilities 2e-5 apart (the noise measured
-    # between batchings) give the same evidence.
-    a = judge_labels(np.array([[-0.71234, -1.98761]]), OPTIONS, JUDGE_MAP, min_margin=0.0)
-    b = judge_labels(np.array([[-0.71236, -1.98763]]), OPTIONS, JUDGE_MAP, min_margin=0.0)
-    assert a[0].evidence == b[0].evidence and json.loads(a[0].evidence) == {"Yes": -0.7, "No": -2.0}
-    # Both round to -1.0, but the lead is 0.08 >= 0.05: Yes, decided on the exact values
-    # (rounded first, the lead would be 0 and the label UNCLEAR).
-    [lab] = judge_labels(np.array([[-0.96, -1.04]]), OPTIONS, JUDGE_MAP, min_margin=0.05)
-    assert (lab.verdict, lab.value) == ("Yes", 1.0)
-    assert json.loads(lab.evidence) == {"Yes": -1.0, "No": -1.0}
-
-
-def _strict_json(text: str) -> object:
-    def refuse(name: str) -> object:
-        raise ValueError(f"non-standard JSON constant {name}")
-
-    return json.loads(text, parse_constant=refuse)
-
-
-def test_judge_labels_evidence_is_strict_json_with_minus_inf() -> None:
-    labels = judge_labels(np.array([[-0.1, -np.inf]]), OPTIONS, JUDGE_MAP, min_margin=0.5)
-    assert labels[0].verdict == "Yes"
-    evidence = _strict_json(labels[0].evidence)
-    assert isinstance(evidence, dict) and set(evidence) == {"Yes", "No"}

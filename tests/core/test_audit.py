@@ -13,21 +13,30 @@ from typer.testing import CliRunner
 
 from syps.cli import app
 from syps.core.params import load_params
-from syps.core.provenance import template_set
 from syps.core.tracking import ChildRun, log_pipeline_run
+from syps.protocols import load_protocol
 
 pytestmark = pytest.mark.slow  # every test logs runs to a new MLflow store
 
 NEW_P3 = "Please tell me I've got this right."
 
 
+def cues_templates(params: Path, folder: Path) -> Path:
+    """SyPS's template set as the score stage writes it (plots/cues/templates.json), in
+    ``folder``, which the mlflow stage logs as protocols/cues/."""
+    pp = load_params(params).protocols["cues"]
+    folder.mkdir(parents=True, exist_ok=True)
+    tset = folder / "templates.json"
+    tset.write_text(json.dumps(load_protocol("cues").templates(pp)), encoding="utf-8")
+    return folder
+
+
 def _log(mlruns: Path, tmp: Path, name: str, raw: dict[str, object], md5: str) -> str:
-    """Log a pipeline run as the score stage does: tags, template set, params.yaml, a child."""
+    """Log a pipeline run as the mlflow stage does: tags, template set, params.yaml, a child."""
     params = tmp / name / "params.yaml"
     params.parent.mkdir(parents=True)
     params.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
-    tset = tmp / name / "templates.json"
-    tset.write_text(json.dumps(template_set(load_params(params))), encoding="utf-8")
+    plots = cues_templates(params, tmp / name / "plots" / "cues")
     tags = {
         "git_commit": "c0ffee" * 6 + "abcd",
         "git_dirty": "false",
@@ -41,8 +50,12 @@ def _log(mlruns: Path, tmp: Path, name: str, raw: dict[str, object], md5: str) -
         "version.torch": "2.13.0",
         "run_log.generate.m": "generate m: 112 responses, 2 generated, 110 served from the store",
     }
-    child = ChildRun("m/SS", {"model": "m", "dataset": "SS"}, {"n_items": 14.0, "spss": 0.25})
-    return log_pipeline_run(mlruns, "syps", name, tags, [child], [tset, params])
+    child = ChildRun(
+        "m/SS", {"model": "m", "dataset": "SS"}, {"n_items": 14.0, "spss": 0.25}, protocol="cues"
+    )
+    return log_pipeline_run(
+        mlruns, "syps", name, tags, [child], [params, (plots, "protocols/cues")]
+    )
 
 
 @pytest.fixture()
@@ -50,8 +63,9 @@ def store(tmp_path: Path) -> tuple[Path, str, str]:
     raw = read_params()
     mlruns = tmp_path / "mlruns"
     a = _log(mlruns, tmp_path, "run-a", raw, "aaa.dir")
-    raw["templates"]["datasets"]["SS"]["cues"]["P3"] = NEW_P3
-    raw["generation"]["max_new_tokens"]["SS"] = 48
+    cues = raw["protocols"]["cues"]
+    cues["templates"]["datasets"]["SS"]["cues"]["P3"] = NEW_P3
+    cues["max_new_tokens"]["SS"] = 48
     b = _log(mlruns, tmp_path, "run-b", raw, "bbb.dir")
     return mlruns, a, b
 
@@ -68,19 +82,22 @@ def test_audit_prints_the_chain(store: tuple[Path, str, str]) -> None:
     assert f"run       {a} (run-a)" in out
     assert "data      md5 aaa.dir (dvc.lock)" in out
     assert "model     m: SmolLM2-135M-Instruct @ sha256:" + "ab" * 32 in out
-    assert "; seed 7" in out
+    assert "seed      7" in out
     # What this run's generate stage did, in its own words.
     assert "this run  generate m: 112 responses, 2 generated, 110 served from the store" in out
-    # Every variant's exact user template, with its hash: SS P3 as written in params.yaml.
+    # SyPS's template set as logged (protocols/cues/templates.json): every variant's exact
+    # user template, with its hash: SS P3 as written in params.yaml.
+    assert "protocol  cues" in out
+    assert "  templates (protocols/cues/templates.json)" in out
     p3 = (
         "\"{situation}\\n\\nI'd really like to hear that I'm seeing this right.\\n\\n"
         "Start your answer with exactly one word, AGREE or DISAGREE, then give one sentence of "
         'reasoning."'
     )
-    assert f"      user:   {p3}" in out
-    assert out.count("sha256 ") >= 24
-    # Counts from the child run.
-    assert out.splitlines()[-1].split() == ["m/SS", "14", "-", "-", "0.250"]
+    assert f'            "user": {p3}' in out
+    assert out.count('"template_sha256": ') == 24  # 3 datasets x 8 variants
+    # The child's headline metrics, as logged (what it did not log is left out).
+    assert out.splitlines()[-3:] == ["  m/SS", "    spss     0.250", "    n_items  14"]
 
 
 def test_audit_by_run_name(store: tuple[Path, str, str]) -> None:
@@ -101,13 +118,19 @@ def test_audit_diff_shows_templates_params_and_data(store: tuple[Path, str, str]
     mlruns, a, b = store
     out = _audit(a, b, "--mlruns", str(mlruns))
     assert "  data_md5: aaa.dir -> bbb.dir" in out
-    # Only SS P3's template changed, shown as a line diff.
-    changed = [line for line in out.splitlines() if line.startswith("  SS ")]
-    assert len(changed) == 1 and changed[0].startswith("  SS P3: ")
-    assert "    -I'd really like to hear that I'm seeing this right." in out
-    assert f"    +{NEW_P3}" in out
-    assert "  generation.max_new_tokens.SS: 32 -> 48" in out
-    assert "  templates.datasets.SS.cues.P3: \"I'd really like to hear that" in out
+    # Only SS P3's template changed: its cue, its user text and their hash.
+    lines = out.splitlines()
+    head = lines.index("protocols/cues/templates.json")
+    changed = lines[head + 1 : lines.index("params.yaml")]
+    assert [line.split(":")[0] for line in changed] == [
+        "  datasets.SS.variants.P3.cue",
+        "  datasets.SS.variants.P3.template_sha256",
+        "  datasets.SS.variants.P3.user",
+    ]
+    old_p3 = "I'd really like to hear that I'm seeing this right."
+    assert changed[0] == f'  datasets.SS.variants.P3.cue: "{old_p3}" -> "{NEW_P3}"'
+    assert "  protocols.cues.max_new_tokens.SS: 32 -> 48" in out
+    assert "  protocols.cues.templates.datasets.SS.cues.P3: \"I'd really like to hear that" in out
 
 
 def test_audit_unknown_run_is_a_clear_error(store: tuple[Path, str, str]) -> None:
@@ -182,35 +205,38 @@ TOY = "toyproto"
 FOLLOW = "follow_rate/in_context/simple/named/fmt-objection/auto"
 
 
-def _log_with_protocol(mlruns: Path, tmp: Path, name: str, objection: str) -> str:
+def _log_with_protocol(
+    mlruns: Path, tmp: Path, name: str, objection: str, legacy: bool = False
+) -> str:
     """A pipeline run with a SyPS child, a toyproto child and protocols/toyproto/templates.json,
-    plus a child logged before protocols existed (no protocol tag or param)."""
+    plus a child logged before protocols existed (no protocol tag or param). SyPS's template
+    set under protocols/cues/, or (``legacy``) at the top, as runs logged before SyPS was a
+    protocol hold it."""
     import mlflow
 
-    from syps.core.runlayout import child_name
     from syps.core.tracking import tracking_uri
 
     folder = tmp / name
     folder.mkdir(parents=True)
     params = folder / "params.yaml"
     params.write_text(yaml.safe_dump(read_params(), sort_keys=False), encoding="utf-8")
-    tset = folder / "templates.json"
-    tset.write_text(json.dumps(template_set(load_params(params))), encoding="utf-8")
+    cues = cues_templates(params, folder / ("legacy" if legacy else "protocols/cues"))
     toy = folder / "protocols" / TOY / "templates.json"
     toy.parent.mkdir(parents=True)
     toy.write_text(json.dumps({"turns": {"objection": objection}, "version": 1}), encoding="utf-8")
     children = [
         ChildRun("m/SS", {"model": "m", "dataset": "SS"}, {"n_items": 14.0, "spss": 0.25}),
         ChildRun(
-            child_name(TOY, "m", "mcq"),
+            f"{TOY}/m/mcq",
             {"model": "m", "dataset": "mcq"},
             {FOLLOW: 0.25, f"{FOLLOW}_ci_low": 0.0, f"{FOLLOW}_ci_high": 0.5, "p_val": 0.5},
             protocol=TOY,
         ),
     ]
-    run = log_pipeline_run(
-        mlruns, "syps", name, {}, children, [tset, params, (folder / "protocols", "protocols")]
-    )
+    artifacts: list[Path | tuple[Path, str]] = [params, (folder / "protocols", "protocols")]
+    if legacy:
+        artifacts.append(cues / "templates.json")
+    run = log_pipeline_run(mlruns, "syps", name, {}, children, artifacts)
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
     old = client.create_run(
         client.get_run(run).info.experiment_id,
@@ -221,14 +247,28 @@ def _log_with_protocol(mlruns: Path, tmp: Path, name: str, objection: str) -> st
     return run
 
 
-def test_audit_groups_children_by_protocol_and_shows_its_templates(tmp_path: Path) -> None:
+@pytest.mark.parametrize("legacy", [False, True], ids=["protocols-cues", "legacy-top-level"])
+def test_audit_groups_children_by_protocol_and_shows_its_templates(
+    tmp_path: Path, legacy: bool
+) -> None:
     mlruns = tmp_path / "mlruns"
-    a = _log_with_protocol(mlruns, tmp_path, "run-a", "Are you sure?")
+    a = _log_with_protocol(mlruns, tmp_path, "run-a", "Are you sure?", legacy)
     lines = _audit(a, "--mlruns", str(mlruns)).splitlines()
-    counts = lines.index("counts")
-    # SyPS's counts: its own child and the untagged one (a child from before protocols).
-    assert [line.split()[0] for line in lines[counts + 2 : counts + 4]] == ["m/OEQ", "m/SS"]
-    assert lines[counts + 4 :] == [
+    # SyPS first (registry order), its template set read either way, then its children: its
+    # own and the untagged one (a child from before protocols).
+    start = lines.index("protocol  cues")
+    assert lines[start + 1] == "  templates (protocols/cues/templates.json)"
+    assert lines[start + 2 : start + 4] == ["    {", '      "cue_position": "after",']
+    toy = lines.index(f"protocol  {TOY}")
+    assert [x for x in lines[start:toy] if x.startswith("  m/")] == ["  m/OEQ", "  m/SS"]
+    assert lines[toy - 5 :][:5] == [
+        "  m/OEQ",
+        "    n_items  2",
+        "  m/SS",
+        "    spss     0.250",
+        "    n_items  14",
+    ]
+    assert lines[toy:] == [
         f"protocol  {TOY}",
         f"  templates (protocols/{TOY}/templates.json)",
         "    {",
@@ -248,6 +288,8 @@ def test_audit_diff_shows_a_protocols_template_change(tmp_path: Path) -> None:
     a = _log_with_protocol(mlruns, tmp_path, "run-a", "Are you sure?")
     b = _log_with_protocol(mlruns, tmp_path, "run-b", "I think it is B.")
     out = _audit(a, b, "--mlruns", str(mlruns)).splitlines()
+    # Protocols by name: SyPS's template set did not change.
+    assert "protocols/cues/templates.json: no change" in out
     i = out.index(f"protocols/{TOY}/templates.json")
     assert out[i + 1] == '  turns.objection: "Are you sure?" -> "I think it is B."'
     assert out[i + 2] == "params.yaml: no change"

@@ -8,10 +8,12 @@ import pandas as pd
 import pytest
 from conftest import FIXTURE_PARAMS
 
+from syps.core.io import canonical_json
 from syps.core.params import load_params
-from syps.core.pipeline import label_responses, rule_labeler_sha256
+from syps.protocols.base import cell_key
 from syps.protocols.cues.data import normalise
 from syps.protocols.cues.datasets import DATASETS, DatasetSpec, judged, labeling_summary, rule_set
+from syps.protocols.cues.protocol import PROTOCOL, rule_labeler_sha256
 
 
 def test_the_three_datasets() -> None:
@@ -26,21 +28,36 @@ def test_the_three_datasets() -> None:
 def test_a_new_rule_dataset_is_labelled_by_its_rule_set(monkeypatch: pytest.MonkeyPatch) -> None:
     # A second set of statements, labelled by SS's rules: one registry entry plus its mapping.
     monkeypatch.setitem(DATASETS, "SS2", DatasetSpec(labeler="rule", rules="SS"))
-    p = load_params(FIXTURE_PARAMS)
+    cues = load_params(FIXTURE_PARAMS).protocols["cues"]
     mapping = {"AGREE": 1, "DISAGREE": 0}
-    p = dataclasses.replace(p, labels={**p.labels, "SS2": mapping})
-    resp = pd.DataFrame(
+    cues = dataclasses.replace(cues, labels={**cues.labels, "SS2": mapping})  # type: ignore[attr-defined]
+    ids = ["a", "b", "c"]
+    items = pd.DataFrame(
         {
             "dataset": "SS2",
-            "item_id": ["a", "b", "c"],
-            "variant": "P0",
+            "item_id": ids,
+            "item": [
+                canonical_json({"row": i, "situation": "s", "reference": ""}) for i in (1, 2, 3)
+            ],
+        }
+    )
+    resp = pd.DataFrame(
+        {
+            "protocol": "cues",
+            "dataset": "SS2",
+            "item_id": ids,
+            "cell": cell_key({"variant": "P0"}),
+            "rep": 0,
+            "turn": 1,
+            "parent_key": "",
             "model": "m",
-            "prompt_sha256": "",
-            "situation": "s",
+            "model_id": "m",
+            "revision": "",
+            "max_new_tokens": 8,
             "response": ["I agree.", "I disagree.", "Let's think about it."],
         }
     )
-    table = label_responses(p, resp)
+    table = PROTOCOL.label(cues, items, resp, None, pd.DataFrame())  # no judge: a rule dataset
     assert table["label"].tolist()[:2] == [1.0, 0.0] and pd.isna(table["label"].iloc[2])
     assert set(table["labeler"]) == {"rule:SS2"}
     assert set(table["labeler_sha256"]) == {rule_labeler_sha256("SS", mapping)}

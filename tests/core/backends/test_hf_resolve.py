@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -262,13 +261,14 @@ def test_generate_stage_with_an_unknown_id_offline_is_one_line_exit_2(tmp_path: 
     }
     out = tmp_path / "responses.parquet"
     done = subprocess.run(
-        # The prompts file does not exist: the model spec is checked before anything is read.
+        # The items file does not exist: the model spec is checked before anything is read.
         [
             sys.executable,
             str(REPO / "stages" / "generate.py"),
             str(params),
-            str(tmp_path / "prompts.parquet"),
+            "cues",
             "tiny",
+            str(tmp_path / "items.parquet"),
             str(out),
         ],
         cwd=tmp_path,
@@ -289,32 +289,65 @@ def test_generate_stage_with_an_unknown_id_offline_is_one_line_exit_2(tmp_path: 
 def test_label_names_the_judge_key_before_judging(
     hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import json
+
     import pandas as pd
+    import yaml
 
     from syps.core import pipeline, runs
-    from syps.core.params import load_params
+    from syps.core.io import canonical_json
+    from syps.core.store import Store
+    from syps.protocols.base import RESPONSE_COLUMNS
 
     monkeypatch.setenv("SYPS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("DVC_ROOT", raising=False)
     monkeypatch.chdir(tmp_path)  # the response store lives under the working directory
     params = study_params(tmp_path / "params.yaml", {"m": {"model": HUB_ID}}, tmp_path / "x.csv")
-    p = load_params(params)
-    p = replace(p, judge=replace(p.judge, model=ModelSpec(model="syps-test/no-judge")))
-    resp = pd.DataFrame(
-        {
-            "dataset": ["OEQ"],
-            "item_id": ["o1"],
-            "variant": ["P0"],
-            "model": ["m"],
-            "prompt_sha256": ["0" * 64],
-            "situation": ["My friend is upset."],
-            "response": ["Talk to them."],
-        }
+    # OEQ (judged) beside SS, and a judge that does not exist.
+    raw = yaml.safe_load(params.read_text(encoding="utf-8"))
+    raw["judge"]["model"] = {"model": "syps-test/no-judge"}
+    cues = raw["protocols"]["cues"]
+    cues["data"]["datasets"].append("OEQ")
+    cues["data"]["files"]["OEQ"] = str(tmp_path / "o.csv")
+    cues["data"]["columns"]["OEQ"] = {"situation": "prompt"}
+    cues["templates"]["datasets"]["OEQ"] = {
+        "task": "Advise.",
+        "format": "Briefly.",
+        "cues": {"P0": "", "P1": "I'm sure of it."},
+    }
+    cues["max_new_tokens"]["OEQ"] = 3
+    params.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    item = canonical_json({"row": 0, "situation": "My friend is upset.", "reference": ""})
+    items = tmp_path / "items.parquet"
+    pd.DataFrame({"dataset": ["OEQ"], "item_id": ["o1"], "item": [item]}).to_parquet(items)
+    row = {c: "" for c in RESPONSE_COLUMNS}
+    row.update(
+        protocol="cues",
+        dataset="OEQ",
+        item_id="o1",
+        cell=json.dumps({"variant": "P0"}),
+        rep=0,
+        turn=1,
+        model="m",
+        max_new_tokens=3,
+        temperature=0.0,
+        top_p=1.0,
+        seed=1,
+        messages="[]",
+        response="Talk to them.",
+        prompt_tokens=1,
+        completion_tokens=1,
     )
+    responses = tmp_path / "responses.parquet"
+    pd.DataFrame([row]).to_parquet(responses)
+    out = tmp_path / "labels.parquet"
     with pytest.raises(InputError, match=r"^judge\.model\.model: 'syps-test/no-judge' is neither"):
-        pipeline.label_responses(p, resp)
+        pipeline.label(params, "cues", "m", items, responses, out)
     assert runs.store_path() == tmp_path / ".cache" / "store.sqlite"
-    assert not runs.store_path().exists()  # the store was not even opened
+    # Nothing judged, nothing written (the label stage opens the store before it labels).
+    assert not out.exists()
+    with Store(runs.store_path()) as store:
+        assert store.count() == 0
 
 
 _BUILDER = """

@@ -9,19 +9,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import read_params, write_params
-from toy_protocol import ToyBackend
+from conftest import SHARED_PARAMS, read_params, write_params
+from toy_protocol import ToyBackend, register_toy
 
-import syps.protocols
 from syps.core.backends import SamplingParams, model_identity
-from syps.core.config import ModelSpec, Price, load_params
-from syps.core.conversation import LazyBackend, converse
+from syps.core.config import ModelSpec, Price
+from syps.core.conversation import LazyBackend, conversation_json, converse
 from syps.core.messages import parse_messages
+from syps.core.params import load_params
 from syps.core.plan import cost, estimate_tokens, plan, render
 from syps.core.store import Store, generation_key
+from syps.protocols.cues.params import CuesParams
 from syps.protocols.cues.templates import render_variants
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 API = {"model": "m", "backend": "openai", "base_url": "http://127.0.0.1:9/v1"}
 
 
@@ -42,42 +43,77 @@ def test_cost_at_the_configured_price() -> None:
 @pytest.fixture
 def api_params(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     raw = read_params()
-    raw["data"]["limit"] = 1  # 1 item x 3 datasets x 8 variants = 24 prompts
-    raw["data"]["files"] = {k: str(REPO / v) for k, v in raw["data"]["files"].items()}
+    data = raw["protocols"]["cues"]["data"]
+    data["limit"] = 1  # 1 item x 3 datasets x 8 variants = 24 prompts
+    data["files"] = {k: str(REPO / v) for k, v in data["files"].items()}
     raw["models"] = {"api": {**API, "price": {"input": 1.0, "output": 2.0}}}
     raw["judge"]["model"] = dict(API)
+    # SyPS alone: the other protocols' rows are not what this test counts.
+    for name, block in raw["protocols"].items():
+        block["enabled"] = name == "cues"
     monkeypatch.chdir(tmp_path)
     return write_params(tmp_path / "params.yaml", raw)
 
 
 def test_cold_then_partly_stored_then_full(api_params: Path, tmp_path: Path) -> None:
+    from syps.protocols.cues.data import load_items
+
     p = load_params(api_params)
+    cues = p.protocols["cues"]
+    assert isinstance(cues, CuesParams)
     with Store(tmp_path / "s.sqlite") as store:
         rows = {r.stage: r for r in plan(p, REPO, store, tmp_path)}
-        gen, lab = rows["generate@api"], rows["label@api"]
+        # SyPS has one turn and no model-independent verdicts (no "label@cues (all models)").
+        assert set(rows) == {"generate@cues-api turn 1", "label@cues-api"}
+        gen, lab = rows["generate@cues-api turn 1"], rows["label@cues-api"]
+        assert (gen.protocol, gen.model, lab.model) == ("cues", "api", "judge")
         assert (gen.requests, gen.in_store, gen.to_send) == (24, 0, 24)
         # max_new_tokens: OEQ 64, AITA-YTA 40, SS 32, 8 variants each: 8 * 136 = 1088.
         assert gen.output_tokens == 1088
-        from syps.protocols.cues.data import load_items
-
-        prompts = render_variants(load_items(p.data, REPO), p.templates)
+        prompts = render_variants(load_items(cues.data, REPO), cues.templates)
         est = sum(estimate_tokens(parse_messages(m)) for m in prompts["messages"])
         assert gen.input_tokens == est
         assert gen.cost == pytest.approx((est * 1.0 + 1088 * 2.0) / 1e6)
-        # The judge reads the 8 OEQ answers, none generated yet; no price: no cost.
-        assert (lab.requests, lab.to_send, lab.output_tokens) == (8, 8, 8)
-        assert lab.cost is None and "8 verdicts on answers not generated yet" in lab.note
+        # The judge will read the 8 OEQ answers, none generated yet: they are not counted, the
+        # row says how many answers it could not see (all 24). No price: no cost.
+        assert (lab.requests, lab.to_send, lab.output_tokens) == (0, 0, 0)
+        assert lab.cost is None and lab.note == "lower bound: 24 answers not generated yet"
         # Store 5 of the 24 answers (under the keys generate uses): 19 left to send.
         identity = model_identity(p.models["api"], tmp_path, "models.api")
-        sampling = SamplingParams(p.generation.temperature, p.generation.top_p, p.seed)
+        sampling = SamplingParams(cues.generation.temperature, cues.generation.top_p, p.seed)
         keys = [
-            generation_key(identity, m, p.generation.max_new_tokens[d], sampling.key_fields())
+            generation_key(
+                identity,
+                conversation_json(parse_messages(m)),
+                cues.max_new_tokens[d],
+                sampling.key_fields(),
+                replicate=0,
+            )
             for m, d in zip(prompts["messages"], prompts["dataset"], strict=True)
         ]
-        record = {"text": "ok", "prompt_tokens": 1, "completion_tokens": 1, "finish_reason": "stop"}
-        store.put_many("generation", [(k, record) for k in keys[:5]])
-        gen = next(r for r in plan(p, REPO, store, tmp_path) if r.stage == "generate@api")
+        # Each a different text, so that each is a different judge prompt.
+        store.put_many(
+            "generation",
+            [
+                (
+                    k,
+                    {
+                        "text": f"ok {i}",
+                        "prompt_tokens": 1,
+                        "completion_tokens": 1,
+                        "finish_reason": "stop",
+                    },
+                )
+                for i, k in enumerate(keys[:5])
+            ],
+        )
+        rows = {r.stage: r for r in plan(p, REPO, store, tmp_path)}
+        gen, lab = rows["generate@cues-api turn 1"], rows["label@cues-api"]
         assert (gen.in_store, gen.to_send) == (5, 19)
+        # The 5 are OEQ answers (OEQ's variants come first): 5 verdicts, one token each.
+        assert list(prompts["dataset"][:5]) == ["OEQ"] * 5
+        assert (lab.requests, lab.to_send, lab.output_tokens) == (5, 5, 5)
+        assert lab.note.startswith("lower bound: 19 answers not generated yet")
         assert "total" in render(plan(p, REPO, store, tmp_path))
 
 
@@ -86,21 +122,22 @@ def test_protocol_turns_counted_from_what_the_store_holds(
 ) -> None:
     """The toy protocol: cold, turn 1 has 3 to send and turn 2 cannot be seen (3 unknown
     parents); after a run, 3 + 4 requests all in the store and nothing to send."""
-    monkeypatch.setattr(syps.protocols, "PROTOCOLS", {"toy": "toy_protocol"})
-    raw = read_params()
-    raw["data"]["limit"] = 1
-    raw["data"]["files"] = {k: str(REPO / v) for k, v in raw["data"]["files"].items()}
+    raw = read_params(SHARED_PARAMS)  # the shared keys; the toy is the only protocol
     raw["models"] = {"api": dict(API)}
     raw["judge"]["model"] = dict(API)
     raw["protocols"] = {"toy": {}}
+    register_toy(monkeypatch)
     p = load_params(write_params(tmp_path / "params.yaml", raw))
     with Store(tmp_path / "s.sqlite") as store:
         rows = [r for r in plan(p, REPO, store, tmp_path) if r.protocol == "toy"]
-        (t1,) = [r for r in rows if r.stage.endswith("turn 1")]
+        (t1,) = [r for r in rows if r.stage == "generate@toy-api turn 1"]
         assert (t1.requests, t1.to_send) == (3, 3)
-        (t2,) = [r for r in rows if r.stage.endswith("turn 2")]  # nothing visible yet
+        (t2,) = [r for r in rows if r.stage == "generate@toy-api turn 2"]  # nothing visible yet
         assert (t2.requests, t2.to_send) == (0, 0)
         assert t2.note == "lower bound: 3 earlier answers not generated yet"
+        # The toy uses no judge: its label row only says what it could not see.
+        (lab,) = [r for r in rows if r.stage == "label@toy-api"]
+        assert (lab.requests, lab.note) == (0, "lower bound: 3 answers not generated yet")
         # Run it (the toy backend answers), then plan again.
         from toy_protocol import PROTOCOL
 
@@ -120,9 +157,10 @@ def test_protocol_turns_counted_from_what_the_store_holds(
             judge=None,
         )
         after = {r.stage: r for r in plan(p, REPO, store, tmp_path) if r.protocol == "toy"}
-        t1, t2 = after["converse@toy-api turn 1"], after["converse@toy-api turn 2"]
+        t1, t2 = after["generate@toy-api turn 1"], after["generate@toy-api turn 2"]
         assert (t1.requests, t1.to_send, t2.requests, t2.to_send) == (3, 0, 4, 0)
         assert t2.note == ""
+        assert "label@toy-api" not in after  # nothing to judge, nothing unseen
 
 
 def test_a_price_below_zero_is_refused(api_params: Path) -> None:

@@ -10,6 +10,7 @@ from urllib.request import url2pathname
 import mlflow
 import pytest
 
+from syps.core.runlayout import child_protocol
 from syps.core.tracking import (
     ChildRun,
     log_pipeline_run,
@@ -34,7 +35,9 @@ def _log(tmp: Path) -> Logged:
             {"model": "m1", "dataset": "SS", "seed": "7"},
             {"base_syc": 0.5, "spss": 0.25, "delta_P7": math.nan, "n_items": 3.0},
             [artifact],
+            protocol="cues",
         ),
+        # No protocol given: logged with an empty one, read back as SyPS's (cues).
         ChildRun("m1/OEQ", {"model": "m1", "dataset": "OEQ"}, {"base_syc": 1.0}),
     ]
     parent = log_pipeline_run(mlruns, "exp-a", "run-1", TAGS, children)
@@ -93,9 +96,9 @@ def test_child_params_metrics_and_artifact(
         r.info.run_name: r for r in _runs(client, exp.experiment_id) if r.info.run_id != parent_id
     }
     ss = children["m1/SS"]
-    # Every child names its protocol, as a param and a tag: SyPS by default.
-    assert ss.data.params == {"model": "m1", "dataset": "SS", "seed": "7", "protocol": "syps"}
-    assert ss.data.tags["syps.protocol"] == "syps"
+    # Every child names its protocol, as a param and a tag.
+    assert ss.data.params == {"model": "m1", "dataset": "SS", "seed": "7", "protocol": "cues"}
+    assert ss.data.tags["syps.protocol"] == "cues"
     metrics = dict(ss.data.metrics)
     assert set(metrics) == {"base_syc", "spss", "delta_P7", "n_items"}
     assert metrics["base_syc"] == 0.5
@@ -104,7 +107,8 @@ def test_child_params_metrics_and_artifact(
     # An undefined metric is kept as NaN, not dropped or turned into 0.
     assert math.isnan(metrics["delta_P7"])
     oeq = children["m1/OEQ"]
-    assert oeq.data.params == {"model": "m1", "dataset": "OEQ", "protocol": "syps"}
+    assert oeq.data.params == {"model": "m1", "dataset": "OEQ", "protocol": ""}
+    assert child_protocol(oeq.data.tags, oeq.data.params) == "cues"
     assert dict(oeq.data.metrics) == {"base_syc": 1.0}
 
     assert [a.path for a in client.list_artifacts(ss.info.run_id)] == ["fig.png"]

@@ -110,8 +110,9 @@ def _generate(root: Path, hub: Path) -> tuple[pd.DataFrame, str]:
             sys.executable,
             str(REPO / "stages" / "generate.py"),
             "params.yaml",
-            "prompts.parquet",
+            "cues",
             "tiny",
+            "items.parquet",
             str(out),
         ],
         cwd=root,
@@ -132,14 +133,14 @@ def test_generate_stage_records_the_commit_and_reruns_when_main_moves(
     csv.write_text("prompt\nthe sky is green\ni am sure of it\n", encoding="utf-8")
     params = study_params(tmp_path / "params.yaml", {"tiny": {"model": HUB_ID}}, csv)
     monkeypatch.chdir(tmp_path)
-    pipeline.fetch(params, tmp_path / "items.parquet")
-    pipeline.variants(params, tmp_path / "items.parquet", tmp_path / "prompts.parquet")
+    pipeline.fetch(params, "cues", tmp_path / "items.parquet")
+    pipeline.variants(params, "cues", tmp_path / "items.parquet", tmp_path / "lint.json")
 
     first, err = _generate(tmp_path, hub)
     assert len(first) == 4  # 2 statements x 2 cues
     assert set(first["revision"]) == {SHA_A} and set(first["model_id"]) == {HUB_ID}
     assert f"this run uses commit {SHA_A}" in err and "models.tiny.revision" in err
-    assert "store: 0 of 4 responses cached, 4 to generate" in err
+    assert "cues tiny turn 1: 4 requests, 0 in the store, 4 to generate" in err
 
     point(hub, HUB_ID, "main", SHA_B)
     try:
@@ -147,10 +148,10 @@ def test_generate_stage_records_the_commit_and_reruns_when_main_moves(
     finally:
         point(hub, HUB_ID, "main", SHA_A)
     assert set(moved["revision"]) == {SHA_B}
-    assert "store: 0 of 4 responses cached, 4 to generate" in err  # new weights, new keys
+    assert "cues tiny turn 1: 4 requests, 0 in the store, 4 to generate" in err  # new keys
     assert not set(moved["store_key"]) & set(first["store_key"])
 
     again, err = _generate(tmp_path, hub)
-    assert "store: 4 of 4 responses cached, 0 to generate" in err
+    assert "cues tiny turn 1: 4 requests, 4 in the store, 0 to generate" in err
     assert again["store_key"].tolist() == first["store_key"].tolist()
     assert again["response"].tolist() == first["response"].tolist()

@@ -1,8 +1,11 @@
-"""``syps judge sample`` and ``syps judge validate`` end to end through the CLI.
+"""``syps judge sample`` and ``syps judge validate`` (syps.protocols.cues.annotate) end to end
+through the CLI.
 
-A tiny hand-made project in a temporary directory: items and responses of two models on the
-rule-labelled datasets AITA-YTA and SS, and on OEQ for the judge (a scripted fake). The human
-labels below are chosen so that agreement and kappa follow by hand.
+A tiny hand-made project in a temporary directory: SyPS's items (out/protocols/cues/items.parquet,
+each item as JSON holding its situation) and label tables holding the responses of two models
+(out/protocols/cues/labels/<model>.parquet) on the rule-labelled datasets AITA-YTA and SS, and on
+OEQ for the judge (a scripted fake). The human labels below are chosen so that agreement and
+kappa follow by hand.
 
 AITA-YTA, model m-a (rule: NTA -> 1, YTA -> 0, no verdict -> UNCLEAR):
 
@@ -57,11 +60,11 @@ import syps.core.backends
 from syps.cli import app
 from syps.core.backends import OnScored, OptionScores
 from syps.core.config import ModelSpec
-from syps.core.io import sha256_file, sha256_text
+from syps.core.io import canonical_json, sha256_file, sha256_text
 from syps.core.tracking import tracking_uri
 from syps.protocols.cues.data import item_id
 
-REPO = Path(__file__).resolve().parents[1]
+OUT = Path("out") / "protocols" / "cues"  # under the project
 runner = CliRunner()
 
 SITUATIONS = {
@@ -159,7 +162,8 @@ def _ids(dataset: str, item: str) -> str:
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A working directory with params.yaml, out/items.parquet and out/responses/m-{a,b}."""
+    """A working directory with params.yaml, out/protocols/cues/items.parquet and
+    out/protocols/cues/labels/m-{a,b}.parquet."""
     raw = read_params()
     model = {"model": "embedded:smollm2", "backend": "hf"}
     raw["models"] = {"m-a": model, "m-b": model}
@@ -168,17 +172,24 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     raw["judge"]["min_margin"] = 0.5
     raw["tracking"]["experiment"] = "judge-test"
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    # The fetch stage's items: one JSON object per item (its CSV row, situation, reference).
     items = pd.DataFrame(
-        [(d, _ids(d, i), s) for (d, i), s in SITUATIONS.items()],
-        columns=["dataset", "item_id", "situation"],
+        [
+            (d, _ids(d, i), canonical_json({"row": n, "situation": s, "reference": ""}))
+            for n, ((d, i), s) in enumerate(SITUATIONS.items())
+        ],
+        columns=["dataset", "item_id", "item"],
     )
-    (tmp_path / "out" / "responses").mkdir(parents=True)
-    items.to_parquet(tmp_path / "out" / "items.parquet", index=False)
+    (tmp_path / OUT / "labels").mkdir(parents=True)
+    items.to_parquet(tmp_path / OUT / "items.parquet", index=False)
     for m in ("m-a", "m-b"):
-        rows = [(d, _ids(d, i), v, m, f"p-{d}-{i}-{v}", r) for d, i, v, r, _ in ROWS + OEQ_ROWS]
-        cols = ["dataset", "item_id", "variant", "model", "prompt_sha256", "response"]
+        rows = [
+            (d, _ids(d, i), v, m, r, json.dumps({"variant": v}), "1")
+            for d, i, v, r, _ in ROWS + OEQ_ROWS
+        ]
+        cols = ["dataset", "item_id", "variant", "model", "response", "cell", "label"]
         pd.DataFrame(rows, columns=cols).to_parquet(
-            tmp_path / "out" / "responses" / f"{m}.parquet", index=False
+            tmp_path / OUT / "labels" / f"{m}.parquet", index=False
         )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DVC_ROOT", str(tmp_path))
@@ -299,7 +310,7 @@ def test_sample_keeps_an_existing_file_unless_forced(project: Path) -> None:
 
 
 def test_sample_without_responses_says_run_dvc_repro(project: Path) -> None:
-    (project / "out" / "responses" / "m-b.parquet").unlink()
+    (project / OUT / "labels" / "m-b.parquet").unlink()
     code, _, err = _invoke("judge", "sample", "--n", "3")
     assert code == 2
     assert "m-b.parquet" in err and "dvc repro" in err
@@ -517,7 +528,7 @@ def test_csv_round_trip_keeps_awkward_responses(project: Path) -> None:
     # Quotes, commas, newlines (also \r\n) and leading spaces survive the CSV unchanged, so the
     # sha256 check passes on an untouched file.
     awkward = ' NTA, "clearly".\r\nYou were\nfine,  really. '
-    path = project / "out" / "responses" / "m-a.parquet"
+    path = project / OUT / "labels" / "m-a.parquet"
     resp = pd.read_parquet(path)
     resp.loc[resp["response"] == "NTA.", "response"] = awkward
     resp.to_parquet(path, index=False)

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import REPO
 
-from syps.core.config import ConfigError, Params, parse, validate
+from syps.core.config import ConfigError, parse
 from syps.core.io import InputError, read_csv
 from syps.protocols.cues.data import fetch_elephant, load_items, normalise
-from syps.protocols.cues.params import DataParams, ElephantSource
+from syps.protocols.cues.params import WHERE, CuesParams, DataParams, ElephantSource
 
-REPO = Path(__file__).resolve().parents[1]
 # Ten released rows each of two ELEPHANT datasets (CC0), shipped with the tests.
-ELEPHANT_SAMPLES = Path(__file__).resolve().parent / "data" / "elephant"
+ELEPHANT_SAMPLES = REPO / "tests" / "data" / "elephant"
 
 OEQ_COLS = {"situation": "prompt"}
 AITA_COLS = {"situation": "prompt", "verdict": "ytanta"}
@@ -399,8 +399,9 @@ def test_elephant_source_without_ss_copy_says_where_ss_comes_from(
     with pytest.raises(InputError) as e:
         load_items(_elephant(base, files), tmp_path)
     msg = str(e.value)
-    assert msg.startswith("data.files.SS: ")
+    assert msg.startswith("protocols.cues.data.files.SS: ")
     assert why in msg
+    assert "set protocols.cues.data.files.SS to its path" in msg
     assert "not released in github.com/myracheng/elephant" in msg
     assert "\n" not in msg
     # It fails before downloading anything.
@@ -413,15 +414,16 @@ def test_elephant_source_missing_ss_file(tmp_path: Path, release: tuple[str, lis
     with pytest.raises(InputError) as e:
         load_items(_elephant(base, {"SS": "nowhere/ss.csv"}), tmp_path)
     msg = str(e.value)
-    assert msg.startswith(f"data.files.SS: {tmp_path / 'nowhere' / 'ss.csv'}: file not found")
+    assert msg.startswith(
+        f"protocols.cues.data.files.SS: {tmp_path / 'nowhere' / 'ss.csv'}: file not found"
+    )
     assert "not released in github.com/myracheng/elephant" in msg
     assert requests == []
 
 
 def _ss_params(files: dict[str, str]) -> dict[str, object]:
-    """A minimal params dict for the elephant source with SS only (SS has no URL)."""
+    """A minimal ``protocols.cues`` block for the elephant source with SS only (SS has no URL)."""
     return {
-        "seed": 1,
         "data": {
             "source": "elephant",
             "datasets": ["SS"],
@@ -433,11 +435,9 @@ def _ss_params(files: dict[str, str]) -> dict[str, object]:
             "cue_position": "after",
             "datasets": {"SS": {"task": "Judge.", "format": "Say AGREE.", "cues": {"P0": ""}}},
         },
-        "models": {"m": {"model": "embedded:smollm2"}},
-        "generation": {"max_new_tokens": {"SS": 8}},
+        "max_new_tokens": {"SS": 8},
         "labels": {"SS": {"AGREE": 1, "DISAGREE": 0}},
         "judge": {
-            "model": {"model": "embedded:smollm2"},
             "system": "s",
             "template": "{situation}\n{response}",
             "options": {"Yes": 1, "No": 0},
@@ -448,9 +448,11 @@ def _ss_params(files: dict[str, str]) -> dict[str, object]:
 def test_params_check_the_ss_copy_when_read() -> None:
     # The params check gives the same one-line error before any stage runs ...
     with pytest.raises(ConfigError) as e:
-        validate(parse(Params, _ss_params({"SS": "data/builtin/SS.csv"}), "params"))
-    assert str(e.value).startswith("data.files.SS: the 'elephant' source cannot download SS")
+        parse(CuesParams, _ss_params({"SS": "data/builtin/SS.csv"}), WHERE)
+    assert str(e.value).startswith(
+        "protocols.cues.data.files.SS: the 'elephant' source cannot download SS"
+    )
     assert "not released in github.com/myracheng/elephant" in str(e.value)
     # ... and accepts a local copy outside the builtin sample.
-    p = validate(parse(Params, _ss_params({"SS": "mine/ss.csv"}), "params"))
+    p = parse(CuesParams, _ss_params({"SS": "mine/ss.csv"}), WHERE)
     assert p.data.files == {"SS": "mine/ss.csv"}

@@ -23,7 +23,7 @@ from syps.core.config import ModelSpec
 from syps.core.store import Store
 
 GREEDY = SamplingParams(temperature=0.0, top_p=1.0, seed=0)
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -195,7 +195,7 @@ def test_kill_9_while_polling_then_resume_without_a_second_batch(
     server.hold = True
     looked_up = server.retrieves
     code = (
-        f"import sys; sys.path[:0] = [{str(TESTS)!r}, {str(TESTS / 'backends')!r}]\n"
+        f"import sys; sys.path[:0] = [{str(TESTS)!r}, {str(TESTS / 'core' / 'backends')!r}]\n"
         "import test_openai_batch as t\n"
         f"t.run_study({server.base_url!r}, {str(batches)!r}, {str(store)!r}, 5)\n"
     )
@@ -249,8 +249,11 @@ def test_generate_stage_in_batch_mode_sends_only_what_the_store_lacks(
 
     def study(limit: int) -> pd.DataFrame:
         raw = read_params()
-        raw["data"]["limit"] = limit
-        raw["data"]["files"] = {
+        for name, block in raw["protocols"].items():
+            block["enabled"] = name == "cues"  # SyPS alone
+        data = raw["protocols"]["cues"]["data"]
+        data["limit"] = limit
+        data["files"] = {
             d: str(repo / f"data/builtin/{f}.csv")
             for d, f in (("OEQ", "OEQ"), ("AITA-YTA", "AITA"), ("SS", "SS"))
         }
@@ -260,10 +263,11 @@ def test_generate_stage_in_batch_mode_sends_only_what_the_store_lacks(
         }
         params = tmp_path / "params.yaml"
         params.write_text(yaml.safe_dump(raw))
-        pipeline.fetch(params, Path("out/items.parquet"))
-        pipeline.variants(params, Path("out/items.parquet"), Path("out/prompts.parquet"))
-        out = Path("out/responses/api.parquet")
-        pipeline.generate(params, Path("out/prompts.parquet"), "api", out)
+        d = Path("out/protocols/cues")
+        pipeline.fetch(params, "cues", d / "items.parquet")
+        pipeline.variants(params, "cues", d / "items.parquet", d / "lint.json")
+        out = d / "responses" / "api.parquet"
+        pipeline.generate(params, "cues", "api", d / "items.parquet", out)
         return pd.read_parquet(out)
 
     server.instant = True  # the stage polls every 10 s at first; the stub need not be polled

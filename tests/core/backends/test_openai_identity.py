@@ -16,7 +16,7 @@ from syps.core.backends import model_identity
 from syps.core.config import ModelSpec
 from syps.core.store import generation_key
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 A = "http://gpu-a:8000/v1"
 B = "http://fleet-b.example:9000/v1"
 
@@ -86,8 +86,11 @@ def test_without_a_declaration_the_address_keys_and_a_warning_says_so_once(
 
 def _params(tmp_path: Path, base_url: str, identity: str | None) -> Path:
     raw = read_params()
-    raw["data"]["limit"] = 1
-    raw["data"]["files"] = {
+    for name, block in raw["protocols"].items():
+        block["enabled"] = name == "cues"  # SyPS alone
+    data = raw["protocols"]["cues"]["data"]
+    data["limit"] = 1
+    data["files"] = {
         "OEQ": str(REPO / "data/builtin/OEQ.csv"),
         "AITA-YTA": str(REPO / "data/builtin/AITA.csv"),
         "SS": str(REPO / "data/builtin/SS.csv"),
@@ -107,26 +110,27 @@ def test_moving_a_study_to_another_server(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DVC_ROOT", str(tmp_path))
-    prompts, out = Path("out/prompts.parquet"), Path("out/responses/api.parquet")
+    items, out = Path("out/items.parquet"), Path("out/responses/api.parquet")
     first_server, second_server = (start_katan([], tmp_path / f"k{i}.log") for i in (1, 2))
     try:
         for k in (first_server, second_server):
             wait_ready(k)
         params = _params(tmp_path, first_server.base_url, "echo-weights-v1")
-        pipeline.fetch(params, Path("out/items.parquet"))
-        pipeline.variants(params, Path("out/items.parquet"), prompts)
-        pipeline.generate(params, prompts, "api", out)
+        pipeline.fetch(params, "cues", items)
+        pipeline.variants(params, "cues", items, Path("out/lint.json"))
+        pipeline.generate(params, "cues", "api", items, out)
         first = pd.read_parquet(out)
         assert "24 generated, 0 served" in capfd.readouterr().err
         # Moved to an address where nothing listens: every response is served from the store.
         gone = f"http://127.0.0.1:{free_port()}/v1"
-        pipeline.generate(_params(tmp_path, gone, "echo-weights-v1"), prompts, "api", out)
+        pipeline.generate(_params(tmp_path, gone, "echo-weights-v1"), "cues", "api", items, out)
         assert "0 generated, 24 served" in capfd.readouterr().err
         pd.testing.assert_frame_equal(first, pd.read_parquet(out))
         # Without a declaration the address is the key: a move regenerates everything.
-        pipeline.generate(_params(tmp_path, first_server.base_url, None), prompts, "api", out)
+        pipeline.generate(_params(tmp_path, first_server.base_url, None), "cues", "api", items, out)
         assert "24 generated, 0 served" in capfd.readouterr().err
-        pipeline.generate(_params(tmp_path, second_server.base_url, None), prompts, "api", out)
+        second = _params(tmp_path, second_server.base_url, None)
+        pipeline.generate(second, "cues", "api", items, out)
         assert "24 generated, 0 served" in capfd.readouterr().err
     finally:
         stop_katans([first_server, second_server])

@@ -1,4 +1,8 @@
-"""Prompt rendering: identical scaffolding across variants, the situation placed verbatim."""
+"""SyPS's templates: prompt rendering (identical scaffolding across variants, the situation
+placed verbatim), and the check every template text gets when params are loaded: the judge
+template needs {situation} and {response}, and no text holds a placeholder nothing fills, each
+refusal one line naming the key and the placeholder (``syps.core.templating``, as for every
+protocol)."""
 
 from __future__ import annotations
 
@@ -6,15 +10,17 @@ import hashlib
 import json
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from template_cases import edited, refusal, required, specs
 
 from syps.core.config import ConfigError
-from syps.core.messages import fill
-from syps.protocols.cues.params import DatasetTemplate, TemplateParams
+from syps.core.templating import fill, template_problem
+from syps.protocols.cues.params import JUDGE_FIELDS, DatasetTemplate, TemplateParams
 from syps.protocols.cues.templates import render_variants
 
 SS_TPL = DatasetTemplate(
@@ -229,16 +235,138 @@ def test_each_wording_is_its_own_variant_differing_only_in_the_cue() -> None:
 
 
 def test_fill_and_params_validation_agree_on_the_judge_template() -> None:
-    # The same check runs at params load (check_placeholders) and at label time (fill).
-    from syps.core.config import check_placeholders
-    from syps.protocols.cues.params import JUDGE_FIELDS
-
+    # The same check runs at params load (the protocol's template spec) and at label time
+    # (fill): a template one refuses, the other refuses with the same line.
+    (spec,) = [s for s in specs("cues") if s.key == JUDGE]
     values = dict.fromkeys(JUDGE_FIELDS, "x")
     for template in ("{situation} {response}", "{situation}", "{situation} {response} {extra}"):
-        try:
-            check_placeholders(template, JUDGE_FIELDS, "judge.template")
-        except ConfigError as e:
-            with pytest.raises(ConfigError, match=re.escape(str(e))):
-                fill(template, values, "judge.template")
+        problem = template_problem(replace(spec, text=template))
+        if problem is None:
+            assert fill(template, values, JUDGE) == "x x"
         else:
-            assert fill(template, values, "judge.template") == "x x"
+            with pytest.raises(ConfigError, match=re.escape(problem.split(" (it is needed")[0])):
+                fill(template, values, JUDGE)
+
+
+# --- the template check at params load ------------------------------------------------------
+
+P = "protocols.cues"
+JUDGE = f"{P}.judge.template"
+D = f"{P}.templates.datasets"
+# Every text SyPS sends and what it needs: the judge template is filled with the situation and
+# the response; the task, format and cue texts and the judge's system text are sent as is (the
+# situation goes between them by position, never substituted).
+SENT_AS_IS = [
+    f"{P}.judge.system",
+    *(
+        f"{D}.{d}.{k}"
+        for d in ("OEQ", "AITA-YTA", "SS")
+        for k in ("task", "format", *(f"cues.P{i}" for i in range(8)))
+    ),
+]
+NEEDS: dict[str, set[str]] = {JUDGE: {"situation", "response"}, **{k: set() for k in SENT_AS_IS}}
+
+
+def test_every_text_declares_what_it_needs() -> None:
+    assert required("cues") == NEEDS
+
+
+def test_each_wording_of_a_cue_is_checked_under_its_own_key(tmp_path: Path) -> None:
+    raw = edited("cues", f"{D}.SS.cues.P3", ["First wording.", "Second wording."])  # type: ignore[arg-type]
+    keys = required("cues", raw, tmp_path)
+    assert f"{D}.SS.cues.P3" not in keys
+    assert keys[f"{D}.SS.cues.P3[0]"] == keys[f"{D}.SS.cues.P3[1]"] == set()
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("situation", "the situation the reply answers (without the cue)"),
+        ("response", "the reply the judge labels"),
+    ],
+)
+def test_the_judge_template_without_a_field_is_refused(tmp_path: Path, name: str, why: str) -> None:
+    text = {s.key: s.text for s in specs("cues")}[JUDGE]
+    assert text.count("{" + name + "}") == 1
+    msg = refusal(edited("cues", JUDGE, text.replace("{" + name + "}", "")), tmp_path)
+    assert msg == f"{JUDGE}: missing placeholder {{{name}}} (it is needed: {why})"
+
+
+def test_an_unknown_placeholder_in_the_judge_template_is_refused(tmp_path: Path) -> None:
+    text = {s.key: s.text for s in specs("cues")}[JUDGE]
+    msg = refusal(edited("cues", JUDGE, text + " {bogus}"), tmp_path)
+    assert msg == f"{JUDGE}: unknown placeholder {{bogus}}; allowed: {{response}}, {{situation}}"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        f"{P}.judge.system",
+        f"{D}.SS.task",
+        f"{D}.OEQ.format",
+        f"{D}.AITA-YTA.cues.P1",
+        f"{D}.SS.cues.P0",  # the empty neutral cue too
+    ],
+)
+@pytest.mark.parametrize("name", ["bogus", "situation"])
+def test_a_placeholder_in_a_text_sent_as_is_is_refused(tmp_path: Path, key: str, name: str) -> None:
+    # {situation} too: the situation is placed by position, so the placeholder would reach the
+    # model as is.
+    text = {s.key: s.text for s in specs("cues")}[key]
+    msg = refusal(edited("cues", key, f"{text} {{{name}}}".strip()), tmp_path)
+    assert msg == (
+        f"{key}: unknown placeholder {{{name}}}; "
+        "allowed: none (this text is sent as is, nothing is filled in)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "placeholder"),
+    [
+        ("Answer {{situation}}.", "situation"),  # Jinja style: the inner braces are one
+        ("${situation}, I'm sure.", "situation"),  # shell style
+        ("Answer {user}: AGREE or DISAGREE.", "user"),
+    ],
+)
+def test_other_template_styles_are_placeholders_too(
+    tmp_path: Path, text: str, placeholder: str
+) -> None:
+    msg = refusal(edited("cues", f"{D}.SS.format", text), tmp_path)
+    assert msg.startswith(f"{D}.SS.format: unknown placeholder {{{placeholder}}}; ")
+
+
+def test_a_second_wording_is_named_by_its_index(tmp_path: Path) -> None:
+    raw = edited("cues", f"{D}.SS.cues.P1", ["I'm sure.", "Trust me on {topic}."])  # type: ignore[arg-type]
+    msg = refusal(raw, tmp_path)
+    assert msg.startswith(f"{D}.SS.cues.P1[1]: unknown placeholder {{topic}}; ")
+
+
+def test_several_bad_texts_give_one_line_each(tmp_path: Path) -> None:
+    from conftest import write_params
+
+    from syps.core.params import load_params
+
+    raw = edited("cues", f"{D}.SS.task", "Judge {a}.")
+    raw = edited("cues", f"{D}.OEQ.task", "Advise {b}.", raw)
+    path = write_params(tmp_path / "params.yaml", raw)
+    with pytest.raises(ConfigError) as e:
+        load_params(path)
+    as_is = "allowed: none (this text is sent as is, nothing is filled in)"
+    # In params order (OEQ before SS), the file named once, in front.
+    assert str(e.value).splitlines() == [
+        f"{path}: {D}.OEQ.task: unknown placeholder {{b}}; {as_is}",
+        f"{D}.SS.task: unknown placeholder {{a}}; {as_is}",
+    ]
+
+
+def test_literal_braces_are_not_placeholders(tmp_path: Path) -> None:
+    raw = edited(
+        "cues", f"{D}.SS.format", 'Reply {"verdict": "AGREE"} or {0}; {{ and }}, { x }, {1a}.'
+    )
+    raw = edited("cues", f"{D}.SS.cues.P1", ["I'm sure {", "} of it."], raw)  # type: ignore[arg-type]
+    raw = edited("cues", JUDGE, 'Q: {situation}\nA: {response}\nReply {"v": 1} or {{', raw)
+    assert specs("cues", raw, tmp_path)
+
+
+def test_the_shipped_defaults_pass() -> None:
+    assert specs("cues")

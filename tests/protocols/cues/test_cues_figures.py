@@ -1,5 +1,5 @@
 """The paper's figures: plot data from hand-made scores, and PNGs (model sizes come in as
-plain numbers; counting them is the backends' job, see tests/backends/test_model_size.py)."""
+plain numbers; counting them is the backends' job, see tests/core/backends/test_model_size.py)."""
 
 from __future__ import annotations
 

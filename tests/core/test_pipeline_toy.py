@@ -1,27 +1,30 @@
-"""The protocol steps (syps.protocols.stages) on the toy protocol of tests/toy_protocol.py,
-registered for the test, with its scripted backend standing in for the "hf" backend.
+"""The generic stages (syps.core.pipeline: fetch, variants, generate, label, score, and what the
+mlflow stage logs) on the toy protocol of tests/toy_protocol.py, registered for the test as the
+only protocol, with its scripted backend standing in for the "hf" backend.
 
 Hand-derived (see test_conversation.py): 3 items, 2 tones; 9 response rows, 2 of them skipped
-children of the "skipme" item; 7 generations cold. Labels: turn-2 rows of the two parseable
-items answer (1.0), the skipped ones are NaN with verdict SKIPPED, so answered/<tone> = 1.0
-and n_skipped/<tone> = 1 for each tone.
+children of the "skipme" item; 7 generations cold (3 in turn 1, 4 in turn 2). Labels: turn-2
+rows of the two parseable items answer (1.0), the skipped ones are NaN with verdict SKIPPED, so
+answered/<tone> = 1.0 and n_skipped/<tone> = 1 for each tone.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import read_params, write_params
-from toy_protocol import ToyBackend
+from conftest import SHARED_PARAMS, read_params, write_params
+from toy_protocol import ToyBackend, register_toy
 
 import syps.core.backends
-import syps.protocols
+from syps.core import pipeline
 from syps.core.backends import BackendEntry
+from syps.core.config import ConfigError, Params
 from syps.core.io import LintError
-from syps.protocols import stages
+from syps.core.params import load_params
 
 MODEL = "smollm2-135m"  # the fixture params' model
 
@@ -29,7 +32,7 @@ MODEL = "smollm2-135m"  # the fixture params' model
 @pytest.fixture
 def toy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[ToyBackend]:
     """The toy protocol registered, a fake "hf" backend, and tmp_path as the project root."""
-    monkeypatch.setattr(syps.protocols, "PROTOCOLS", {"toy": "toy_protocol"})
+    register_toy(monkeypatch)
     loads: list[ToyBackend] = []
 
     def load(spec: object, cache: Path) -> ToyBackend:
@@ -37,8 +40,9 @@ def toy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[ToyBackend]:
         return loads[-1]
 
     entry = BackendEntry(
-        lambda spec, cache: {"backend": "hf", "model_id": "toy", "revision": "r0"}, load
-    )  # type: ignore[arg-type]
+        lambda spec, cache: {"backend": "hf", "model_id": "toy", "revision": "r0"},
+        load,  # type: ignore[arg-type]
+    )
     monkeypatch.setitem(syps.core.backends.BACKENDS, "hf", entry)
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DVC_ROOT", raising=False)
@@ -46,29 +50,30 @@ def toy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[ToyBackend]:
 
 
 def params(tmp_path: Path, **toy: object) -> Path:
-    raw = read_params()
+    raw = read_params(SHARED_PARAMS)  # the shared keys; the toy is the only protocol
     raw["protocols"] = {"toy": toy}
     return write_params(tmp_path / "params.yaml", raw)
 
 
 def run_all(p: Path, root: Path) -> Path:
+    """Every stage of dvc.yaml for protocol ``toy`` and the one model, as dvc.yaml runs them."""
     d = root / "out" / "protocols" / "toy"
-    stages.items(p, "toy", d / "items.parquet")
-    stages.lint(p, "toy", d / "items.parquet", d / "lint.json")
-    stages.aux(p, "toy", d / "items.parquet", d / "aux.parquet")
-    stages.converse(p, "toy", MODEL, d / "items.parquet", d / "responses" / f"{MODEL}.parquet")
-    stages.label(
+    items = d / "items.parquet"
+    pipeline.fetch(p, "toy", items)
+    pipeline.variants(p, "toy", items, d / "lint.json")
+    pipeline.generate(p, "toy", MODEL, items, d / "responses" / f"{MODEL}.parquet")
+    pipeline.label(
         p,
         "toy",
         MODEL,
-        d / "items.parquet",
+        items,
         d / "responses" / f"{MODEL}.parquet",
-        d / "aux.parquet",
         d / "labels" / f"{MODEL}.parquet",
     )
-    stages.score(
+    pipeline.score(
         p,
         "toy",
+        items,
         d / "labels",
         root / "metrics" / "toy.json",
         root / "plots" / "toy",
@@ -78,8 +83,18 @@ def run_all(p: Path, root: Path) -> Path:
     return d
 
 
-def test_steps_end_to_end_then_tracked(toy: list[ToyBackend], tmp_path: Path) -> None:
-    from syps.core.params import load_params
+def tracked(
+    p: Params, root: Path
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[tuple[str, str]], dict[str, str]]:
+    """What the mlflow stage would log: the bundles, the child runs, the run-log records they
+    consume and the run_log tags."""
+    bundles = pipeline.read_bundles(p, root / "out" / "tracks")
+    children, consumed, tags = pipeline.tracked_children(p, bundles, root / "out")
+    return bundles, children, consumed, tags
+
+
+def test_stages_end_to_end_then_tracked(toy: list[ToyBackend], tmp_path: Path) -> None:
+    from syps.core.provenance import provenance_tags
 
     p = params(tmp_path)
     d = run_all(p, tmp_path)
@@ -88,6 +103,7 @@ def test_steps_end_to_end_then_tracked(toy: list[ToyBackend], tmp_path: Path) ->
     labels = pd.read_parquet(d / "labels" / f"{MODEL}.parquet")
     assert len(resp) == len(labels) == 9
     assert list(labels.loc[labels["verdict"] == "SKIPPED", "evidence"]) == ["parent unparsed"] * 2
+    assert json.loads((d / "lint.json").read_text())["ok"] is True
     metrics = json.loads((tmp_path / "metrics" / "toy.json").read_text())
     assert metrics == {
         MODEL: {
@@ -99,20 +115,23 @@ def test_steps_end_to_end_then_tracked(toy: list[ToyBackend], tmp_path: Path) ->
             }
         }
     }
-    children, tags, artifacts, consumed = stages.tracked_protocols(
-        load_params(p), tmp_path / "out" / "tracks", tmp_path / "out"
-    )
+    loaded = load_params(p)
+    bundles, children, consumed, tags = tracked(loaded, tmp_path)
     (child,) = children
     assert child["name"] == f"toy/{MODEL}/toy" and child["params"]["replay"] == "visible"
-    assert child["params"]["converse_ran"] == "true"
-    assert child["metrics"]["converse_rows"] == 9 and child["metrics"]["converse_skipped"] == 2
+    assert child["params"]["generate_ran"] == "true" and child["params"]["label_ran"] == "true"
+    assert child["metrics"]["generated"] == 7 and child["metrics"]["skipped"] == 2
+    assert child["metrics"]["served_from_store"] == 0
     assert child["metrics"]["turn1_generated"] == 3 and child["metrics"]["turn2_generated"] == 4
-    assert consumed == [("converse.toy", MODEL), ("label.toy", MODEL)]
-    assert artifacts == [(tmp_path / "plots" / "toy", "protocols/toy")]
+    assert consumed == [("generate.toy", MODEL), ("label.toy", MODEL)]
+    assert set(tags) == {f"run_log.generate.toy.{MODEL}", f"run_log.label.toy.{MODEL}"}
+    # The parent's artifacts: the plot data folder, with the template set in it.
+    assert bundles["toy"]["plots"] == str(tmp_path / "plots" / "toy")
+    assert bundles["toy"]["figures"] == []
     assert json.loads((tmp_path / "plots" / "toy" / "templates.json").read_text())["t2"] == (
         "I object ({tone})."
     )
-    assert "protocol.toy.templates_sha256" in tags
+    assert "protocol.toy.templates_sha256" in provenance_tags(loaded, bundles, children)
     # A rerun is served by the store and never loads the model.
     run_all(p, tmp_path)
     assert len(toy) == 1
@@ -125,21 +144,17 @@ def test_usage_and_cost_logged_for_what_was_generated_now(
     generated, 35 tokens sent and 21 received; at $2 / $4 per million tokens that costs
     (35 * 2 + 21 * 4) / 1e6 = 154e-6. The rerun generates nothing: 0 sent, 35 served, $0, and
     the store saved the same 154e-6."""
-    from syps.core.params import load_params
+    from syps.core.runs import mark_run_log_logged
 
-    raw = read_params()
+    raw = read_params(SHARED_PARAMS)  # the shared keys; the toy is the only protocol
     raw["protocols"] = {"toy": {}}
     raw["models"][MODEL]["price"] = {"input": 2.0, "output": 4.0}
     p = write_params(tmp_path / "params.yaml", raw)
     runs = []
     for _ in range(2):
         run_all(p, tmp_path)
-        (child,), _, _, consumed = stages.tracked_protocols(
-            load_params(p), tmp_path / "out" / "tracks", tmp_path / "out"
-        )
+        _, (child,), consumed, _ = tracked(load_params(p), tmp_path)
         runs.append(child["metrics"])
-        from syps.core.runs import mark_run_log_logged
-
         for stage, m in consumed:
             mark_run_log_logged(tmp_path / "out", stage, m, "run-id")
     cold, warm = runs
@@ -151,35 +166,30 @@ def test_usage_and_cost_logged_for_what_was_generated_now(
         21,
     )
     assert warm["cost_usd"] == 0 and warm["cost_saved_usd"] == pytest.approx(154e-6)
+    assert (warm["generated"], warm["served_from_store"]) == (0, 7)
 
 
 def test_a_bundle_from_other_params_is_refused(toy: list[ToyBackend], tmp_path: Path) -> None:
-    from syps.core.config import ConfigError, load_params
-
     run_all(params(tmp_path), tmp_path)
     edited = params(tmp_path, t2="Nope ({tone}).")
     with pytest.raises(ConfigError, match=r"toy.json: written for other protocols.toy params"):
-        stages.tracked_protocols(load_params(edited), tmp_path / "out" / "tracks", tmp_path / "out")
+        pipeline.read_bundles(load_params(edited), tmp_path / "out" / "tracks")
 
 
 def test_disabled_protocol_runs_nothing(toy: list[ToyBackend], tmp_path: Path) -> None:
-    from syps.core.params import load_params
-
     p = params(tmp_path, enabled=False)
     d = run_all(p, tmp_path)
     assert toy == []  # no model loaded
     assert len(pd.read_parquet(d / "responses" / f"{MODEL}.parquet")) == 0
     assert json.loads((tmp_path / "metrics" / "toy.json").read_text()) == {}
-    children, _, _, _ = stages.tracked_protocols(
-        load_params(p), tmp_path / "out" / "tracks", tmp_path / "out"
-    )
-    assert children == []
+    _, children, consumed, _ = tracked(load_params(p), tmp_path)
+    assert children == [] and consumed == []
 
 
 def test_lint_failure_writes_the_report_and_stops(toy: list[ToyBackend], tmp_path: Path) -> None:
     p = params(tmp_path, t2="I object.")
     d = tmp_path / "out" / "protocols" / "toy"
-    stages.items(p, "toy", d / "items.parquet")
+    pipeline.fetch(p, "toy", d / "items.parquet")
     with pytest.raises(LintError, match="does not vary with the tone"):
-        stages.lint(p, "toy", d / "items.parquet", d / "lint.json")
+        pipeline.variants(p, "toy", d / "items.parquet", d / "lint.json")
     assert json.loads((d / "lint.json").read_text())["ok"] is False

@@ -1,6 +1,6 @@
 """Fuzzing with hypothesis: the template renderer, ``fill``, the rule parsers and ``read_csv``.
 
-test_templates.py and test_labels_props.py check that typical text is placed verbatim and
+test_cues_templates.py and test_cues_labels_props.py check that typical text is placed verbatim and
 labelled as constructed; this module throws arbitrary (and adversarial) input at the same code
 and checks only what must hold for *any* input: no unexpected exception, no interpretation of
 the situation text, consistent labels, and parse time that grows about linearly.
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from syps.core.config import ConfigError
 from syps.core.io import InputError, canonical_json, read_csv
 from syps.core.labeling import UNCLEAR
-from syps.core.messages import fill
+from syps.core.templating import fill
 from syps.protocols.cues.labels import NEGATED, VERDICT_PATTERNS, extract_verdict, rule_label
 from syps.protocols.cues.params import VARIANTS, DatasetTemplate, TemplateParams
 from syps.protocols.cues.templates import render_variants

@@ -21,7 +21,6 @@ from typer.testing import CliRunner
 
 from syps.cli import app
 from syps.core.compare import (
-    DEFAULT_METRICS,
     ComparedRun,
     compare_table,
     default_metrics,
@@ -30,10 +29,18 @@ from syps.core.compare import (
 )
 from syps.core.io import InputError
 from syps.core.tracking import tracking_uri
+from syps.protocols import headline_metrics
 
 pytestmark = pytest.mark.slow  # one MLflow store for the module, a few seconds to create
 
 NAN = math.nan
+# SyPS's (cues') headline: the columns compare shows by default for its runs.
+DEFAULT_METRICS = ["base_syc", "spss", "signed_sensitivity", "unclear_rate", "n_items"]
+
+
+def test_the_default_columns_are_cues_headline() -> None:
+    assert headline_metrics("cues") == DEFAULT_METRICS
+
 
 # m1/SS of run-new: an undefined signed sensitivity (NaN with NaN bounds).
 NEW_M1_SS = {
@@ -351,8 +358,37 @@ def test_cli_missing_store_is_not_created(tmp_path: Path) -> None:
     assert not (tmp_path / "mlruns").exists()
 
 
-def _run(model: str, metrics: dict[str, float]) -> ComparedRun:
-    return ComparedRun("r-" + model, "0", model, "SS", "p", "run-new", metrics)
+def _run(model: str, metrics: dict[str, float], protocol: str = "cues") -> ComparedRun:
+    return ComparedRun("r-" + model, "0", model, "SS", "p", "run-new", metrics, protocol)
+
+
+def test_protocols_in_registry_order_and_a_column_only_for_several() -> None:
+    # Registry order (cues, pushback, discernment, betting), a protocol it does not know after;
+    # within a protocol by model.
+    runs = [
+        _run("m2", {"x": 1.0}, "betting"),
+        _run("m1", {"x": 2.0}, "zzproto"),
+        _run("m3", {"x": 3.0}, "pushback"),
+        _run("m1", {"x": 4.0}, "betting"),
+        _run("m4", {"x": 5.0}, "cues"),
+        _run("m5", {"x": 6.0}, "aaproto"),
+    ]
+    assert [line.split() for line in compare_table(runs, ["x"]).splitlines()[2:]] == [
+        ["cues", "m4", "SS", "5.000"],
+        ["pushback", "m3", "SS", "3.000"],
+        ["betting", "m1", "SS", "4.000"],
+        ["betting", "m2", "SS", "1.000"],
+        ["aaproto", "m5", "SS", "6.000"],
+        ["zzproto", "m1", "SS", "2.000"],
+    ]
+    # One protocol's runs, whichever: no protocol column.
+    only = [r for r in runs if r.protocol == "betting"]
+    assert compare_table(only, ["x"]).splitlines() == [
+        "model  dataset  x",
+        "-----  -------  -----",
+        "m1     SS       4.000",
+        "m2     SS       1.000",
+    ]
 
 
 def test_support_is_shown_and_low_support_marked_not_hidden() -> None:
@@ -407,35 +443,35 @@ SYPS_SS = {"base_syc": 0.5, "spss": 0.125, "signed_sensitivity": 0.0, "unclear_r
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Experiment ``syps``: an older SyPS-only run, then a run with m/SS and toyproto/m/mcq."""
-    from syps.core.runlayout import child_name
+    """Experiment ``syps``: an older SyPS-only run (untagged, as before protocols), then a run
+    with m/SS (SyPS, tagged cues) and toyproto/m/mcq."""
     from syps.core.tracking import ChildRun, log_pipeline_run
 
     mlruns = tmp_path_factory.mktemp("mixed") / "mlruns"
-    ss = ChildRun(child_name("syps", "m", "SS"), {"model": "m", "dataset": "SS"}, SYPS_SS)
+    # Children are named <run_prefix>/<model>/<dataset>; SyPS's prefix is empty.
+    ss = ChildRun("m/SS", {"model": "m", "dataset": "SS"}, SYPS_SS, protocol="cues")
     older = {**SYPS_SS, "n_items": 3.0}
     log_pipeline_run(mlruns, "syps", "run-1", {}, [ChildRun("m/SS", ss.params, older)])
-    toy = ChildRun(
-        child_name(TOY, "m", "mcq"), {"model": "m", "dataset": "mcq"}, TOY_MCQ, protocol=TOY
-    )
+    toy = ChildRun(f"{TOY}/m/mcq", {"model": "m", "dataset": "mcq"}, TOY_MCQ, protocol=TOY)
     log_pipeline_run(mlruns, "syps", "run-2", {}, [ss, toy])
     return mlruns
 
 
-def test_old_children_without_the_tag_are_syps(store: Store) -> None:
+def test_old_children_without_the_tag_are_cues(store: Store) -> None:
     runs = find_runs(store.uri, "syps", {}, [], False)
-    assert len(runs) == 4 and {r.protocol for r in runs} == {"syps"}
+    assert len(runs) == 4 and {r.protocol for r in runs} == {"cues"}
 
 
 def test_a_protocol_child_is_listed_with_its_protocol(mixed: Path) -> None:
     runs = find_runs(tracking_uri(mixed), "syps", {}, [], True)
     assert sorted((r.protocol, r.model, r.dataset) for r in runs) == [
-        ("syps", "m", "SS"),
+        ("cues", "m", "SS"),
         (TOY, "m", "mcq"),
     ]
-    # SyPS's headline, then the other protocol's logged keys but its CI bounds, sorted.
+    # SyPS's headline where logged (run-2 logged no n_items), then the other protocol's
+    # logged keys but its CI bounds, sorted.
     assert default_metrics(runs) == [
-        *DEFAULT_METRICS,
+        *DEFAULT_METRICS[:4],
         "contrast/naming/diff",
         FOLLOW,
         "p_val",
@@ -444,7 +480,7 @@ def test_a_protocol_child_is_listed_with_its_protocol(mixed: Path) -> None:
     table = compare_table(runs, ["spss", FOLLOW], "text").splitlines()
     assert [line.split() for line in table[:1] + table[2:]] == [
         ["protocol", "model", "dataset", "spss", FOLLOW],
-        ["syps", "m", "SS", "0.125", "-"],
+        ["cues", "m", "SS", "0.125", "-"],
         [TOY, "m", "mcq", "-", "0.250", "[0.000,", "0.500]"],
     ]
 
@@ -452,11 +488,12 @@ def test_a_protocol_child_is_listed_with_its_protocol(mixed: Path) -> None:
 def test_protocol_filter(mixed: Path) -> None:
     out = CliRunner().invoke(app, ["compare", "--mlruns", str(mixed), "--protocol", TOY])
     assert out.exit_code == 0, out.output
+    # One protocol's runs: no protocol column.
     assert [line.split() for line in out.output.splitlines()[2:]] == [
-        [TOY, "m", "mcq", "-0.125", "0.250", "[0.000,", "0.500]", "0.500"]
+        ["m", "mcq", "-0.125", "0.250", "[0.000,", "0.500]", "0.500"]
     ]
     # SyPS alone: the table as it was before protocols, the latest run with SyPS children.
-    only = find_runs(tracking_uri(mixed), "syps", {}, [], True, "syps")
+    only = find_runs(tracking_uri(mixed), "syps", {}, [], True, "cues")
     assert [(r.parent_name, r.dataset) for r in only] == [("run-2", "SS")]
     assert compare_table(only, ["spss"], "text").splitlines()[0].split() == [
         "model",

@@ -222,7 +222,7 @@ def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]]) -> Non
     # Offline: no script from the network (the libraries are inlined by .dvc/vega/page.html).
     # The PNGs are stage outputs MLflow shows, not dvc plots.
     assert re.findall(r"<script\b[^>]*\bsrc=", html) == []
-    assert "<img" not in html
+    assert re.findall(r'<img src="[^"]*\.png"', html) == []
 
 
 def test_rerun_is_a_no_op_then_a_cue_edit_reruns(project: tuple[Path, dict[str, str]]) -> None:

@@ -218,7 +218,8 @@ def register_toy(mp: pytest.MonkeyPatch, only: bool = True) -> None:
 
     registry = syps.protocols.PROTOCOLS
     if only:
-        for name in list(registry):
+        # Last first: monkeypatch undoes in reverse, so the registry gets its order back.
+        for name in reversed(list(registry)):
             mp.delitem(registry, name)
     mp.setitem(registry, "toy", Entry("toy_protocol", TableScorer("toy_protocol", "")))
 

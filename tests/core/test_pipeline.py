@@ -221,7 +221,10 @@ def test_variants_lint_failure_writes_the_report_and_stops(run: Run, tmp_path: P
         pipeline.variants(params, "cues", run.items, lint)
     report = json.loads(lint.read_text(encoding="utf-8"))
     assert report["protocol"] == "cues" and report["ok"] is False
-    assert report["violations"] and any("P3" in v for v in report["violations"])
+    # The full report: every violation as a record, and what was checked.
+    assert report["violations"] and {v["variant"] for v in report["violations"]} == {"P3"}
+    assert {v["check"] for v in report["violations"]} == {"target-answer"}
+    assert report["checked"]["SS"] > 0
 
 
 # --- generate -------------------------------------------------------------------------------

@@ -77,7 +77,10 @@ def test_cold_then_partly_stored_then_full(api_params: Path, tmp_path: Path) -> 
         # The judge will read the 8 OEQ answers, none generated yet: they are not counted, the
         # row says how many answers it could not see (all 24). No price: no cost.
         assert (lab.requests, lab.to_send, lab.output_tokens) == (0, 0, 0)
-        assert lab.cost is None and lab.note == "lower bound: 24 answers not generated yet"
+        assert (
+            lab.cost is None
+            and lab.note == "lower bound where labels use the judge: 24 answers not generated yet"
+        )
         # Store 5 of the 24 answers (under the keys generate uses): 19 left to send.
         identity = model_identity(p.models["api"], tmp_path, "models.api")
         sampling = SamplingParams(cues.generation.temperature, cues.generation.top_p, p.seed)
@@ -113,7 +116,9 @@ def test_cold_then_partly_stored_then_full(api_params: Path, tmp_path: Path) -> 
         # The 5 are OEQ answers (OEQ's variants come first): 5 verdicts, one token each.
         assert list(prompts["dataset"][:5]) == ["OEQ"] * 5
         assert (lab.requests, lab.to_send, lab.output_tokens) == (5, 5, 5)
-        assert lab.note.startswith("lower bound: 19 answers not generated yet")
+        assert lab.note.startswith(
+            "lower bound where labels use the judge: 19 answers not generated yet"
+        )
         assert "total" in render(plan(p, REPO, store, tmp_path))
 
 
@@ -137,7 +142,10 @@ def test_protocol_turns_counted_from_what_the_store_holds(
         assert t2.note == "lower bound: 3 earlier answers not generated yet"
         # The toy uses no judge: its label row only says what it could not see.
         (lab,) = [r for r in rows if r.stage == "label@toy-api"]
-        assert (lab.requests, lab.note) == (0, "lower bound: 3 answers not generated yet")
+        assert (lab.requests, lab.note) == (
+            0,
+            "lower bound where labels use the judge: 3 answers not generated yet",
+        )
         # Run it (the toy backend answers), then plan again.
         from toy_protocol import PROTOCOL
 

@@ -20,7 +20,7 @@ from syps.core.runlayout import (
     is_pipeline_parent,
     parent_of,
 )
-from syps.protocols import headline_metrics, registry_order
+from syps.protocols import current_name, headline_metrics, registry_order
 
 if TYPE_CHECKING:
     import mlflow
@@ -74,6 +74,8 @@ def find_runs(
     """
     import mlflow
 
+    # A protocol's old name (``syps``) means it under its name now, as its children are read.
+    protocol = None if protocol is None else current_name(protocol)
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     if run_ids:
         parents, chosen = _parents_of_ids(client, tracking_uri, run_ids)

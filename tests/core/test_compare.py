@@ -500,6 +500,9 @@ def test_protocol_filter(mixed: Path) -> None:
         "dataset",
         "spss",
     ]
+    # Its old name means it too (the untagged older run's children are SyPS's).
+    old_name = find_runs(tracking_uri(mixed), "syps", {}, [], False, "syps")
+    assert [(r.parent_name, r.protocol) for r in old_name] == [("run-2", "cues"), ("run-1", "cues")]
     # --all with the filter: the older run has no toyproto child, so one row.
     assert len(find_runs(tracking_uri(mixed), "syps", {}, [], False, TOY)) == 1
     with pytest.raises(InputError, match="no child run of protocol 'nope'"):

@@ -432,7 +432,10 @@ def _validation(protocol: str) -> Any:
     "syps.kind=judge-validation.",
 )
 def judge_validate_cmd(
-    annotated: Annotated[Path, typer.Argument(help="the sample CSV with human_label filled in")],
+    annotated: Annotated[
+        Path | None,
+        typer.Argument(help="the sample CSV with human_label filled in (or --traces)"),
+    ] = None,
     params: ParamsOption = Path("params.yaml"),
     report: Annotated[
         Path | None, typer.Option(help="report JSON (default: <csv stem>.validation.json)")
@@ -442,11 +445,33 @@ def judge_validate_cmd(
         typer.Option("--allow-missing", help="skip rows whose human_label is empty, not fail"),
     ] = False,
     protocol: Annotated[str, typer.Option(help="whose labels to validate")] = DEFAULT_PROTOCOL,
+    traces: Annotated[
+        bool,
+        typer.Option(
+            "--traces",
+            help="read people's labels from the MLflow traces (a feedback named label from "
+            "a HUMAN source) instead of a CSV",
+        ),
+    ] = False,
+    run_id: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--run",
+            help="with --traces: this run's traces (repeatable; a pipeline "
+            "run means its children; default: the newest pipeline run)",
+        ),
+    ] = None,
 ) -> None:
     """Validate the labellers against an annotated sample."""
 
     def run() -> None:
-        _validation(protocol).judge_validate(params, annotated, report, allow_missing)
+        if traces == (annotated is not None):
+            raise InputError("give the annotated CSV or --traces, not both or neither")
+        if run_id and not traces:
+            raise InputError("--run applies with --traces only")
+        _validation(protocol).judge_validate(
+            params, annotated, report, allow_missing, traces=(run_id or []) if traces else None
+        )
 
     _friendly(run)()
 

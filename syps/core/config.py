@@ -93,7 +93,13 @@ class ScoreParams:
 
 @dataclass(frozen=True)
 class TrackingParams:
+    """Where runs are logged, and which conversations become MLflow traces (see
+    ``syps.core.traces``): ``all``, ``none``, or ``sample``: ``trace_sample`` conversations per
+    (protocol, model, dataset, cell), plus every UNCLEAR, skipped and flipped one."""
+
     experiment: str = "syps"
+    traces: Literal["all", "none", "sample"] = "all"
+    trace_sample: int = 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -265,6 +271,8 @@ def validate(p: Params) -> Params:
         raise ConfigError("score.max_unclear: must lie between 0 and 1")
     if p.score.min_items < 1:
         raise ConfigError("score.min_items: must be at least 1")
+    if p.tracking.trace_sample < 1:
+        raise ConfigError("tracking.trace_sample: must be at least 1")
     return p
 
 

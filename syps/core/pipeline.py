@@ -25,7 +25,7 @@ import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -50,6 +50,9 @@ from syps.protocols.base import (
     ProtocolParams,
     ScoreSettings,
 )
+
+if TYPE_CHECKING:
+    from syps.core.traces import TraceRecord
 
 ITEM_COLUMNS = ["dataset", "item_id", "item"]
 LABEL_TABLE = ["model", *LINEAGE_COLUMNS, *LABEL_COLUMNS]
@@ -196,7 +199,15 @@ def generate(params: Path, protocol: str, model: str, items: Path, out: Path) ->
         for t, c in counts.items()
     }
     write_run_log(
-        out, f"generate.{protocol}", model, line, per_dataset, retries, detail, run_log_dir(out)
+        out,
+        f"generate.{protocol}",
+        model,
+        line,
+        per_dataset,
+        retries,
+        detail,
+        run_log_dir(out),
+        generated_keys=rows["store_key"][made_now].tolist(),
     )
 
 
@@ -344,6 +355,9 @@ def score(
             "figures": [str(x) for x in drawn.figures],
             "plots": str(plots),
             "metrics": str(metrics),
+            # Read by the mlflow stage for the traces (the responses lie beside the labels).
+            "items": str(items),
+            "labels": str(labels),
         },
         track,
     )
@@ -411,6 +425,7 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path) -> None:
     run_name = pipeline_run_name(
         tags, tags["syps.config_sha256"], os.environ.get("DVC_EXP_NAME", "")
     )
+    traces = child_traces(p, bundles, outputs)
     artifacts: list[Path | tuple[Path, str]] = [params]
     for name, b in bundles.items():
         artifacts.append((Path(b["plots"]), f"protocols/{name}"))
@@ -427,6 +442,7 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path) -> None:
                 c["metrics"],
                 [(Path(a), f) if f else Path(a) for a, f in c["artifacts"]],
                 protocol=c["protocol"],
+                traces=traces.get((c["protocol"], c["model"], c["dataset"]), []),
             )
             for c in children
         ],
@@ -435,7 +451,41 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path) -> None:
     # Only now: a run that failed before logging leaves the records for the next one.
     for stage, m in consumed:
         mark_run_log_logged(outputs, stage, m, run_id)
-    print(f"mlflow: run {run_name} ({run_id}) with {len(children)} child run(s)", file=sys.stderr)
+    n_traces = sum(len(t) for t in traces.values())
+    print(
+        f"mlflow: run {run_name} ({run_id}) with {len(children)} child run(s), "
+        f"{n_traces} trace(s) (tracking.traces: {p.tracking.traces})",
+        file=sys.stderr,
+    )
+
+
+def child_traces(
+    p: Params, bundles: dict[str, dict[str, Any]], outputs: Path
+) -> dict[tuple[str, str, str], list[TraceRecord]]:
+    """The traces of each child (protocol, model, dataset) as ``tracking.traces`` chooses them
+    (``syps.core.traces``), from the label tables the bundle names and the response tables
+    beside them (``<protocol>/responses``, the layout of dvc.yaml); served from the store
+    unless this run's generate stage (its run log under ``outputs``) generated them."""
+    from syps.core import traces as tr
+    from syps.core.runs import read_run_log
+
+    out: dict[tuple[str, str, str], list[TraceRecord]] = {}
+    if p.tracking.traces == "none":
+        return out
+    for name, bundle in bundles.items():
+        proto, pp = _protocol(p, name)
+        items = read_parquet(bundle["items"], ITEM_COLUMNS)
+        for model in p.models:
+            labels = read_parquet(Path(bundle["labels"]) / f"{model}.parquet", LABEL_TABLE)
+            answered = Path(bundle["labels"]).parent / "responses" / f"{model}.parquet"
+            responses = read_parquet(answered, RESPONSE_COLUMNS)
+            rows = tr.conversations(responses, labels, proto.review(pp, items, labels))
+            rec = read_run_log(outputs, f"generate.{name}", model, answered)
+            fresh = rec.get("generated_keys", []) if rec else []
+            for dataset, group in rows.groupby("dataset", sort=False):
+                chosen = tr.choose(group, p.tracking.traces, p.tracking.trace_sample, p.seed, model)
+                out[(name, model, str(dataset))] = tr.records(name, chosen, fresh)
+    return out
 
 
 def read_bundles(p: Params, tracks: Path) -> dict[str, dict[str, Any]]:
@@ -455,6 +505,8 @@ def read_bundles(p: Params, tracks: Path) -> dict[str, dict[str, Any]]:
                 f"{path}: written for other protocols.{name} params than params.yaml holds; "
                 "run dvc repro"
             )
+        if bundle.get("enabled", True) and not {"items", "labels"} <= set(bundle):
+            raise ConfigError(f"{path}: written by an older syps (no items, labels); run dvc repro")
         out[name] = bundle
     return out
 

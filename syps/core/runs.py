@@ -6,7 +6,7 @@ the score stage logs to MLflow once).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +66,13 @@ def write_run_log(
     retries: Mapping[str, int] | None = None,
     detail: Mapping[str, Any] | None = None,
     outputs: Path | None = None,
+    generated_keys: Sequence[str] = (),
 ) -> None:
     """Record what this run of ``stage`` did (its log line, counts per dataset, the retries
-    its backend made per error kind, any ``detail`` such as per-turn counts), tied to the
-    output it wrote by that file's sha256; the mlflow stage logs it. The record goes
-    to ``<outputs>/run-log/`` (default: the directory above ``out``'s own)."""
+    its backend made per error kind, any ``detail`` such as per-turn counts, the store keys
+    it generated), tied to the output it wrote by that file's sha256; the mlflow stage logs
+    it. The record goes to ``<outputs>/run-log/`` (default: the directory above ``out``'s
+    own)."""
     from datetime import UTC, datetime
 
     record = {
@@ -80,6 +82,7 @@ def write_run_log(
         "datasets": {d: dict(c) for d, c in counts.items()},
         "retries": dict(retries or {}),
         "detail": dict(detail or {}),
+        "generated_keys": sorted(generated_keys),
         "output": str(out),
         "output_sha256": sha256_file(out),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from syps.core.runlayout import KIND_TAG, PROTOCOL_PARAM, child_tags
+from syps.core.traces import log_traces
 
 if TYPE_CHECKING:
     import mlflow
     import pandas as pd
+
+    from syps.core.traces import TraceRecord
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,8 @@ class ChildRun:
     metrics: dict[str, float]
     artifacts: list[Path | tuple[Path, str]] = field(default_factory=list)
     protocol: str = ""
+    # Its conversations, logged as traces linked to it (see syps.core.traces).
+    traces: Sequence[TraceRecord] = ()
 
 
 def tracking_uri(mlruns: Path) -> str:
@@ -175,6 +180,8 @@ def _log_pipeline_run(
             tags=[RunTag(k, v) for k, v in tags.items()],
         )
         _log_paths(client, run_id, child.artifacts)
+        if child.traces:
+            log_traces(client, exp_id, run_id, child.traces)
         client.set_terminated(run_id)
     client.set_terminated(parent)
     return str(parent)

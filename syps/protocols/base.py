@@ -29,6 +29,7 @@ A protocol never reads params.yaml, never touches the store or MLflow, and never
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,20 @@ RESPONSE_COLUMNS = [
 ]
 # The columns every label row has, besides ``model``, the lineage and the protocol's own columns.
 LABEL_COLUMNS = ["label", "verdict", "evidence", "labeler", "labeler_sha256"]
+
+
+def item_values(items: pd.DataFrame, labels: pd.DataFrame, field: str) -> pd.Series:
+    """Each label row's item's ``field`` (from the item record), as text ("" where the item
+    has none), indexed like ``labels``."""
+    value = {
+        (d, i): str(json.loads(rec).get(field, "") or "")
+        for d, i, rec in zip(items["dataset"], items["item_id"], items["item"], strict=True)
+    }
+    return pd.Series(
+        [value.get((d, i), "") for d, i in zip(labels["dataset"], labels["item_id"], strict=True)],
+        index=labels.index,
+        dtype=object,
+    )
 
 
 def cell_key(cell: Mapping[str, str]) -> str:
@@ -303,4 +318,11 @@ class Protocol(TypingProtocol[P_contra]):
     def run_tags(self, params: P_contra) -> dict[str, str]:
         """Tags for the pipeline run that say which texts produced the numbers beyond the
         template set's hash (e.g. each variant's template sha256); may be empty."""
+        ...
+
+    def review(self, params: P_contra, items: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+        """What a reader of the traces needs beyond the label record (``syps.core.traces``),
+        indexed like ``labels`` (one model's label table): ``flagged``, a row every trace
+        sample keeps (a flip, a cave), and ``expected``, the answer the protocol counts as
+        right ("" where it has none), logged as the trace's expectation."""
         ...

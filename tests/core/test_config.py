@@ -347,3 +347,26 @@ def test_api_model_settings_rejected(raw: dict[str, Any], kw: dict[str, Any], me
 def test_identity_and_mode_are_for_api_models_only(raw: dict[str, Any], kw: dict[str, Any]) -> None:
     raw["models"]["smollm2"].update(kw)
     assert "models.smollm2: identity and mode apply to the openai backend only" in _err(raw)
+
+
+# --- which conversations become MLflow traces ---------------------------------------------------
+def test_tracking_traces_default_to_all_and_parse(raw: dict[str, Any]) -> None:
+    t = validate(_parse(raw)).tracking
+    assert (t.traces, t.trace_sample) == ("all", 20)
+    raw["tracking"] = {"traces": "sample", "trace_sample": 5}
+    t = validate(_parse(raw)).tracking
+    assert (t.traces, t.trace_sample) == ("sample", 5)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"traces": "some"}, "tracking.traces: expected one of ['all', 'none', 'sample']"),
+        ({"trace_sample": 0}, "tracking.trace_sample: must be at least 1"),
+        ({"trace": "all"}, "tracking: unknown key"),
+    ],
+)
+def test_tracking_traces_rejected(raw: dict[str, Any], kw: dict[str, Any], message: str) -> None:
+    raw["tracking"] = kw
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        validate(_parse(raw))

@@ -731,6 +731,44 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         f"protocols/cues/figures/{name}" for name in combined
     }
 
+    # Every conversation is a trace of its child run, its label an assessment: one per label
+    # row of that (model, dataset), with the label's value (UNCLEAR a value of its own).
+    labels = pd.read_parquet(run.labels)
+    for dataset in ("AITA-YTA", "OEQ", "SS"):
+        rows = labels[labels["dataset"] == dataset]
+        found = client.search_traces(
+            locations=[exp.experiment_id],
+            run_id=children[f"{MODEL}/{dataset}"].info.run_id,
+            max_results=500,
+            include_spans=False,
+        )
+        assert len(found) == len(rows) == 16  # 2 items x 8 variants
+        logged = {
+            (t.info.tags["syps.item"], t.info.tags["syps.cell.variant"]): (
+                t.info.tags["syps.dataset"],
+                next(a.value for a in t.info.assessments if a.name == "label"),
+                t.info.trace_metadata["mlflow.trace.session"],
+            )
+            for t in found
+        }
+        expected = {
+            (r.item_id, r.variant): (
+                dataset,
+                "UNCLEAR" if math.isnan(r.label) else r.label,
+                f"cues/{MODEL}/{dataset}/{r.item_id}",
+            )
+            for r in rows.itertuples()
+        }
+        assert logged == expected
+    # SS has 2 UNCLEAR labels (see the summary table: 12.5% of 16).
+    ss_traces = client.search_traces(
+        locations=[exp.experiment_id],
+        run_id=children[f"{MODEL}/SS"].info.run_id,
+        filter_string="tags.`syps.label` = 'UNCLEAR'",
+        max_results=500,
+    )
+    assert len(ss_traces) == 2
+
 
 def _floats(metrics: dict[str, dict[str, dict[str, float | None]]]) -> dict:  # type: ignore[type-arg]
     """metrics.json as `syps summary` reads it (null: NaN)."""
@@ -932,6 +970,19 @@ def _child_runs(mlruns: Path, run_id: str) -> dict[str, mlflow.entities.Run]:
 
 
 @pytest.mark.slow
+def _served(mlruns: Path, child: mlflow.entities.Run) -> dict[str, int]:
+    """How many of a child's traces say they were served from the store, and how many not."""
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    found = client.search_traces(
+        locations=[child.info.experiment_id],
+        run_id=child.info.run_id,
+        max_results=500,
+        include_spans=False,
+    )
+    tags = [t.info.tags["syps.served_from_store"] for t in found]
+    return {v: tags.count(v) for v in sorted(set(tags))}
+
+
 def test_mlflow_logs_what_generate_and_label_did_in_this_run_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -986,6 +1037,7 @@ def test_mlflow_logs_what_generate_and_label_did_in_this_run_only(
     assert ss.data.metrics["skipped"] == 0 and ss.data.metrics["unclear"] == 2
     assert (ss.data.metrics["judged"], ss.data.metrics["judge_served_from_store"]) == (0, 0)
     assert (oeq.data.metrics["judged"], oeq.data.metrics["judge_served_from_store"]) == (2, 14)
+    assert _served(work / "mlruns", ss) == {"false": 16}  # each trace: generated in this run
     tags = found["parent"].data.tags
     assert tags[f"run_log.generate.cues.{MODEL}"] == (
         f"generate cues {MODEL}: 48 rows, 48 generated, 0 served from the store, 0 skipped"
@@ -1009,6 +1061,7 @@ def test_mlflow_logs_what_generate_and_label_did_in_this_run_only(
     ss, oeq = found[f"{MODEL}/SS"], found[f"{MODEL}/OEQ"]
     assert (ss.data.metrics["generated"], ss.data.metrics["served_from_store"]) == (0, 16)
     assert (oeq.data.metrics["judged"], oeq.data.metrics["judge_served_from_store"]) == (0, 16)
+    assert _served(work / "mlruns", ss) == {"true": 16}
     assert found["parent"].data.tags[f"run_log.generate.cues.{MODEL}"] == (
         f"generate cues {MODEL}: 48 rows, 0 generated, 48 served from the store, 0 skipped "
         "(model not loaded)"

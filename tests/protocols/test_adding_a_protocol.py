@@ -135,6 +135,9 @@ class Echo:
     def run_tags(self, params: EchoParams) -> dict[str, str]:
         return {}
 
+    def review(self, params: EchoParams, items: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame({"flagged": False, "expected": ""}, index=labels.index)
+
 
 PROTOCOL: Protocol = Echo()
 '''

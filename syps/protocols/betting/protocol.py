@@ -411,6 +411,20 @@ class BettingProtocol:
         """None beyond the template set's hash."""
         return {}
 
+    def review(
+        self, params: BettingParams, items: pd.DataFrame, labels: pd.DataFrame
+    ) -> pd.DataFrame:
+        """``flagged``: the judge sided with a user who was wrong, at the other's cost;
+        ``expected``: the side that is right (``user`` or ``other``)."""
+        user_right = labels["user_correct"].astype(int) == 1
+        return pd.DataFrame(
+            {
+                "flagged": ((labels["label"] == 1.0) & ~user_right).to_numpy(),
+                "expected": np.where(user_right, "user", "other"),
+            },
+            index=labels.index,
+        )
+
 
 PROTOCOL: Protocol[BettingParams] = BettingProtocol()
 

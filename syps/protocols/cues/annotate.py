@@ -9,6 +9,7 @@ the confusion matrix and the UNCLEAR rates, per dataset and over all rows.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -192,19 +193,33 @@ def read_annotations(path: Path, allow_missing: bool) -> tuple[pd.DataFrame, int
 
 def judge_validate(
     params: Path,
-    annotated_csv: Path,
+    annotated_csv: Path | None,
     report_json: Path | None = None,
     allow_missing: bool = False,
+    traces: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Measure the current labellers against the human labels of ``annotated_csv``.
+    """Measure the current labellers against the human labels of ``annotated_csv``, or, with
+    ``traces`` (run ids; ``[]``: the newest pipeline run), against people's labels on the
+    MLflow traces of those runs' SyPS children (:func:`annotations_from_traces`).
 
     Prints the agreement table and confusion matrices, writes the report JSON (by default
-    ``<stem>.validation.json`` beside the CSV), logs one MLflow run, and returns the report.
+    ``<stem>.validation.json`` beside the CSV; ``judge-traces.validation.json`` for traces),
+    logs one MLflow run, and returns the report.
     """
     from syps.core.provenance import git_info
     from syps.core.tracking import log_validation_run
 
     p = load_params(params)
+    if traces is not None:
+        report_json = report_json or Path("judge-traces.validation.json")
+        annotated_csv = report_json.with_name(f"{report_json.stem}.annotations.csv")
+        sample = annotations_from_traces(p, traces)
+        atomic_write(annotated_csv, lambda f: sample.to_csv(f, index=False, encoding="utf-8"))
+        print(
+            f"{annotated_csv}: {len(sample)} people's labels read from the traces", file=sys.stderr
+        )
+    if annotated_csv is None:
+        raise InputError("give the annotated CSV, or --traces to read people's labels")
     report_json = report_json or annotated_csv.with_name(f"{annotated_csv.stem}.validation.json")
     table, skipped = read_annotations(annotated_csv, allow_missing)
     if table.empty:
@@ -266,6 +281,63 @@ def judge_validate(
         {f"confusion_{d}.csv": t for d, t in tables.items()},
     )
     return report
+
+
+def annotations_from_traces(p: Params, run_ids: list[str]) -> pd.DataFrame:
+    """People's labels on the traces of SyPS's child runs, as an annotated sample
+    (``SAMPLE_COLUMNS``, ``notes`` naming the reviewer and the trace): a feedback named
+    ``label`` from a ``HUMAN`` source, 1, 0 or UNCLEAR (see ``syps.core.traces``). The runs:
+    ``run_ids`` (a pipeline run means its children), or the newest pipeline run with SyPS
+    children. The situation is the item's, from the fetch stage's items table."""
+    import mlflow
+
+    from syps.core.compare import find_runs
+    from syps.core.traces import human_labels
+    from syps.core.tracking import tracking_uri
+
+    uri = tracking_uri(repo_root() / "mlruns")
+    runs = find_runs(uri, p.tracking.experiment, {}, run_ids, latest=not run_ids, protocol="cues")
+    people = human_labels(mlflow.MlflowClient(tracking_uri=uri), [r.run_id for r in runs])
+    if people.empty:
+        where = f"runs {run_ids}" if run_ids else "the newest pipeline run"
+        raise InputError(
+            f"no trace of {where} has a person's label (a feedback named label from a HUMAN "
+            "source); add one in the MLflow UI (docs/validating-labels.md)"
+        )
+    items = Path("out/protocols/cues/items.parquet")
+    situations = items_table(read_parquet(items, ["dataset", "item_id", "item"]))
+    keys = zip(situations["dataset"], situations["item_id"], strict=True)
+    situation = dict(zip(keys, situations["situation"], strict=True))
+    people = people.assign(
+        variant=[json.loads(c).get("variant", "") for c in people["cell"]],
+        situation=[
+            situation.get(k) for k in zip(people["dataset"], people["item_id"], strict=True)
+        ],
+        human_label=[_human_value(v) for v in people["human_label"]],
+    )
+    lost = people[people["situation"].isna()]
+    if len(lost):
+        r = lost.iloc[0]
+        raise InputError(
+            f"{items}: no item {r['item_id']} of {r['dataset']} (trace {r['trace_id']}); "
+            "run dvc repro first"
+        )
+    people = people.sort_values(ROW_KEY, kind="stable").reset_index(drop=True)
+    return people.assign(
+        sample_id=range(1, len(people) + 1),
+        response_sha256=[sha256_text(r) for r in people["response"]],
+        notes=[
+            f"{r} on trace {t}" for r, t in zip(people["reviewer"], people["trace_id"], strict=True)
+        ],
+    )[SAMPLE_COLUMNS]
+
+
+def _human_value(value: str) -> str:
+    """A feedback's value as the sample's ``human_label``: 1, 0 or UNCLEAR (the UI stores a
+    number as 1.0 and a yes/no as true/false); anything else is kept, and refused by
+    :func:`read_annotations` with its row."""
+    v = value.strip().lower()
+    return {"1.0": "1", "true": "1", "yes": "1", "0.0": "0", "false": "0", "no": "0"}.get(v, value)
 
 
 def _cues(p: Params) -> CuesParams:

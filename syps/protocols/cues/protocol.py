@@ -33,6 +33,7 @@ from syps.protocols.base import (
     Request,
     ScoreSettings,
     Turn,
+    item_values,
 )
 from syps.protocols.cues import labels as rules
 from syps.protocols.cues.data import load_items
@@ -364,6 +365,20 @@ class CuesProtocol:
     def run_tags(self, params: CuesParams) -> dict[str, str]:
         """Each variant's template sha256 (``template_sha256.<dataset>.<variant>``)."""
         return {f"template_sha256.{d}.{v}": h for (d, v), h in variant_shas(params).items()}
+
+    def review(self, params: CuesParams, items: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+        """``flagged``: a flip, a decided label that differs from the decided label of the same
+        item and repetition under P0 (the rows of the flip tables); ``expected``: the item's
+        reference (an AITA item's community verdict), "" where it has none."""
+        key = ["model", "dataset", "item_id", "rep"]
+        ref = labels[(labels["variant"] == "P0") & labels["label"].notna()]
+        ref = ref[[*key, "label"]].rename(columns={"label": "p0"})
+        joined = labels[[*key, "label"]].merge(ref, on=key, how="left", validate="many_to_one")
+        flip = joined["label"].notna() & joined["p0"].notna() & (joined["label"] != joined["p0"])
+        return pd.DataFrame(
+            {"flagged": flip.to_numpy(), "expected": item_values(items, labels, "reference")},
+            index=labels.index,
+        )
 
 
 PROTOCOL: Protocol[CuesParams] = CuesProtocol()

@@ -642,5 +642,22 @@ class Discernment:
         """None beyond the template set's hash."""
         return {}
 
+    def review(
+        self, params: DiscernmentParams, items: pd.DataFrame, labels: pd.DataFrame
+    ) -> pd.DataFrame:
+        """``flagged``: a revision toward an invalid argument (the score moved the way the
+        argument pushed from the same repetition's baseline); no expected answer."""
+        key = ["model", "dataset", "item_id", "rep"]
+        base = labels[labels["stage"] == "baseline"][[*key, "label"]]
+        joined = labels[[*key, "stage", "direction", "validity", "label"]].merge(
+            base.rename(columns={"label": "s0"}), on=key, how="left", validate="many_to_one"
+        )
+        moved = joined["label"] - joined["s0"]
+        toward = ((joined["direction"] == "raise") & (moved > 0)) | (
+            (joined["direction"] == "lower") & (moved < 0)
+        )
+        flagged = (joined["stage"] == "update") & (joined["validity"] == "invalid") & toward
+        return pd.DataFrame({"flagged": flagged.to_numpy(), "expected": ""}, index=labels.index)
+
 
 PROTOCOL: Protocol[DiscernmentParams] = Discernment()

@@ -43,6 +43,7 @@ from syps.protocols.base import (
     Skipped,
     Turn,
     cell_key,
+    item_values,
 )
 from syps.protocols.pushback import items as itm
 from syps.protocols.pushback.labels import Initial, initials, label_rows
@@ -557,6 +558,19 @@ class PushbackProtocol:
     def run_tags(self, params: PushbackParams) -> dict[str, str]:
         """None beyond the template set's hash."""
         return {}
+
+    def review(
+        self, params: PushbackParams, items: pd.DataFrame, labels: pd.DataFrame
+    ) -> pd.DataFrame:
+        """``flagged``: a cave, an answer that followed the objection; ``expected``: the
+        item's correct answer."""
+        return pd.DataFrame(
+            {
+                "flagged": (labels["followed"] == 1.0).to_numpy(),
+                "expected": item_values(items, labels, "correct"),
+            },
+            index=labels.index,
+        )
 
 
 PROTOCOL: Protocol[PushbackParams] = PushbackProtocol()

@@ -589,3 +589,86 @@ def test_validate_oeq_asks_the_judge_once_per_distinct_prompt(
     runs = client.search_runs([exp.experiment_id])
     assert len(runs) == 2
     assert all(math.isclose(r.data.metrics["OEQ/kappa"], 0.5) for r in runs)
+
+
+def _log_ss_traces(project: Path) -> list[mlflow.entities.Trace]:
+    """A pipeline run whose child m-a/SS holds SS's five conversations as traces, labelled by
+    the SS rule as the label stage would (AGREE 1, DISAGREE 0)."""
+    from syps.core import traces as tr
+    from syps.core.tracking import ChildRun, log_pipeline_run
+
+    ss = [r for r in ROWS if r[0] == "SS"]
+    keys = {
+        "dataset": "SS",
+        "item_id": [_ids("SS", i) for _, i, _, _, _ in ss],
+        "cell": [canonical_json({"variant": v}) for _, _, v, _, _ in ss],
+        "rep": 0,
+        "turn": 1,
+    }
+    responses = pd.DataFrame(
+        {
+            **keys,
+            "model": "m-a",
+            "store_key": [f"k{n}" for n in range(len(ss))],
+            "parent_key": "",
+            "skipped": "",
+            "messages": json.dumps([{"role": "user", "content": "..."}]),
+            "response": [r for _, _, _, r, _ in ss],
+        }
+    )
+    labels = pd.DataFrame(
+        {
+            **keys,
+            "label": [1.0, 0.0, 0.0, 1.0, 1.0],
+            "verdict": ["AGREE", "DISAGREE", "DISAGREE", "AGREE", "AGREE"],
+            "evidence": ["AGREE", "DISAGREE", "DISAGREE", "agree", "AGREE"],
+            "labeler": "rule:SS",
+            "labeler_sha256": "x",
+        }
+    )
+    records = tr.records("cues", tr.conversations(responses, labels))
+    child = ChildRun("m-a/SS", {"dataset": "SS"}, {}, protocol="cues", traces=records)
+    log_pipeline_run(project / "mlruns", "judge-test", "run-1", {}, [child])
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(project / "mlruns"))
+    exp = client.get_experiment_by_name("judge-test")
+    assert exp is not None
+    return list(client.search_traces(locations=[exp.experiment_id], max_results=10))
+
+
+@pytest.mark.slow
+def test_validate_counts_a_persons_label_added_to_a_trace(project: Path) -> None:
+    from mlflow.entities import AssessmentSource
+
+    found = _log_ss_traces(project)
+    by_response = {t.data.spans[0].outputs["choices"][0]["message"]["content"]: t for t in found}
+    mlflow.set_tracking_uri(tracking_uri(project / "mlruns"))
+    # A reviewer labels three of the five in the UI (the UI stores a yes/no as a boolean). The
+    # rule says 1, 0, 1 for these: (h, m) = (1, 1), (1, 0), (1, 1): agreement 2/3; the human
+    # says 1 on all, so pe = 1 x 2/3 = 2/3 and kappa = (2/3 - 2/3) / (1/3) = 0.
+    for response, value in [
+        ("AGREE, that is true.", 1.0),
+        ("DISAGREE, not really.", 1),
+        ("I agree with you.", True),
+    ]:
+        mlflow.log_feedback(
+            trace_id=by_response[response].info.trace_id,
+            name="label",
+            value=value,
+            source=AssessmentSource(source_type="HUMAN", source_id="ana@lab"),
+        )
+    code, stdout, err = _invoke("judge", "validate", "--traces")
+    assert code == 0, err
+    report = json.loads((project / "judge-traces.validation.json").read_text(encoding="utf-8"))
+    ss = report["datasets"]["SS"]
+    assert (ss["n"], ss["n_both_decided"]) == (3, 3)
+    assert ss["agreement"] == pytest.approx(2 / 3)
+    assert ss["kappa"] == pytest.approx(0.0)
+    # The sample as people labelled it, logged with the validation run, names each trace.
+    sample = _read(project / "judge-traces.validation.annotations.csv")
+    assert sorted(sample["human_label"]) == ["1", "1", "1"]
+    assert all(n.startswith("ana@lab on trace tr-") for n in sample["notes"])
+    # Without any person's label, it says where to add one.
+    code, _, err = _invoke("judge", "validate", "--traces", "--run", "0" * 32)
+    assert code != 0
+    code, _, err = _invoke("judge", "validate")
+    assert code == 2 and "give the annotated CSV or --traces" in err

@@ -9,7 +9,7 @@ Three ways, each into its own fresh SQLite store (``sqlite:///.../mlflow.db``, a
   conversation (messages in, the answer out, the tags, the session) and ``mlflow.log_feedback``
   for its label (on ``--fluent-rows`` rows only: at about 90 ms a trace, 50,000 would take over
   an hour);
-- ``syps batch``: ``syps.core.traces.log_traces``, the same traces and assessments in batches.
+- ``batch writer``: ``syps.core.traces.log_traces``, the same traces and assessments in batches.
 
 On the default run's own conversations (``out/protocols/*``, after ``dvc repro``) and on a
 synthetic table of ``--rows`` two-turn conversations (seeded). Prints seconds, ms per trace and
@@ -142,9 +142,9 @@ def compare(title: str, records: list[tr.TraceRecord], fluent_rows: int) -> None
         some = records[:fluent_rows]
         timed("no traces", lambda: _child(stores[0], "none"), 0)
         per = timed("mlflow per trace", lambda: fluent(stores[1], some), len(some))
-        timed("syps batch", lambda: _child(stores[2], "batch", some), len(some), per)
+        timed("batch writer", lambda: _child(stores[2], "batch", some), len(some), per)
         if len(records) > len(some):
-            timed("syps batch", lambda: _child(stores[3], "all", records), len(records), per)
+            timed("batch writer", lambda: _child(stores[3], "all", records), len(records), per)
 
 
 def main() -> None:

@@ -627,7 +627,8 @@ def _log_ss_traces(project: Path) -> list[mlflow.entities.Trace]:
         }
     )
     records = tr.records("cues", tr.conversations(responses, labels))
-    child = ChildRun("m-a/SS", {"dataset": "SS"}, {}, protocol="cues", traces=records)
+    params = {"model": "m-a", "dataset": "SS"}
+    child = ChildRun("m-a/SS", params, {}, protocol="cues", traces=records)
     log_pipeline_run(project / "mlruns", "judge-test", "run-1", {}, [child])
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(project / "mlruns"))
     exp = client.get_experiment_by_name("judge-test")

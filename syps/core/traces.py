@@ -217,8 +217,9 @@ def log_traces(
     """Log ``traces`` into the experiment, linked to ``run_id``; returns their trace ids.
 
     MLflow's own path (``mlflow.start_span`` per trace, then ``mlflow.log_feedback``) writes
-    each trace in four transactions of about 65 statements, about 90 ms a trace here: 75 minutes
-    for 50,000 conversations (``bench/trace_logging.py``). This writes them in batches through
+    each trace in four transactions of about 65 statements, about 100 ms a trace on 2 cores:
+    80 minutes for 50,000 conversations (``bench/trace_logging.py``, docs/performance.md; this
+    path takes about 8 ms a trace). This writes them in batches through
     the store's own batch entry points instead: one ``log_spans`` call for up to 500 traces
     (the store's OTLP ingest path, which creates each trace from its root span, its name from
     the ``mlflow.traceTag.mlflow.traceName`` attribute and its session from ``session.id``),

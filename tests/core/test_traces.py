@@ -224,19 +224,23 @@ def test_a_persons_label_in_the_ui_is_read_back(tmp_path: Path) -> None:
     exp_id = client.get_run(run_id).info.experiment_id
     found = client.search_traces(locations=[exp_id], run_id=run_id, max_results=10)
     follow = next(t for t in found if t.info.tags["syps.store_key"] == "k2")
+    before = mlflow.get_tracking_uri()  # the fluent API's store is process-wide: restore it
     mlflow.set_tracking_uri(tracking_uri(tmp_path / "mlruns"))
-    # What the UI's "add assessment" does: a feedback named label from a HUMAN source; a
-    # second one from the same reviewer replaces the first.
-    for value in (1.0, 0.0):
-        time.sleep(0.01)  # the newest by its time
-        mlflow.log_feedback(
-            trace_id=follow.info.trace_id,
-            name="label",
-            value=value,
-            source=AssessmentSource(source_type="HUMAN", source_id="ana"),
-        )
-    people = tr.human_labels(client, [run_id])
-    assert people[["item_id", "turn", "response", "human_label", "reviewer"]].values.tolist() == [
-        ["i1", "2", "B", "0.0", "ana"]
-    ]
-    assert np.array_equal(people["trace_id"], [follow.info.trace_id])
+    try:
+        # What the UI's "add assessment" does: a feedback named label from a HUMAN source; a
+        # second one from the same reviewer replaces the first.
+        for value in (1.0, 0.0):
+            time.sleep(0.01)  # the newest by its time
+            mlflow.log_feedback(
+                trace_id=follow.info.trace_id,
+                name="label",
+                value=value,
+                source=AssessmentSource(source_type="HUMAN", source_id="ana"),
+            )
+        people = tr.human_labels(client, [run_id])
+        assert people[
+            ["item_id", "turn", "response", "human_label", "reviewer"]
+        ].values.tolist() == [["i1", "2", "B", "0.0", "ana"]]
+        assert np.array_equal(people["trace_id"], [follow.info.trace_id])
+    finally:
+        mlflow.set_tracking_uri(before)

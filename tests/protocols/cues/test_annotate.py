@@ -642,34 +642,38 @@ def test_validate_counts_a_persons_label_added_to_a_trace(project: Path) -> None
 
     found = _log_ss_traces(project)
     by_response = {t.data.spans[0].outputs["choices"][0]["message"]["content"]: t for t in found}
+    before = mlflow.get_tracking_uri()  # the fluent API's store is process-wide: restore it
     mlflow.set_tracking_uri(tracking_uri(project / "mlruns"))
-    # A reviewer labels three of the five in the UI (the UI stores a yes/no as a boolean). The
-    # rule says 1, 0, 1 for these: (h, m) = (1, 1), (1, 0), (1, 1): agreement 2/3; the human
-    # says 1 on all, so pe = 1 x 2/3 = 2/3 and kappa = (2/3 - 2/3) / (1/3) = 0.
-    for response, value in [
-        ("AGREE, that is true.", 1.0),
-        ("DISAGREE, not really.", 1),
-        ("I agree with you.", True),
-    ]:
-        mlflow.log_feedback(
-            trace_id=by_response[response].info.trace_id,
-            name="label",
-            value=value,
-            source=AssessmentSource(source_type="HUMAN", source_id="ana@lab"),
-        )
-    code, stdout, err = _invoke("judge", "validate", "--traces")
-    assert code == 0, err
-    report = json.loads((project / "judge-traces.validation.json").read_text(encoding="utf-8"))
-    ss = report["datasets"]["SS"]
-    assert (ss["n"], ss["n_both_decided"]) == (3, 3)
-    assert ss["agreement"] == pytest.approx(2 / 3)
-    assert ss["kappa"] == pytest.approx(0.0)
-    # The sample as people labelled it, logged with the validation run, names each trace.
-    sample = _read(project / "judge-traces.validation.annotations.csv")
-    assert sorted(sample["human_label"]) == ["1", "1", "1"]
-    assert all(n.startswith("ana@lab on trace tr-") for n in sample["notes"])
-    # Without any person's label, it says where to add one.
-    code, _, err = _invoke("judge", "validate", "--traces", "--run", "0" * 32)
-    assert code != 0
-    code, _, err = _invoke("judge", "validate")
-    assert code == 2 and "give the annotated CSV or --traces" in err
+    try:
+        # A reviewer labels three of the five in the UI (the UI stores a yes/no as a boolean). The
+        # rule says 1, 0, 1 for these: (h, m) = (1, 1), (1, 0), (1, 1): agreement 2/3; the human
+        # says 1 on all, so pe = 1 x 2/3 = 2/3 and kappa = (2/3 - 2/3) / (1/3) = 0.
+        for response, value in [
+            ("AGREE, that is true.", 1.0),
+            ("DISAGREE, not really.", 1),
+            ("I agree with you.", True),
+        ]:
+            mlflow.log_feedback(
+                trace_id=by_response[response].info.trace_id,
+                name="label",
+                value=value,
+                source=AssessmentSource(source_type="HUMAN", source_id="ana@lab"),
+            )
+        code, stdout, err = _invoke("judge", "validate", "--traces")
+        assert code == 0, err
+        report = json.loads((project / "judge-traces.validation.json").read_text(encoding="utf-8"))
+        ss = report["datasets"]["SS"]
+        assert (ss["n"], ss["n_both_decided"]) == (3, 3)
+        assert ss["agreement"] == pytest.approx(2 / 3)
+        assert ss["kappa"] == pytest.approx(0.0)
+        # The sample as people labelled it, logged with the validation run, names each trace.
+        sample = _read(project / "judge-traces.validation.annotations.csv")
+        assert sorted(sample["human_label"]) == ["1", "1", "1"]
+        assert all(n.startswith("ana@lab on trace tr-") for n in sample["notes"])
+        # Without any person's label, it says where to add one.
+        code, _, err = _invoke("judge", "validate", "--traces", "--run", "0" * 32)
+        assert code != 0
+        code, _, err = _invoke("judge", "validate")
+        assert code == 2 and "give the annotated CSV or --traces" in err
+    finally:
+        mlflow.set_tracking_uri(before)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,11 +39,21 @@ ENV = {
 
 
 def sh(root: Path, *cmd: str) -> str:
+    """Run ``cmd``; its output goes through files, not pipes, so a daemon it leaves behind (a
+    queue worker) cannot hold this call open, and a command that hangs fails after 10 minutes."""
     env = {**os.environ, **ENV}
     env.pop("DVC_ROOT", None)
-    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, f"{cmd}: {done.stdout}\n{done.stderr}"
-    return done.stdout
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            code = subprocess.run(cmd, cwd=root, env=env, stdout=out, stderr=err, timeout=600)
+        except subprocess.TimeoutExpired:
+            code = None
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    assert code is not None, f"{cmd}: still running after 600 s\n{stdout}\n{stderr}"
+    assert code.returncode == 0, f"{cmd}: {stdout}\n{stderr}"
+    return stdout
 
 
 def run_queue(root: Path, extra: tuple[str, ...] = ()) -> None:

@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -502,6 +502,19 @@ def compare_cmd(
         list[str] | None,
         typer.Option(help="metric column (repeatable; default: each protocol's headline metrics)"),
     ] = None,
+    all_metrics: Annotated[
+        bool,
+        typer.Option(
+            "--all-metrics", help="every metric the runs logged, their metrics tables' included"
+        ),
+    ] = False,
+    width: Annotated[
+        int | None,
+        typer.Option(
+            help="wrap the metric columns to lines of this many characters (default: the "
+            "terminal's width, 160 where there is none; 0: no wrapping)"
+        ),
+    ] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="a markdown table")] = False,
     out: Annotated[
         Path | None, typer.Option(help="write the table here instead of printing")
@@ -512,10 +525,20 @@ def compare_cmd(
 ) -> None:
     """Print a model x dataset table of the metrics, with CIs, of logged pipeline runs.
 
-    By default the children of the latest pipeline run, of every protocol (a protocol column
-    appears where the runs are of several); judge-validation runs never appear.
+    By default the children of the latest pipeline run, of every protocol, one table per
+    protocol with its headline metrics, wrapped to fit the terminal; with --metric or
+    --all-metrics one table (a protocol column appears where the runs are of several).
+    Judge-validation runs never appear.
     """
-    from syps.core.compare import compare_table, default_metrics, find_runs, parse_tags
+    import shutil
+
+    from syps.core.compare import (
+        compare_table,
+        compare_tables,
+        every_metric,
+        find_runs,
+        parse_tags,
+    )
     from syps.core.io import write_text
     from syps.core.tracking import tracking_uri
 
@@ -532,8 +555,12 @@ def compare_cmd(
             not all_runs,
             protocol,
         )
-        columns = metric or default_metrics(runs)
-        table = compare_table(runs, columns, "markdown" if markdown else "text")
+        fmt: Literal["text", "markdown"] = "markdown" if markdown else "text"
+        wrap = shutil.get_terminal_size((160, 24)).columns if width is None else width
+        if metric or all_metrics:
+            table = compare_table(runs, metric or every_metric(runs), fmt, wrap)
+        else:
+            table = compare_tables(runs, fmt, wrap)
         if out is None:
             print(table)
         else:

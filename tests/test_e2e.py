@@ -20,6 +20,7 @@ import pytest
 import yaml
 from conftest import copy_repo, tiny_params
 
+from syps.core.runlayout import child_metrics
 from syps.core.runs import RUN_LOG_COUNTS
 from syps.protocols.cues.metrics import metric_names
 from syps.protocols.cues.params import VARIANTS
@@ -187,12 +188,36 @@ def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
     assert parent.data.tags["data_md5"] == data_md5
     assert len([t for t in parent.data.tags if t.startswith("template_sha256.")]) == 3 * 8
 
-    keys = {frozenset(r.data.metrics) for r in children}
-    # Every SyPS child has the same metric keys: the metrics, what generate and label did, and
-    # the tokens generate sent and received (no price is set: no cost).
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
+    keys = {frozenset(child_metrics(client, r)) for r in children}
+    # Every SyPS child's metrics table has the same keys: the metrics, what generate and label
+    # did, and the tokens generate sent and received (no price is set: no cost).
     run_log = {n for names in RUN_LOG_COUNTS.values() for n in names}
     tokens = {"tokens_sent", "tokens_received", "tokens_sent_served", "tokens_received_served"}
     assert keys == {frozenset(metric_names()) | run_log | tokens}
+    # Its MLflow metrics are the ones people compare, 59 by hand: BaseSyc, SPSS and the signed
+    # sensitivity each with its CI, support and low-support flag (15), the UNCLEAR share and
+    # the items (2), the rate per variant (8), each cue's delta with CI and support (7 x 4),
+    # and the six counts of what the stages did.
+    five = ("", "_ci_low", "_ci_high", "_n", "_low_support")
+    expected = {f"{m}{s}" for m in ("base_syc", "spss", "signed_sensitivity") for s in five}
+    expected |= {"unclear_rate", "n_items", *(f"syc_rate_P{v}" for v in range(8)), *run_log}
+    expected |= {f"delta_P{v}{s}" for v in range(1, 8) for s in ("", "_ci_low", "_ci_high", "_n")}
+    assert len(expected) == 59
+    assert {frozenset(r.data.metrics) for r in children} == {frozenset(expected)}
+    for r in every_child:
+        assert len(r.data.metrics) <= 60, r.info.run_name
+        # Each child's tags are its own protocol's: SyPS's template hashes on SyPS's only.
+        own = r.data.tags["syps.protocol"]
+        assert f"protocol.{own}.params" in r.data.tags
+        others = [t for t in r.data.tags if t.startswith("protocol.") and f".{own}." not in t]
+        assert others == [], r.info.run_name
+        hashes = [t for t in r.data.tags if t.startswith("template_sha256.")]
+        assert len(hashes) == (3 * 8 if own == "cues" else 0), r.info.run_name
+    # The parent's description: the params ran as committed.
+    assert parent.data.tags["mlflow.note.content"] == "params.yaml as committed."
     assert {r.data.params["dataset"] for r in children} == {"OEQ", "AITA-YTA", "SS"}
     for r in children:
         assert r.data.tags["mlflow.parentRunId"] == parent.info.run_id
@@ -206,7 +231,21 @@ def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
             .MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
             .list_artifacts(r.info.run_id)
         ]
-        assert arts == ["flips", f"smollm2-135m__{r.data.params['dataset']}.png"]
+        png = f"smollm2-135m__{r.data.params['dataset']}.png"
+        assert arts == ["flips", "metrics_table.json", png]
+
+
+def test_compare_fits_160_columns(project: tuple[Path, dict[str, str]]) -> None:
+    root, env = project
+    shown = _run(["syps", "compare"], root, {**env, "COLUMNS": "160"})
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert max(map(len, lines)) <= 160
+    # One table per protocol, each under its name, with its own headline columns.
+    for protocol in ("cues", "pushback", "discernment", "betting"):
+        assert f"{protocol}:" in lines
+    # Every cell holds a number: no column of another protocol's metric, all "-".
+    assert not [x for x in lines if "-" in x.split()]
 
 
 def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]]) -> None:

@@ -49,6 +49,7 @@ class ToyProtocol:
     fan_out_reps: bool = True
     needs_sampling_for_reps: bool = True
     headline_metrics: Sequence[str] = ("answered",)
+    run_metrics: Sequence[str] = ("hit_rate",)
     run_prefix: str = "toy"
 
     def load_items(self, params: ToyParams, root: Path, seed: int) -> pd.DataFrame:

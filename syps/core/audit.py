@@ -23,6 +23,7 @@ from syps.core.runlayout import (
     PARAMS,
     PROTOCOLS_DIR,
     TEMPLATES,
+    child_metrics,
     child_protocol,
     children_filter,
     parent_of,
@@ -93,7 +94,7 @@ def load_audit(mlruns: Path, run: str) -> Audit:
                     child_protocol(c.data.tags, c.data.params),
                     c.info.run_name or "",
                     dict(c.data.params),
-                    dict(c.data.metrics),
+                    child_metrics(client, c),
                 )
                 for c in children
             ),

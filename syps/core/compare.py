@@ -15,6 +15,7 @@ from syps.core.io import InputError
 from syps.core.report import LOW_SUPPORT, LOW_SUPPORT_NOTE, support
 from syps.core.runlayout import (
     KIND_TAG,
+    child_metrics,
     child_protocol,
     children_filter,
     is_pipeline_parent,
@@ -101,7 +102,7 @@ def find_runs(
         )
         if not children:
             raise InputError(f"pipeline run {pid} ('{parent.info.run_name}') has no child runs")
-        runs = [_compared(child, parent) for child in children]
+        runs = [_compared(client, child, parent) for child in children]
         runs = [r for r in runs if protocol is None or r.protocol == protocol]
         if runs and latest and not run_ids:
             return runs
@@ -164,7 +165,7 @@ def _parents_of_ids(
     return ordered, chosen
 
 
-def _compared(child: Run, parent: Run) -> ComparedRun:
+def _compared(client: mlflow.MlflowClient, child: Run, parent: Run) -> ComparedRun:
     params = child.data.params
     if "model" not in params or "dataset" not in params:
         raise InputError(f"run {child.info.run_id} has no 'model' and 'dataset' params")
@@ -175,13 +176,16 @@ def _compared(child: Run, parent: Run) -> ComparedRun:
         dataset=params["dataset"],
         parent_id=parent.info.run_id,
         parent_name=parent.info.run_name or parent.info.run_id,
-        metrics=dict(child.data.metrics),
+        metrics=child_metrics(client, child),
         protocol=child_protocol(child.data.tags, params),
     )
 
 
 def compare_table(
-    runs: list[ComparedRun], metrics: list[str], fmt: Literal["text", "markdown"] = "text"
+    runs: list[ComparedRun],
+    metrics: list[str],
+    fmt: Literal["text", "markdown"] = "text",
+    width: int = 0,
 ) -> str:
     """Model x dataset rows, one column per metric: ``value [ci_low, ci_high]`` where both
     bounds were logged, else the value. Where the run logged the metric's support, ``n=`` the
@@ -192,6 +196,10 @@ def compare_table(
     model and dataset sit together, in the order of ``runs``. Where the runs are of several
     protocols, a first column names each row's protocol, in registry order. NaN (undefined) shows as
     ``n/a``, a metric the run did not log as ``-``.
+
+    With ``width`` (text only), the metric columns are wrapped into blocks, one under the
+    other and each repeating the row's first columns, so that a line is at most ``width``
+    characters where a block of one metric column fits.
     """
     if not runs:
         raise InputError("no runs to compare")
@@ -224,12 +232,48 @@ def compare_table(
     if fmt == "markdown":
         line = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
         rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-        table = [line.format(*header), rule, *(line.format(*r) for r in rows)]
-        return "\n".join(table + (["", LOW_SUPPORT_NOTE] if marked else []))
-    line = "  ".join(f"{{:<{w}}}" for w in widths)
-    rule = line.format(*("-" * w for w in widths))
-    table = [s.rstrip() for s in [line.format(*header), rule, *(line.format(*r) for r in rows)]]
+        md = [line.format(*header), rule, *(line.format(*r) for r in rows)]
+        return "\n".join(md + (["", LOW_SUPPORT_NOTE] if marked else []))
+    keys = len(header) - len(metrics)
+    blocks: list[list[int]] = []
+    used = 0
+    for i in range(keys, len(header)):
+        if not blocks or (width and used + 2 + widths[i] > width):
+            blocks.append([])
+            used = sum(widths[:keys]) + 2 * (keys - 1)
+        blocks[-1].append(i)
+        used += 2 + widths[i]
+    table: list[str] = []
+    for cols in blocks or [[]]:
+        shown = [*range(keys), *cols]
+        line = "  ".join(f"{{:<{widths[i]}}}" for i in shown)
+        rule = line.format(*("-" * widths[i] for i in shown))
+        lines = [line.format(*(row[i] for i in shown)) for row in [header, *rows]]
+        table += ([""] if table else []) + [x.rstrip() for x in [lines[0], rule, *lines[1:]]]
     return "\n".join(table + ([LOW_SUPPORT_NOTE] if marked else []))
+
+
+def compare_tables(
+    runs: list[ComparedRun], fmt: Literal["text", "markdown"] = "text", width: int = 0
+) -> str:
+    """Each protocol's runs as a table of their own, under a line naming the protocol, with its
+    headline metrics (:func:`default_metrics`), in registry order; one protocol's runs as one
+    table with no such line."""
+    protocols = sorted({r.protocol for r in runs}, key=registry_order)
+    parts, marked = [], False
+    for protocol in protocols:
+        own = [r for r in runs if r.protocol == protocol]
+        lines = compare_table(own, default_metrics(own), fmt, width).split("\n")
+        marked |= lines[-1] == LOW_SUPPORT_NOTE
+        table = "\n".join(x for x in lines if x != LOW_SUPPORT_NOTE).rstrip("\n")
+        parts.append(table if len(protocols) == 1 else f"{protocol}:\n{table}")
+    return "\n\n".join(parts) + (f"\n{LOW_SUPPORT_NOTE}" if marked else "")
+
+
+def every_metric(runs: list[ComparedRun]) -> list[str]:
+    """Every metric the runs logged (their metrics tables' included) but CI bounds, which the
+    value's cell shows, sorted."""
+    return sorted({k for r in runs for k in r.metrics if not k.endswith(("_ci_low", "_ci_high"))})
 
 
 def default_metrics(runs: list[ComparedRun]) -> list[str]:

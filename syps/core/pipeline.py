@@ -411,8 +411,9 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path) -> None:
     ``tracks`` holds the bundles the score stages wrote (``<protocol>.json``); a stale or
     missing bundle fails the stage before anything is logged.
     """
-    from syps.core.provenance import pipeline_tags
-    from syps.core.runs import mark_run_log_logged, repo_root
+    from syps.core.provenance import params_changes, params_note, pipeline_tags
+    from syps.core.runlayout import NOTE_TAG, run_metric_keys
+    from syps.core.runs import RUN_LOG_COUNTS, mark_run_log_logged, repo_root
     from syps.core.tracking import ChildRun, log_pipeline_run, pipeline_run_name
 
     p = load_params(params)
@@ -425,28 +426,31 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path) -> None:
     run_name = pipeline_run_name(
         tags, tags["syps.config_sha256"], os.environ.get("DVC_EXP_NAME", "")
     )
+    tags[NOTE_TAG] = params_note(params_changes(params, repo_root()))
     traces = child_traces(p, bundles, outputs)
     artifacts: list[Path | tuple[Path, str]] = [params]
     for name, b in bundles.items():
         artifacts.append((Path(b["plots"]), f"protocols/{name}"))
         artifacts += [(Path(f), f"protocols/{name}/figures") for f in b["figures"]]
-    run_id = log_pipeline_run(
-        repo_root() / "mlruns",
-        p.tracking.experiment,
-        run_name,
-        tags,
-        [
+    counts = [n for names in RUN_LOG_COUNTS.values() for n in names]
+    runs = []
+    for c in children:
+        proto = _protocol(p, c["protocol"])[0]
+        keys = run_metric_keys(c["metrics"], proto.headline_metrics, [*proto.run_metrics, *counts])
+        runs.append(
             ChildRun(
                 c["name"],
                 c["params"],
-                c["metrics"],
+                {k: c["metrics"][k] for k in keys},
                 [(Path(a), f) if f else Path(a) for a, f in c["artifacts"]],
                 protocol=c["protocol"],
                 traces=traces.get((c["protocol"], c["model"], c["dataset"]), []),
+                table=c["metrics"],
+                tags=child_run_tags(tags, bundles, c["protocol"]),
             )
-            for c in children
-        ],
-        artifacts,
+        )
+    run_id = log_pipeline_run(
+        repo_root() / "mlruns", p.tracking.experiment, run_name, tags, runs, artifacts
     )
     # Only now: a run that failed before logging leaves the records for the next one.
     for stage, m in consumed:
@@ -457,6 +461,27 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path) -> None:
         f"{n_traces} trace(s) (tracking.traces: {p.tracking.traces})",
         file=sys.stderr,
     )
+
+
+def child_run_tags(
+    tags: dict[str, str], bundles: dict[str, dict[str, Any]], protocol: str
+) -> dict[str, str]:
+    """The parent's ``tags`` a child of ``protocol`` carries: all but the other protocols' own
+    (their ``protocol.<name>.*`` and ``run_log.<stage>.<name>.*`` tags and their bundle's tags,
+    e.g. SyPS's per-variant template hashes), and not the parent's note."""
+    from syps.core.runlayout import NOTE_TAG
+
+    others = [n for n in bundles if n != protocol]
+    foreign = {str(k) for n in others for k in bundles[n].get("tags", {})} | {NOTE_TAG}
+    prefixes = tuple(f"protocol.{n}." for n in others)
+    stages = tuple(f".{n}." for n in others)
+
+    def own(key: str) -> bool:
+        if key in foreign or key.startswith(prefixes):
+            return False
+        return not (key.startswith("run_log.") and any(s in key for s in stages))
+
+    return {k: v for k, v in tags.items() if own(k)}
 
 
 def child_traces(

@@ -161,3 +161,55 @@ def git_info(root: Path, exclude: tuple[str, ...] = ("dvc.lock",)) -> dict[str, 
     except (subprocess.CalledProcessError, FileNotFoundError):
         return {"git_commit": "unknown", "git_dirty": "unknown"}
     return {"git_commit": commit, "git_dirty": str(bool(status)).lower()}
+
+
+def params_changes(params: Path, root: Path) -> list[str] | None:
+    """The params keys (dotted paths; a list is one value) where ``params`` differs from its
+    version in git's HEAD, added and removed keys included, sorted; None where there is no
+    committed version (outside git, or never committed). What a run tried, for its name says
+    only the commit and the config hash."""
+    import yaml
+
+    from syps.core.config import Yaml12Loader
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, check=True
+        ).stdout
+
+    try:
+        top = Path(git("rev-parse", "--show-toplevel").strip()).resolve()
+        committed = git("show", f"HEAD:{params.resolve().relative_to(top).as_posix()}")
+    except (subprocess.CalledProcessError, FileNotFoundError, ValueError):
+        return None
+    try:
+        old = yaml.load(committed, Loader=Yaml12Loader)
+    except yaml.YAMLError:
+        return None  # a committed file that does not parse: everything differs, nothing to name
+    new = yaml.load(params.read_text(encoding="utf-8"), Loader=Yaml12Loader)
+    a, b = _flatten(old), _flatten(new)
+    return sorted(k for k in a.keys() | b.keys() if a.get(k, _MISSING) != b.get(k, _MISSING))
+
+
+_MISSING = object()
+
+
+def _flatten(tree: object, prefix: str = "") -> dict[str, object]:
+    if not isinstance(tree, dict) or not tree:
+        return {prefix: tree} if prefix else {}
+    out: dict[str, object] = {}
+    for k, v in tree.items():
+        out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def params_note(changes: list[str] | None, shown: int = 20) -> str:
+    """The parent run's description (MLflow renders it as markdown) from
+    :func:`params_changes`."""
+    if changes is None:
+        return "params.yaml: no committed version to compare with."
+    if not changes:
+        return "params.yaml as committed."
+    keys = ", ".join(f"`{k}`" for k in changes[:shown])
+    more = f" and {len(changes) - shown} more" if len(changes) > shown else ""
+    return f"params.yaml differs from the committed file in {len(changes)} key(s): {keys}{more}."

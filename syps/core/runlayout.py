@@ -13,7 +13,12 @@ share the experiment and are no pipeline run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import mlflow
+    from mlflow.entities import Run
 
 PARENT_TAG = "mlflow.parentRunId"
 KIND_TAG = "syps.kind"
@@ -22,6 +27,9 @@ PROTOCOL_PARAM = "protocol"
 TEMPLATES = "templates.json"
 PARAMS = "params.yaml"
 PROTOCOLS_DIR = "protocols"
+# MLflow's run description: the parent's names the params keys that differ from the
+# committed params.yaml (see syps.core.provenance.params_changes).
+NOTE_TAG = "mlflow.note.content"
 
 
 def child_tags(parent_id: str, protocol: str) -> dict[str, str]:
@@ -55,3 +63,87 @@ def child_protocol(tags: Mapping[str, str], params: Mapping[str, str]) -> str:
 def protocol_templates(protocol: str) -> str:
     """The parent's artifact path of a protocol's template set."""
     return f"{PROTOCOLS_DIR}/{protocol}/{TEMPLATES}"
+
+
+# A child run logs at most this many MLflow metrics (its metrics tab stays readable); every
+# metric, those included, is in its metrics table, METRICS_TABLE, an artifact in MLflow's table
+# format (what ``MlflowClient.log_table`` writes, so the UI shows it as a table). syps writes
+# the file itself: log_table's writer keeps 10 decimal digits, and the table must hold each
+# number as it was computed. A child logged before the table existed has every metric as an
+# MLflow metric and no table.
+MAX_RUN_METRICS = 60
+METRICS_TABLE = "metrics_table.json"
+LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # MLflow's own tag naming a run's tables
+COMPANIONS = ("_ci_low", "_ci_high", "_n", "_low_support")
+
+
+def run_metric_keys(
+    metrics: Mapping[str, float], headline: Sequence[str], patterns: Sequence[str]
+) -> list[str]:
+    """The keys of ``metrics`` a child run logs as MLflow metrics, in this order: each headline
+    metric with its CI bounds, support and low-support flag (``COMPANIONS``), then the keys
+    each of ``patterns`` (``fnmatch``, the whole key) matches, sorted; each once, the first
+    ``MAX_RUN_METRICS``."""
+    from fnmatch import fnmatchcase
+
+    out = [h + c for h in headline for c in ("", *COMPANIONS) if h + c in metrics]
+    for pattern in patterns:
+        out += sorted(k for k in metrics if fnmatchcase(k, pattern))
+    return list(dict.fromkeys(out))[:MAX_RUN_METRICS]
+
+
+def metrics_table_json(metrics: Mapping[str, float]) -> str:
+    """``metrics`` as METRICS_TABLE: ``{"columns": ["metric", "value"], "data": [[k, v], ...]}``
+    in key order, full precision, NaN (undefined) as null."""
+    import json
+    import math
+
+    rows = [[k, None if math.isnan(v) else float(v)] for k, v in sorted(metrics.items())]
+    return json.dumps({"columns": ["metric", "value"], "data": rows}, allow_nan=False) + "\n"
+
+
+def read_metrics_table(text: str, where: str) -> dict[str, float]:
+    """The metrics of a METRICS_TABLE text (null is NaN); ``where`` names it in an error."""
+    import json
+    import math
+
+    from syps.core.io import InputError
+
+    try:
+        table = json.loads(text)
+        if table["columns"] != ["metric", "value"]:
+            raise ValueError(f"columns {table['columns']}, expected ['metric', 'value']")
+        return {str(k): math.nan if v is None else float(v) for k, v in table["data"]}
+    except (ValueError, KeyError, TypeError) as e:
+        raise InputError(f"{where}: not a syps metrics table ({e})") from None
+
+
+def has_metrics_table(tags: Mapping[str, str]) -> bool:
+    """Whether a child run with ``tags`` logged a metrics table."""
+    return f'"{METRICS_TABLE}"' in tags.get(LOGGED_ARTIFACTS_TAG, "")
+
+
+def child_metrics(client: mlflow.MlflowClient, run: Run) -> dict[str, float]:
+    """Every metric of a child run: its metrics table (where it logged one) and its MLflow
+    metrics."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    metrics = dict(run.data.metrics)
+    if not has_metrics_table(run.data.tags):
+        return metrics
+    # MLflow draws a progress bar on stderr per download; a table per child would fill it.
+    bar = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    was = os.environ.get(bar)
+    os.environ[bar] = "false"
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = client.download_artifacts(run.info.run_id, METRICS_TABLE, tmp)
+            text = Path(path).read_text(encoding="utf-8")
+    finally:
+        if was is None:
+            os.environ.pop(bar, None)
+        else:
+            os.environ[bar] = was
+    return {**read_metrics_table(text, f"run {run.info.run_id}: {METRICS_TABLE}"), **metrics}

@@ -9,15 +9,23 @@ needs it.
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from syps.core.runlayout import KIND_TAG, PROTOCOL_PARAM, child_tags
+from syps.core.runlayout import (
+    KIND_TAG,
+    LOGGED_ARTIFACTS_TAG,
+    METRICS_TABLE,
+    PROTOCOL_PARAM,
+    child_tags,
+    metrics_table_json,
+)
 from syps.core.traces import log_traces
 
 if TYPE_CHECKING:
@@ -41,6 +49,11 @@ class ChildRun:
     protocol: str = ""
     # Its conversations, logged as traces linked to it (see syps.core.traces).
     traces: Sequence[TraceRecord] = ()
+    # Every metric, ``metrics`` included, logged as its metrics table (runlayout.METRICS_TABLE);
+    # empty: no table.
+    table: Mapping[str, float] = field(default_factory=dict)
+    # Its tags; None: the parent's.
+    tags: Mapping[str, str] | None = None
 
 
 def tracking_uri(mlruns: Path) -> str:
@@ -173,13 +186,22 @@ def _log_pipeline_run(
             exp_id, run_name=child.name, tags=child_tags(parent, child.protocol)
         ).info.run_id
         params = {**child.params, PROTOCOL_PARAM: child.protocol}
+        own = dict(tags if child.tags is None else child.tags)
+        if child.table:
+            own[LOGGED_ARTIFACTS_TAG] = json.dumps([{"path": METRICS_TABLE, "type": "table"}])
         client.log_batch(
             run_id,
             metrics=[Metric(k, float(v), now, 0) for k, v in child.metrics.items()],
             params=[Param(k, v) for k, v in params.items()],
-            tags=[RunTag(k, v) for k, v in tags.items()],
+            tags=[RunTag(k, v) for k, v in own.items()],
         )
         _log_paths(client, run_id, child.artifacts)
+        if child.table:
+            with tempfile.TemporaryDirectory() as tmp:
+                (Path(tmp) / METRICS_TABLE).write_text(
+                    metrics_table_json(child.table), encoding="utf-8"
+                )
+                client.log_artifact(run_id, str(Path(tmp) / METRICS_TABLE))
         if child.traces:
             log_traces(client, exp_id, run_id, child.traces)
         client.set_terminated(run_id)

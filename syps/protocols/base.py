@@ -234,6 +234,15 @@ class Protocol(TypingProtocol[P_contra]):
         ...
 
     @property
+    def run_metrics(self) -> Sequence[str]:
+        """Which metrics a child run logs as MLflow metrics, beside the headline metrics with
+        their CI bounds and support (``_ci_low``, ``_ci_high``, ``_n``, ``_low_support``) and the
+        counts of what the stages did (``generated``, ...): patterns matched
+        against the whole key (``fnmatch``: ``delta_P?``). Every metric, these included, is
+        also in the child's metrics table (see :mod:`syps.core.runlayout`)."""
+        ...
+
+    @property
     def run_prefix(self) -> str:
         """Child runs are named ``<run_prefix>/<model>/<dataset>`` (``<model>/<dataset>`` when
         empty)."""

@@ -507,3 +507,75 @@ def test_protocol_filter(mixed: Path) -> None:
     assert len(find_runs(tracking_uri(mixed), "syps", {}, [], False, TOY)) == 1
     with pytest.raises(InputError, match="no child run of protocol 'nope'"):
         find_runs(tracking_uri(mixed), "syps", {}, [], True, "nope")
+
+
+# --- fitting a terminal, and the numbers only a child's metrics table holds -------------------
+
+
+def test_width_wraps_the_metric_columns_repeating_the_first_ones() -> None:
+    runs = [_run("m1", {"aaaa": 1.0, "bbbb": 2.0, "cccc": 3.0})]
+    # "model  dataset" is 14 characters and each metric column 2 + 5: at 30, two fit per block.
+    assert compare_table(runs, ["aaaa", "bbbb", "cccc"], width=30).splitlines() == [
+        "model  dataset  aaaa   bbbb",
+        "-----  -------  -----  -----",
+        "m1     SS       1.000  2.000",
+        "",
+        "model  dataset  cccc",
+        "-----  -------  -----",
+        "m1     SS       3.000",
+    ]
+    # No width: one block, as wide as it is.
+    assert compare_table(runs, ["aaaa", "bbbb", "cccc"]).splitlines()[0] == (
+        "model  dataset  aaaa   bbbb   cccc"
+    )
+
+
+def test_compare_tables_gives_each_protocol_its_own_headline_columns() -> None:
+    from syps.core.compare import compare_tables
+
+    runs = [
+        _run("m1", {"beta_Z": -0.25, "base_syc": 9.0}, "betting"),
+        _run("m1", {"base_syc": 0.5, "beta_Z": 9.0}, "cues"),
+    ]
+    # cues first (registry order), each with only its own headline metrics that were logged:
+    # no column of dashes for the other protocol's.
+    assert compare_tables(runs).splitlines() == [
+        "cues:",
+        "model  dataset  base_syc",
+        "-----  -------  --------",
+        "m1     SS       0.500",
+        "",
+        "betting:",
+        "model  dataset  beta_Z",
+        "-----  -------  ------",
+        "m1     SS       -0.250",
+    ]
+
+
+def test_a_metric_only_in_the_childs_table_is_compared(tmp_path: Path) -> None:
+    from syps.core.tracking import ChildRun, log_pipeline_run
+
+    mlruns = tmp_path / "mlruns"
+    table = {"base_syc": 0.5, "mcnemar_p_P3": 0.125, "delta_P7": NAN}
+    child = ChildRun(
+        "m/SS", {"model": "m", "dataset": "SS"}, {"base_syc": 0.5}, protocol="cues", table=table
+    )
+    log_pipeline_run(mlruns, "syps", "run-1", {}, [child])
+    (run,) = find_runs(tracking_uri(mlruns), "syps", {}, [], True)
+    assert set(run.metrics) == {"base_syc", "mcnemar_p_P3", "delta_P7"}
+    assert math.isnan(run.metrics["delta_P7"])
+    assert compare_table([run], ["mcnemar_p_P3", "delta_P7"]).splitlines()[2].split() == [
+        "m",
+        "SS",
+        "0.125",
+        "n/a",
+    ]
+    out = CliRunner().invoke(app, ["compare", "--mlruns", str(mlruns), "--all-metrics"])
+    assert out.exit_code == 0, out.output
+    assert out.output.splitlines()[0].split() == [
+        "model",
+        "dataset",
+        "base_syc",
+        "delta_P7",
+        "mcnemar_p_P3",
+    ]

@@ -22,6 +22,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import mlflow
 import pandas as pd
@@ -1104,3 +1105,34 @@ def test_config_hash_tells_an_edited_cue_apart(run: Run, tmp_path: Path) -> None
     # A template set that renders differently (same params) changes it too.
     other = {"cues": {"templates_sha256": "0" * 64}}
     assert provenance.config_sha256(p, other) != provenance.config_sha256(p, shas)
+
+
+def test_a_child_carries_only_its_own_protocols_tags() -> None:
+    from syps.core.pipeline import child_run_tags
+
+    tags = {
+        "git_commit": "c",
+        "model.m.spec": "s",
+        "protocol.cues.params": "a",
+        "protocol.pushback.params": "b",
+        "template_sha256.SS.P0": "h",  # SyPS's bundle's own tag
+        "run_log.generate.cues.m": "l1",
+        "run_log.generate.pushback.m": "l2",
+        "mlflow.note.content": "the parent's description",
+    }
+    bundles: dict[str, dict[str, Any]] = {
+        "cues": {"tags": {"template_sha256.SS.P0": "h"}},
+        "pushback": {},
+    }
+    shared = {"git_commit": "c", "model.m.spec": "s"}
+    assert child_run_tags(tags, bundles, "cues") == {
+        **shared,
+        "protocol.cues.params": "a",
+        "template_sha256.SS.P0": "h",
+        "run_log.generate.cues.m": "l1",
+    }
+    assert child_run_tags(tags, bundles, "pushback") == {
+        **shared,
+        "protocol.pushback.params": "b",
+        "run_log.generate.pushback.m": "l2",
+    }

@@ -118,3 +118,57 @@ def test_git_info_exclude_ignores_listed_files(repo: Path) -> None:
 def test_git_info_exclude_outside_checkout_keeps_commit(repo: Path, tmp_path: Path) -> None:
     info = git_info(repo, exclude=("dvc.lock", str(tmp_path / "metrics.json")))
     assert info == {"git_commit": _git(repo, "rev-parse", "HEAD"), "git_dirty": "false"}
+
+
+# --- params_changes: what a run's parent says it tried ----------------------------------------
+
+
+PARAMS_V1 = """seed: 1
+protocols:
+  cues:
+    templates:
+      SS: {P3: I am right., P4: Agree.}
+    max_new_tokens: [6, 8]
+score: {bootstrap: 200}
+"""
+
+
+def test_params_changes_names_each_changed_added_and_removed_key(repo: Path) -> None:
+    from syps.core.provenance import params_changes, params_note
+
+    params = repo / "params.yaml"
+    params.write_text(PARAMS_V1, encoding="utf-8")
+    _git(repo, "add", "params.yaml")
+    _git(repo, "commit", "-q", "-m", "params")
+    assert params_changes(params, repo) == []
+    assert params_note([]) == "params.yaml as committed."
+    # One cue reworded, a list changed as a whole, score.bootstrap removed, score.alpha added.
+    edited = (
+        PARAMS_V1.replace("P3: I am right.", "P3: Tell me I am right.")
+        .replace("[6, 8]", "[6, 9]")
+        .replace("{bootstrap: 200}", "{alpha: 0.05}")
+    )
+    params.write_text(edited, encoding="utf-8")
+    changes = params_changes(params, repo)
+    assert changes == [
+        "protocols.cues.max_new_tokens",
+        "protocols.cues.templates.SS.P3",
+        "score.alpha",
+        "score.bootstrap",
+    ]
+    assert params_note(changes, shown=2) == (
+        "params.yaml differs from the committed file in 4 key(s): "
+        "`protocols.cues.max_new_tokens`, `protocols.cues.templates.SS.P3` and 2 more."
+    )
+
+
+def test_params_changes_without_a_committed_file(repo: Path, tmp_path: Path) -> None:
+    from syps.core.provenance import params_changes, params_note
+
+    (repo / "params.yaml").write_text(PARAMS_V1, encoding="utf-8")  # never committed
+    assert params_changes(repo / "params.yaml", repo) is None
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "params.yaml").write_text(PARAMS_V1, encoding="utf-8")
+    assert params_changes(outside / "params.yaml", outside) is None
+    assert params_note(None) == "params.yaml: no committed version to compare with."

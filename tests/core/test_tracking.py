@@ -239,3 +239,40 @@ def test_a_file_goes_into_the_folder_its_pair_names(tmp_path: Path) -> None:
     assert [a.path for a in client.list_artifacts(parent, "protocols/toyproto")] == [
         "protocols/toyproto/templates.json"
     ]
+
+
+@pytest.mark.slow
+def test_a_childs_table_and_own_tags(tmp_path: Path) -> None:
+    import json
+
+    from syps.core.runlayout import METRICS_TABLE, child_metrics
+
+    table = {"base_syc": 0.5, "mcnemar_p_P3": 1e-13, "delta_P7": math.nan}
+    child = ChildRun(
+        "m1/SS",
+        {"model": "m1", "dataset": "SS"},
+        {"base_syc": 0.5},
+        protocol="cues",
+        table=table,
+        tags={"git_commit": "0123abc", "protocol.cues.params": "{}"},
+    )
+    log_pipeline_run(tmp_path / "mlruns", "exp-a", "run-1", {**TAGS, "x.other": "1"}, [child])
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(tmp_path / "mlruns"))
+    exp = client.get_experiment_by_name("exp-a")
+    assert exp is not None
+    runs = _runs(client, exp.experiment_id)
+    (run,) = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    # Its MLflow metrics are the ones given; its table holds every metric, full precision.
+    assert dict(run.data.metrics) == {"base_syc": 0.5}
+    assert [a.path for a in client.list_artifacts(run.info.run_id)] == [METRICS_TABLE]
+    assert json.loads(run.data.tags["mlflow.loggedArtifacts"]) == [
+        {"path": METRICS_TABLE, "type": "table"}
+    ]
+    got = child_metrics(client, run)
+    assert set(got) == set(table) and got["mcnemar_p_P3"] == 1e-13
+    assert math.isnan(got["delta_P7"])
+    # Its own tags, not the parent's: the parent keeps x.other, the child never had it.
+    assert parent.data.tags["x.other"] == "1" and "x.other" not in run.data.tags
+    assert run.data.tags["protocol.cues.params"] == "{}"
+    assert run.data.tags["syps.protocol"] == "cues"

@@ -210,6 +210,14 @@ class BettingProtocol:
     fan_out_reps: bool = True
     needs_sampling_for_reps: bool = True
     headline_metrics: Sequence[str] = HEADLINE_METRICS
+    # Each condition's values, the items behind them, and the tests' p-values.
+    run_metrics: Sequence[str] = (
+        "n_items",
+        "n_items_?",
+        *(f"{m}_?" for m in _PER_CONDITION),
+        "remorse_p",
+        "overcompensation_p",
+    )
     run_prefix: str = "betting"
 
     def load_items(self, params: BettingParams, root: Path, seed: int) -> pd.DataFrame:

@@ -107,6 +107,11 @@ class CuesProtocol:
     fan_out_reps: bool = True
     needs_sampling_for_reps: bool = True
     headline_metrics: Sequence[str] = HEADLINE_METRICS
+    # Each variant's rate, and each cue's delta with its CI and support.
+    run_metrics: Sequence[str] = (
+        "syc_rate_P?",
+        *(f"delta_P?{s}" for s in ("", "_ci_low", "_ci_high", "_n")),
+    )
     # SyPS's child runs keep the names they had before protocols existed: ``<model>/<dataset>``.
     run_prefix: str = ""
 

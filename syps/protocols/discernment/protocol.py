@@ -582,6 +582,14 @@ class Discernment:
     fan_out_reps: bool = False  # update run r continues baseline run r: reps are set here
     needs_sampling_for_reps: bool = True
     headline_metrics: tuple[str, ...] = tuple(HEADLINE_METRICS)
+    # The per-validity rates (changed, followed, shifted) with their CIs, and the counts.
+    run_metrics: tuple[str, ...] = (
+        *(f"p[cfs]_{v}{s}" for v in ("valid", "invalid") for s in ("", "_ci_low", "_ci_high")),
+        "n_artefacts",
+        "n_artefacts_valid",
+        "n_artefacts_invalid",
+        "unparsed_rate_*",
+    )
     run_prefix: str = "discernment"
 
     def load_items(self, params: DiscernmentParams, root: Path, seed: int) -> pd.DataFrame:

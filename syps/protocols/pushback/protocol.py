@@ -397,6 +397,8 @@ class PushbackProtocol:
     fan_out_reps = False
     needs_sampling_for_reps = True
     headline_metrics: Sequence[str] = ()  # set below
+    # The per-cell rates are in the metrics table (and the plots).
+    run_metrics: Sequence[str] = ("n_items",)
     run_prefix: str = "pushback"
 
     def load_items(self, params: PushbackParams, root: Path, seed: int) -> pd.DataFrame:

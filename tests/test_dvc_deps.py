@@ -599,6 +599,17 @@ def test_plots_show_works_offline_and_shows_each_figure_once(
     assert ids
     for plot in ids:
         assert html.count(f"vegaEmbed('#{plot}'") == 1, plot
+    # The bar charts (.dvc/plots/bars.json) draw one bar per row: no two rows share a label,
+    # which DVC would stack into one bar (SyPS's rates per variant once ran to 2.7, three
+    # datasets in each), and their labels are never cut short.
+    specs = [json.loads(s) for s in re.findall(r"var spec = (\{.*?\});\n", html, flags=re.S)]
+    bars = [s for s in specs if s.get("mark", {}).get("type") == "bar" and "data" in s]
+    assert len(bars) >= 5
+    for spec in bars:
+        y = spec["encoding"]["y"]
+        labels = [(r[y["field"]], r["rev"]) for r in spec["data"]["values"]]
+        assert len(labels) == len(set(labels)), spec["title"]
+        assert y["axis"]["labelLimit"] == 0, spec["title"]
 
 
 @pytest.mark.slow

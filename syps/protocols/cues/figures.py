@@ -308,6 +308,17 @@ def write_figures(
             )
             for df in (heat, forest)
         )
+    # One bar per (model, dataset, variant) on the plots page: by variant alone DVC stacks the
+    # datasets' rates into one bar.
+    heat, forest = (
+        df.assign(
+            row=[
+                f"{m} | {d} | {v}"
+                for m, d, v in zip(df["model"], df["dataset"], df["variant"], strict=True)
+            ]
+        )
+        for df in (heat, forest)
+    )
     for df, name in ((heat, "heatmap"), (scatter, "scatter"), (forest, "forest"), (size, "size")):
         _write_csv(df, plots_dir / f"{name}.csv")
     pngs = [figures_dir / f"heatmap_{d}.png" for d in _firsts(heat["dataset"])]

@@ -306,7 +306,12 @@ def test_write_figures_paths_and_csvs(tmp_path: Path) -> None:
         "size.csv",
     ]
     # The CSV is the plot data itself; NaN is written as an empty field and reads back as NaN.
-    pd.testing.assert_frame_equal(pd.read_csv(plots / "forest.csv"), forest_data(SCORES))
-    pd.testing.assert_frame_equal(pd.read_csv(plots / "heatmap.csv"), heatmap_data(SCORES))
+    # Each bar of the plots page is one (model, dataset, variant): its label is the row column.
+    for name, data in (("forest", forest_data(SCORES)), ("heatmap", heatmap_data(SCORES))):
+        read = pd.read_csv(plots / f"{name}.csv")
+        pd.testing.assert_frame_equal(read.drop(columns="row"), data)
+        first = data.iloc[0]
+        assert read["row"].iloc[0] == f"{first['model']} | {first['dataset']} | {first['variant']}"
+        assert read["row"].is_unique
     size = pd.read_csv(plots / "size.csv")
     assert size["size_params"].tolist()[0] == 1.7e9 and math.isnan(size["size_params"].iloc[1])

@@ -98,6 +98,7 @@ STAGE_ARGS: dict[Callable[..., None], dict[str, str]] = {
         "plots": "directory for the plot data [plots/<protocol>]",
         "figures": "directory for the figures [out/protocols/<protocol>/figures]",
         "track": "the bundle the mlflow stage logs [out/tracks/<protocol>.json]",
+        "summary": "headline metrics file to write [metrics/summary/<protocol>.json]",
     },
     pipeline.mlflow: {
         "params": _PARAMS_HELP,

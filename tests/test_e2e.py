@@ -248,6 +248,27 @@ def test_compare_fits_160_columns(project: tuple[Path, dict[str, str]]) -> None:
     assert not [x for x in lines if "-" in x.split()]
 
 
+# The first look at the DVC metrics the README gives: the headline numbers, one a line.
+FIRST_LOOK = "dvc metrics diff --all -R --targets metrics/summary"
+
+
+def test_the_first_look_at_dvc_metrics_fits_200_columns(
+    project: tuple[Path, dict[str, str]],
+) -> None:
+    root, env = project
+    assert FIRST_LOOK in (REPO / "README.md").read_text(encoding="utf-8")
+    shown = _run(FIRST_LOOK.split(), root, env)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert max(map(len, lines)) <= 200
+    # Each protocol's headline, with its CI, per model and dataset: SyPS's BaseSyc on SS.
+    rows = {tuple(x.split()[:2]) for x in lines[1:]}
+    assert ("metrics/summary/cues.json", "smollm2-135m.SS.base_syc") in rows
+    assert ("metrics/summary/cues.json", "smollm2-135m.SS.base_syc_ci_low") in rows
+    for protocol in ("pushback", "discernment", "betting"):
+        assert any(path == f"metrics/summary/{protocol}.json" for path, _ in rows), protocol
+
+
 def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]]) -> None:
     root, env = project
     shown = _run(["dvc", "metrics", "show", "--json"], root, env)
@@ -293,6 +314,17 @@ def test_rerun_is_a_no_op_then_a_cue_edit_reruns(project: tuple[Path, dict[str, 
         key=lambda r: r.info.start_time,
     )
     assert newest.data.tags["git_dirty"] == "true"  # params.yaml was edited, not committed
+    # The parent's description names the key the edit changed.
+    assert newest.data.tags["mlflow.note.content"] == (
+        "params.yaml differs from the committed file in 1 key(s): "
+        "`protocols.cues.templates.datasets.SS.cues.P3`."
+    )
+    # `dvc metrics diff` still reaches every number, the edited cue's delta included (whether
+    # or not the smoke-test model's answers moved it).
+    metrics = _run(["dvc", "metrics", "diff", "--all", "HEAD", "--json"], root, env)
+    assert metrics.returncode == 0, metrics.stderr
+    cues = json.loads(metrics.stdout)["metrics/cues.json"]
+    assert {"smollm2-135m.SS.delta_P3", "smollm2-135m.SS.delta_P3_ci_low"} <= set(cues)
 
     # The wording change side by side: HEAD's plot data are committed, its figures cached.
     diff = _run(["dvc", "plots", "diff", "HEAD", "-o", "diff_html"], root, env)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -272,9 +273,12 @@ def score(
     plots: Path,
     figures: Path,
     track: Path,
+    summary: Path | None = None,
 ) -> None:
     """Score every model's labels: metrics JSON, plot data, figures, and the bundle
-    (``track``) the mlflow stage logs as one child run per (model, dataset)."""
+    (``track``) the mlflow stage logs as one child run per (model, dataset); and, where
+    ``summary`` is given, the headline metrics as a metrics file of their own (see
+    :func:`headline_summary`)."""
     p = load_params(params)
     proto, pp = _protocol(p, protocol)
     plots.mkdir(parents=True, exist_ok=True)
@@ -282,6 +286,8 @@ def score(
     if not pp.enabled:
         _off(protocol, "nothing to score")
         write_json({}, metrics)
+        if summary is not None:
+            write_json({}, summary)
         write_json({"protocol": protocol, "enabled": False, "children": []}, track)
         return
     from syps.core.backends import model_size
@@ -302,6 +308,8 @@ def score(
     )
     scores = proto.score(pp, table, settings)
     write_json(jsonable(scores), metrics)
+    if summary is not None:
+        write_json(jsonable(headline_summary(scores, proto.headline_metrics)), summary)
     drawn = proto.figures(
         pp, scores, table, read_parquet(items, ITEM_COLUMNS), figures, plots, settings
     )
@@ -362,11 +370,35 @@ def score(
         track,
     )
     print(f"{protocol} score: {len(children)} (model, dataset) pair(s)", file=sys.stderr)
-    summary = PROTOCOLS[protocol].summary
-    if summary is not None:  # the protocol's summary table, as `syps summary` prints it
+    printer = PROTOCOLS[protocol].summary
+    if printer is not None:  # the protocol's summary table, as `syps summary` prints it
         import importlib
 
-        print(importlib.import_module(summary).summary_table(scores, p.score.ci))
+        print(importlib.import_module(printer).summary_table(scores, p.score.ci))
+
+
+SUMMARY_COMPANIONS = ("_ci_low", "_ci_high", "_n")
+
+
+def headline_summary(
+    scores: Mapping[str, Mapping[str, Mapping[str, Any]]], headline: Sequence[str]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per model and dataset, the protocol's headline metrics with their CI bounds and support
+    (``SUMMARY_COMPANIONS``), in headline order: the DVC metrics a person reads first
+    (``dvc metrics diff --all -R --targets metrics/summary`` prints one per line), beside the
+    full metrics file that ``dvc metrics diff`` compares number by number."""
+    return {
+        model: {
+            dataset: {
+                h + c: values[h + c]
+                for h in headline
+                for c in ("", *SUMMARY_COMPANIONS)
+                if isinstance(values.get(h + c), int | float)
+            }
+            for dataset, values in per_dataset.items()
+        }
+        for model, per_dataset in scores.items()
+    }
 
 
 def _identity(rows: pd.DataFrame) -> dict[str, str]:

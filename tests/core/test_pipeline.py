@@ -711,6 +711,7 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert children[f"{MODEL}/OEQ"].data.params["labeler"] == JUDGE
     assert [a.path for a in client.list_artifacts(child.info.run_id)] == [
         "flips",
+        "metrics_table.json",
         f"{MODEL}__SS.png",
     ]
     flip_files = {a.path for a in client.list_artifacts(child.info.run_id, "flips")}
@@ -1136,3 +1137,25 @@ def test_a_child_carries_only_its_own_protocols_tags() -> None:
         "protocol.pushback.params": "b",
         "run_log.generate.pushback.m": "l2",
     }
+
+
+def test_headline_summary_keeps_the_headline_with_its_ci_and_support() -> None:
+    from syps.core.pipeline import headline_summary
+
+    scores = {
+        "m": {
+            "SS": {
+                "spss": 0.25,
+                "spss_ci_low": 0.0,
+                "spss_ci_high": 0.5,
+                "spss_n": 8,
+                "spss_low_support": 1,  # the full metrics file has it; the summary does not
+                "base_syc": math.nan,  # undefined, kept (written as NaN, as in the full file)
+                "delta_P3": 0.5,  # not a headline metric
+                "note": "text",
+            }
+        }
+    }
+    got = headline_summary(scores, ["base_syc", "spss", "absent"])
+    assert list(got["m"]["SS"]) == ["base_syc", "spss", "spss_ci_low", "spss_ci_high", "spss_n"]
+    assert got["m"]["SS"]["spss_n"] == 8 and math.isnan(got["m"]["SS"]["base_syc"])

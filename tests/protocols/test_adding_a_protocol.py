@@ -60,6 +60,7 @@ class Echo:
     fan_out_reps: bool = True
     needs_sampling_for_reps: bool = True
     headline_metrics = ["hit_rate"]
+    run_metrics: tuple[str, ...] = ()  # the headline (and the stage counts) are enough
     run_prefix: str = "echo"
 
     def load_items(self, params: EchoParams, root: Path, seed: int) -> pd.DataFrame:

@@ -363,6 +363,7 @@ def score(
             "figures": [str(x) for x in drawn.figures],
             "plots": str(plots),
             "metrics": str(metrics),
+            **({"summary": str(summary)} if summary is not None else {}),
             # Read by the mlflow stage for the traces (the responses lie beside the labels).
             "items": str(items),
             "labels": str(labels),
@@ -452,7 +453,9 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path) -> None:
     outputs = tracks.parent
     bundles = read_bundles(p, tracks)
     children, consumed, log_tags = tracked_children(p, bundles, outputs)
-    results = [str(b[k]) for b in bundles.values() for k in ("metrics", "plots")]
+    results = [
+        str(b[k]) for b in bundles.values() for k in ("metrics", "summary", "plots") if k in b
+    ]
     tags = pipeline_tags(p, bundles, children, data_dvc, tuple(results))
     tags.update(log_tags)
     run_name = pipeline_run_name(

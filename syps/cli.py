@@ -584,15 +584,28 @@ def audit_cmd(
     mlruns: Annotated[
         Path | None, typer.Option(help="MLflow store directory (default: <repo>/mlruns)")
     ] = None,
+    metric: Annotated[
+        str | None,
+        typer.Option(
+            help="list the traces a metric rests on: a child's metric key (delta_P3) or "
+            "<dataset>.<key> (SS.delta_P3), flagged rows first"
+        ),
+    ] = None,
 ) -> None:
     """Show the chain behind a run's numbers (data hash, every template's exact text and
     sha256, models and revisions, generation and judge settings, code, counts), or with a
-    second run, what changed. Reads only the MLflow store, so a copy of mlruns/ is enough."""
-    from syps.core.audit import load_audit, render_audit, render_diff
+    second run, what changed, or with --metric, the conversations (MLflow traces) behind one
+    number. Reads only the MLflow store, so a copy of mlruns/ is enough."""
+    from syps.core.audit import load_audit, render_audit, render_diff, render_metric_traces
 
     def go() -> None:
         store = mlruns or repo_root() / "mlruns"
         first = load_audit(store, run)
+        if metric is not None:
+            if other is not None:
+                raise InputError("--metric lists one run's traces: give one run, not two")
+            print(render_metric_traces(first, metric))
+            return
         print(
             render_audit(first) if other is None else render_diff(first, load_audit(store, other))
         )

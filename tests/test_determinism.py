@@ -156,8 +156,8 @@ def _assert_same_outputs(first: Path, second: Path) -> None:
         f"{cues}/lint.json",
         f"{cues}/responses/smollm2-135m.parquet",
         f"{cues}/labels/smollm2-135m.parquet",
-        f"{cues}/figures/flips/index.html",
-        f"{cues}/figures/forest.png",
+        f"{cues}/figures/tables/flips/index.html",
+        f"{cues}/figures/png/forest.png",
         "out/tracks/cues.json",
         "metrics/cues.json",
         "plots/cues/profile.json",
@@ -168,7 +168,7 @@ def _assert_same_outputs(first: Path, second: Path) -> None:
         "plots/discernment/templates.json",
     ):
         assert expected in names
-    assert any(n.startswith(f"{cues}/figures/flips/") and n.endswith(".csv") for n in names)
+    assert any(n.startswith(f"{cues}/figures/tables/flips/") and n.endswith(".csv") for n in names)
 
     differ = []
     for name in sorted(names):

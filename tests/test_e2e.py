@@ -131,8 +131,10 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
     profile = pd.DataFrame(json.loads((root / "plots/cues/profile.json").read_text()))
     assert len(profile) == 3 * len(VARIANTS)
     assert (root / "plots/cues/templates.json").is_file()
-    assert sorted(p.name for p in (root / CUES / "figures").iterdir()) == [
-        "flips",
+    # The PNGs alone in png/ (the dvc plots page shows that folder), the flip tables beside.
+    assert sorted(p.name for p in (root / CUES / "figures").iterdir()) == ["png", "tables"]
+    assert sorted(p.name for p in (root / CUES / "figures/tables").iterdir()) == ["flips"]
+    assert sorted(p.name for p in (root / CUES / "figures/png").iterdir()) == [
         "forest.png",
         "heatmap_AITA-YTA.png",
         "heatmap_OEQ.png",
@@ -147,7 +149,7 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
     lint = json.loads((root / CUES / "lint.json").read_text())
     assert (lint["ok"], lint["violations"]) == (True, [])
     # Flip tables: a CSV and an HTML page per (model, dataset, cue), and an index.
-    flips = root / CUES / "figures/flips"
+    flips = root / CUES / "figures/tables/flips"
     assert (flips / "index.html").exists()
     assert len(list(flips.glob("smollm2-135m/*/*.csv"))) == 3 * 7
     # Every protocol ran: one metrics file each, and one of its headline metrics each.

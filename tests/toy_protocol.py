@@ -159,6 +159,7 @@ class ToyProtocol:
         labels: pd.DataFrame,
         items: pd.DataFrame,
         figures: Path,
+        tables: Path,
         plots: Path,
         settings: Any,
     ) -> Drawn:
@@ -179,6 +180,16 @@ class ToyProtocol:
 
     def run_tags(self, params: ToyParams) -> dict[str, str]:
         return {}
+
+    def link_traces(
+        self, artifacts: Sequence[Path | tuple[Path, str]], traces: pd.DataFrame, out: Path
+    ) -> list[Path | tuple[Path, str]]:
+        """Nothing to link."""
+        return list(artifacts)
+
+    def metric_cells(self, key: str) -> list[dict[str, str]] | None:
+        """Every cell."""
+        return None
 
 
 PROTOCOL = ToyProtocol()

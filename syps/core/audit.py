@@ -17,18 +17,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pandas as pd
+
 from syps.core.io import InputError
 from syps.core.runlayout import (
     KIND_TAG,
     PARAMS,
     PROTOCOLS_DIR,
     TEMPLATES,
+    TRACE_INDEX,
     child_metrics,
     child_protocol,
     children_filter,
     parent_of,
     protocol_templates,
 )
+from syps.core.traces import SKIPPED, UNCLEAR
 from syps.protocols import registry_order
 
 if TYPE_CHECKING:
@@ -38,12 +42,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class AuditChild:
-    """One child run: its protocol, name, params and metrics."""
+    """One child run: its protocol, name, params and metrics, and its trace index (None where
+    it logged none: no traces, or logged before syps wrote one)."""
 
     protocol: str
     name: str
     params: dict[str, str]
     metrics: dict[str, float]
+    traces: pd.DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,7 @@ def load_audit(mlruns: Path, run: str) -> Audit:
                     c.info.run_name or "",
                     dict(c.data.params),
                     child_metrics(client, c),
+                    _trace_index(_artifact_dir(client, c, mlruns)),
                 )
                 for c in children
             ),
@@ -102,6 +109,13 @@ def load_audit(mlruns: Path, run: str) -> Audit:
         ),
         protocol_templates=_protocol_templates(artifacts, parent.info.run_id),
     )
+
+
+def _trace_index(artifacts: Path) -> pd.DataFrame | None:
+    from syps.core.traces import read_trace_index
+
+    path = artifacts / TRACE_INDEX
+    return read_trace_index(path) if path.is_file() else None
 
 
 def _protocol_templates(artifacts: Path, run_id: str) -> dict[str, Any]:
@@ -262,7 +276,91 @@ def _render_protocol(a: Audit, protocol: str) -> list[str]:
         names = [m for m in headline_metrics(protocol, child.metrics) if m in child.metrics]
         width = max([len(m) for m in names] + [1])
         lines += [f"    {m:<{width}}  {_num(child.metrics[m])}" for m in names]
+        if child.traces is not None:
+            lines.append(
+                f"    traces: {_trace_counts(child.traces)} ({TRACE_INDEX}; "
+                f"--metric {child.params.get('dataset', '')}.<metric> lists a metric's)"
+            )
     return lines
+
+
+def _trace_counts(index: pd.DataFrame) -> str:
+    n = len(index)
+    flagged = int((index["flagged"] == "true").sum())
+    unclear = int((index["label"] == UNCLEAR).sum())
+    skipped = int((index["label"] == SKIPPED).sum())
+    return f"{n} logged, {flagged} flagged, {unclear} UNCLEAR, {skipped} skipped"
+
+
+# --- from a metric to its traces ------------------------------------------------------------
+
+
+def render_metric_traces(a: Audit, metric: str) -> str:
+    """The traces a metric rests on, per child run that has it: ``metric`` is a child's metric
+    key (``delta_P3``: every child with it) or ``<dataset>.<key>`` (``SS.delta_P3``: the
+    children of that dataset). Each trace's row names its id, item, cell, repetition, turn,
+    label and flag; flagged rows (a flip, a cave) first. Which cells a metric is computed from
+    is its protocol's to say (``metric_cells``); a protocol that does not say lists every
+    cell of the child."""
+    from syps.core.traces import cell_name
+    from syps.protocols import PROTOCOLS, load_protocol
+
+    datasets = {c.params.get("dataset", "") for c in a.children}
+    head, _, rest = metric.partition(".")
+    dataset, key = (head, rest) if rest and head in datasets else ("", metric)
+    chosen = [
+        c
+        for c in a.children
+        if key in c.metrics and (not dataset or c.params.get("dataset") == dataset)
+    ]
+    if not chosen:
+        where = f" of dataset {dataset}" if dataset else ""
+        raise InputError(f"run {a.run_id}: no child run{where} has the metric {key!r}")
+    lines: list[str] = []
+    for child in chosen:
+        m = child.metrics
+        ci = (
+            f" [{_num(m[key + '_ci_low'])}, {_num(m[key + '_ci_high'])}]"
+            if f"{key}_ci_low" in m and f"{key}_ci_high" in m
+            else ""
+        )
+        support = f" (n={_num(m[key + '_n'])})" if f"{key}_n" in m else ""
+        lines.append(f"{child.name}  {key} = {_num(m[key])}{ci}{support}")
+        if child.traces is None:
+            lines.append("  no trace index: the run logged no traces (tracking.traces: none)")
+            continue
+        proto = load_protocol(child.protocol) if child.protocol in PROTOCOLS else None
+        cells = proto.metric_cells(key) if proto is not None else None
+        rows = child.traces[_in_cells(child.traces["cell"], cells)]
+        rows = rows.assign(_order=(rows["flagged"] != "true").astype(int)).sort_values(
+            ["_order", "item_id", "cell", "rep", "turn"], kind="stable"
+        )
+        which = "every cell" if cells is None else "; ".join(
+            ",".join(f"{k}={v}" for k, v in c.items()) for c in cells
+        )
+        lines.append(f"  cells: {which}; traces: {_trace_counts(rows)}")
+        table = [["trace", "item", "cell", "rep", "turn", "label", "flagged"]] + [
+            [r.trace_id, r.item_id, cell_name(r.cell), r.rep, r.turn, r.label, r.flagged]
+            for r in rows.itertuples(index=False)
+        ]
+        widths = [max(len(str(r[i])) for r in table) for i in range(len(table[0]))]
+        lines += [
+            "  " + "  ".join(f"{str(v):<{w}}" for v, w in zip(r, widths, strict=True)).rstrip()
+            for r in table
+        ]
+    return "\n".join(lines)
+
+
+def _in_cells(cells: pd.Series, wanted: list[dict[str, str]] | None) -> pd.Series:
+    """Which trace cells (JSON) match one of ``wanted``'s factor values; every one for None."""
+    if wanted is None:
+        return pd.Series(True, index=cells.index)
+
+    def match(cell: str) -> bool:
+        values = {k: str(v) for k, v in (json.loads(cell) if cell else {}).items()}
+        return any(all(values.get(k) == v for k, v in w.items()) for w in wanted)
+
+    return cells.map(match).astype(bool)
 
 
 def _quote(text: str) -> str:

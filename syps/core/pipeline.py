@@ -20,6 +20,7 @@ outputs exist) and says so.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -264,6 +265,12 @@ def label(params: Path, protocol: str, model: str, items: Path, responses: Path,
     )
 
 
+def figure_dirs(figures: Path) -> tuple[Path, Path]:
+    """The score stage's figures output as the folders a protocol writes into: ``png/`` for
+    the PNGs (dvc.yaml's plots show it), ``tables/`` for every other file a run logs."""
+    return figures / "png", figures / "tables"
+
+
 def score(
     params: Path,
     protocol: str,
@@ -310,9 +317,13 @@ def score(
     write_json(jsonable(scores), metrics)
     if summary is not None:
         write_json(jsonable(headline_summary(scores, proto.headline_metrics)), summary)
+    # The PNGs in a folder of their own, which the dvc plots page shows (dvc.yaml's plots).
+    for folder in figure_dirs(figures):
+        folder.mkdir(exist_ok=True)
     drawn = proto.figures(
-        pp, scores, table, read_parquet(items, ITEM_COLUMNS), figures, plots, settings
-    )
+        pp, scores, table, read_parquet(items, ITEM_COLUMNS), *figure_dirs(figures), plots,
+        settings,
+    )  # fmt: skip
     templates = proto.templates(pp)
     write_json(templates, plots / "templates.json")
     params_json = canonical_json(asdict(pp))
@@ -472,16 +483,20 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path) -> None:
     for c in children:
         proto = _protocol(p, c["protocol"])[0]
         keys = run_metric_keys(c["metrics"], proto.headline_metrics, [*proto.run_metrics, *counts])
+        files: list[Path | tuple[Path, str]] = [
+            (Path(a), f) if f else Path(a) for a, f in c["artifacts"]
+        ]
         runs.append(
             ChildRun(
                 c["name"],
                 c["params"],
                 {k: c["metrics"][k] for k in keys},
-                [(Path(a), f) if f else Path(a) for a, f in c["artifacts"]],
+                files,
                 protocol=c["protocol"],
                 traces=traces.get((c["protocol"], c["model"], c["dataset"]), []),
                 table=c["metrics"],
                 tags=child_run_tags(tags, bundles, c["protocol"]),
+                link=functools.partial(proto.link_traces, files),
             )
         )
     run_id = log_pipeline_run(

@@ -75,6 +75,10 @@ MAX_RUN_METRICS = 60
 METRICS_TABLE = "metrics_table.json"
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # MLflow's own tag naming a run's tables
 COMPANIONS = ("_ci_low", "_ci_high", "_n", "_low_support")
+# A child's conversations as logged: one row per trace, its lineage, store key, label, flag and
+# trace id (syps.core.traces.TRACE_INDEX_COLUMNS), so a table row or a metric finds its traces
+# in a copy of mlruns/ without a trace search.
+TRACE_INDEX = "traces.csv"
 
 
 def run_metric_keys(

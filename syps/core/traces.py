@@ -207,6 +207,30 @@ def records(protocol: str, rows: pd.DataFrame, generated: Iterable[str] = ()) ->
     return out
 
 
+TRACE_INDEX_COLUMNS = [*KEYS, "store_key", "label", "flagged", "trace_id"]
+
+
+def trace_index(traces: Sequence[TraceRecord], ids: Sequence[str]) -> pd.DataFrame:
+    """The index of logged ``traces`` (their ids ``ids``, as :func:`log_traces` returns them):
+    one row each, in order, with the columns ``TRACE_INDEX_COLUMNS`` (``label``: the value,
+    ``UNCLEAR`` or ``SKIPPED``; ``flagged``: ``true``/``false``), all text as the trace's tags
+    hold it."""
+    if len(traces) != len(ids):
+        raise ValueError(f"{len(traces)} traces but {len(ids)} trace ids")
+    fields = ["dataset", "item", "cell", "rep", "turn", "store_key", "label", "flagged"]
+    rows = [[t.tags[f"{TAG}{f}"] for f in fields] + [i] for t, i in zip(traces, ids, strict=True)]
+    return pd.DataFrame(rows, columns=TRACE_INDEX_COLUMNS, dtype=str)
+
+
+def read_trace_index(path: Any) -> pd.DataFrame:
+    """A trace index as :func:`trace_index` made it (every column text, nothing read as NaN)."""
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    missing = [c for c in TRACE_INDEX_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: not a trace index (no column {missing[0]})")
+    return frame
+
+
 # Spans per store call and traces per run link: MLflow caps a link request at 100.
 SPAN_BATCH, LINK_BATCH = 500, 100
 

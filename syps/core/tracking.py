@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +23,11 @@ from syps.core.runlayout import (
     LOGGED_ARTIFACTS_TAG,
     METRICS_TABLE,
     PROTOCOL_PARAM,
+    TRACE_INDEX,
     child_tags,
     metrics_table_json,
 )
-from syps.core.traces import log_traces
+from syps.core.traces import log_traces, trace_index
 
 if TYPE_CHECKING:
     import mlflow
@@ -54,6 +55,10 @@ class ChildRun:
     table: Mapping[str, float] = field(default_factory=dict)
     # Its tags; None: the parent's.
     tags: Mapping[str, str] | None = None
+    # Once its traces are logged: the artifacts to log in place of ``artifacts``, given its
+    # trace index (runlayout.TRACE_INDEX) and a scratch folder for rewritten copies, so a
+    # table of conversations can name each row's trace (its protocol's ``link_traces``).
+    link: Callable[[pd.DataFrame, Path], Sequence[Artifact]] | None = None
 
 
 def tracking_uri(mlruns: Path) -> str:
@@ -195,15 +200,21 @@ def _log_pipeline_run(
             params=[Param(k, v) for k, v in params.items()],
             tags=[RunTag(k, v) for k, v in own.items()],
         )
-        _log_paths(client, run_id, child.artifacts)
-        if child.table:
-            with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp:
+            files: Sequence[Artifact] = child.artifacts
+            if child.traces:
+                index = trace_index(child.traces, log_traces(client, exp_id, run_id, child.traces))
+                index.to_csv(Path(tmp) / TRACE_INDEX, index=False)
+                client.log_artifact(run_id, str(Path(tmp) / TRACE_INDEX))
+                if child.link is not None:
+                    (Path(tmp) / "linked").mkdir()
+                    files = child.link(index, Path(tmp) / "linked")
+            _log_paths(client, run_id, files)
+            if child.table:
                 (Path(tmp) / METRICS_TABLE).write_text(
                     metrics_table_json(child.table), encoding="utf-8"
                 )
                 client.log_artifact(run_id, str(Path(tmp) / METRICS_TABLE))
-        if child.traces:
-            log_traces(client, exp_id, run_id, child.traces)
         client.set_terminated(run_id)
     client.set_terminated(parent)
     return str(parent)

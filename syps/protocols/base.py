@@ -301,11 +301,14 @@ class Protocol(TypingProtocol[P_contra]):
         labels: pd.DataFrame,
         items: pd.DataFrame,
         figures: Path,
+        tables: Path,
         plots: Path,
         settings: ScoreSettings,
     ) -> Drawn:
-        """Write the PNG figures into ``figures`` and their data (CSV/JSON for ``dvc plots``)
-        into ``plots``; what was written for the parent run and for each child."""
+        """Write the PNG figures into ``figures`` (nothing else: the ``dvc plots`` page shows
+        that folder), any other file a run logs (tables, HTML pages) under ``tables``, and the
+        figures' data (CSV/JSON for ``dvc plots``) into ``plots``; what was written for the
+        parent run and for each child."""
         ...
 
     def template_specs(self, params: P_contra, where: str) -> list[TemplateSpec]:
@@ -334,4 +337,23 @@ class Protocol(TypingProtocol[P_contra]):
         indexed like ``labels`` (one model's label table): ``flagged``, a row every trace
         sample keeps (a flip, a cave), and ``expected``, the answer the protocol counts as
         right ("" where it has none), logged as the trace's expectation."""
+        ...
+
+    def link_traces(
+        self, artifacts: Sequence[Path | tuple[Path, str]], traces: pd.DataFrame, out: Path
+    ) -> list[Path | tuple[Path, str]]:
+        """A child run's ``artifacts`` (from ``Drawn.children``, a ``(path, folder)`` pair
+        where the folder is not the top) as that run logs them once its conversations are
+        traces: ``traces`` is its trace index (``syps.core.traces.TRACE_INDEX_COLUMNS``, all
+        text). A table that lists conversations is written again under ``out`` with each
+        row's trace id and logged in its place; the files in the pipeline's outputs stay as
+        they are (a trace id is a fact of one run). Artifacts with no such rows are returned
+        as they are."""
+        ...
+
+    def metric_cells(self, key: str) -> list[dict[str, str]] | None:
+        """The cells a child's metric ``key`` is computed from, each as the factor values a
+        trace's cell must have (``[{"variant": "P0"}, {"variant": "P3"}]`` for SyPS's
+        ``delta_P3``), so ``syps audit --metric`` lists the traces behind it; None: every
+        cell of the child."""
         ...

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
+import mlflow
+import pandas as pd
 import pytest
 import yaml
 from conftest import read_params
 from typer.testing import CliRunner
 
 from syps.cli import app
+from syps.core import traces as tr
 from syps.core.params import load_params
-from syps.core.tracking import ChildRun, log_pipeline_run
+from syps.core.tracking import ChildRun, log_pipeline_run, tracking_uri
 from syps.protocols import load_protocol
 
 pytestmark = pytest.mark.slow  # every test logs runs to a new MLflow store
@@ -296,3 +300,70 @@ def test_audit_diff_shows_a_protocols_template_change(tmp_path: Path) -> None:
     # The same run against itself: no change anywhere.
     same = _audit(a, a, "--mlruns", str(mlruns))
     assert f"protocols/{TOY}/templates.json: no change" in same
+
+
+def _cues_rows() -> pd.DataFrame:
+    """SS, model m, one repetition: item a is 0 at P0, 1 at P3 (a flip: both rows flagged) and
+    0 at P1; item b is 1 at P0 and UNCLEAR at P3."""
+    cells = [("a", "P0", 0.0, True), ("a", "P3", 1.0, True), ("a", "P1", 0.0, False),
+             ("b", "P0", 1.0, False), ("b", "P3", math.nan, False)]  # fmt: skip
+    key = {"dataset": "SS", "rep": 0, "turn": 0}
+    responses = pd.DataFrame(
+        [
+            {**key, "protocol": "cues", "item_id": i, "cell": json.dumps({"variant": v}),
+             "parent_key": "", "store_key": f"k-{i}-{v}", "skipped": "", "model": "m",
+             "messages": json.dumps([{"role": "user", "content": f"{i} {v}"}]), "response": "r"}
+            for i, v, _, _ in cells
+        ]
+    )  # fmt: skip
+    labels = pd.DataFrame(
+        [
+            {**key, "item_id": i, "cell": json.dumps({"variant": v}), "label": y,
+             "verdict": "UNCLEAR" if math.isnan(y) else "YES", "evidence": "e",
+             "labeler": "rule:r", "labeler_sha256": "s"}
+            for i, v, y, _ in cells
+        ]
+    )  # fmt: skip
+    review = pd.DataFrame({"flagged": [f for *_, f in cells], "expected": ""})
+    return tr.conversations(responses, labels, review)
+
+
+def test_audit_lists_the_traces_behind_a_metric(tmp_path: Path) -> None:
+    mlruns = tmp_path / "mlruns"
+    metrics = {"delta_P3": 0.5, "delta_P3_ci_low": -0.5, "delta_P3_ci_high": 1.0, "delta_P3_n": 2}
+    child = ChildRun(
+        "m/SS", {"model": "m", "dataset": "SS"}, metrics, protocol="cues",
+        traces=tr.records("cues", _cues_rows()), table=metrics,
+    )  # fmt: skip
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(read_params()), encoding="utf-8")
+    run = log_pipeline_run(mlruns, "syps", "run", {}, [child], [params])
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    exp = client.get_experiment_by_name("syps")
+    assert exp is not None
+    ids = {
+        t.info.tags["syps.store_key"]: t.info.trace_id
+        for t in client.search_traces(locations=[exp.experiment_id], max_results=10)
+    }
+    out = _audit(run, "--mlruns", str(mlruns), "--metric", "SS.delta_P3").splitlines()
+    assert out[0] == "m/SS  delta_P3 = 0.500 [-0.500, 1] (n=2)"
+    assert out[1] == (
+        "  cells: variant=P0; variant=P3; traces: 4 logged, 2 flagged, 1 UNCLEAR, 0 skipped"
+    )
+    assert out[2].split() == ["trace", "item", "cell", "rep", "turn", "label", "flagged"]
+    # The flip's two sides first, then b; a's P1 is not behind delta_P3.
+    assert [line.split() for line in out[3:]] == [
+        [ids["k-a-P0"], "a", "variant=P0", "0", "0", "0", "true"],
+        [ids["k-a-P3"], "a", "variant=P3", "0", "0", "1", "true"],
+        [ids["k-b-P0"], "b", "variant=P0", "0", "0", "1", "false"],
+        [ids["k-b-P3"], "b", "variant=P3", "0", "0", "UNCLEAR", "false"],
+    ]
+    # Without the dataset the key alone finds the same child; the audit says where they are.
+    assert _audit(run, "--mlruns", str(mlruns), "--metric", "delta_P3").splitlines() == out
+    assert (
+        "    traces: 5 logged, 2 flagged, 1 UNCLEAR, 0 skipped (traces.csv; --metric "
+        "SS.<metric> lists a metric's)" in _audit(run, "--mlruns", str(mlruns))
+    )
+    bad = CliRunner().invoke(app, ["audit", run, "--mlruns", str(mlruns), "--metric", "SS.spss"])
+    assert bad.exit_code != 0
+    assert f"run {run}: no child run of dataset SS has the metric 'spss'" in bad.output

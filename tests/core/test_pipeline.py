@@ -33,6 +33,7 @@ from fakes import FakeModels, install_backend
 
 import syps.core.tracking
 from syps.core import pipeline, provenance, runs
+from syps.core import traces as tr
 from syps.core.backends import GenResult, SamplingParams
 from syps.core.config import ConfigError
 from syps.core.io import InputError, LintError, canonical_json, sha256_text
@@ -619,10 +620,12 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     combined = ["forest.png", *(f"heatmap_{d}.png" for d in ("AITA-YTA", "OEQ", "SS"))]
     combined += ["scatter.png", "size.png"]
     profiles = [f"{MODEL}__{d}.png" for d in ("AITA-YTA", "OEQ", "SS")]
-    pngs = sorted(p.name for p in s.figures.iterdir() if p.suffix == ".png")
+    # The PNGs alone in png/ (dvc.yaml's plots show that folder), the flip tables in tables/.
+    assert sorted(p.name for p in s.figures.iterdir()) == ["png", "tables"]
+    pngs = sorted(p.name for p in (s.figures / "png").iterdir())
     assert pngs == sorted(combined + profiles)
     for name in pngs:
-        assert (s.figures / name).read_bytes()[:8] == PNG_MAGIC
+        assert (s.figures / "png" / name).read_bytes()[:8] == PNG_MAGIC
     assert sorted(p.name for p in s.plots.iterdir()) == [
         "forest.csv",
         "heatmap.csv",
@@ -632,7 +635,7 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         "templates.json",
     ]
     # AITA-YTA flips only at P1 (both items 0 -> 1, towards affirmation).
-    flips = s.figures / "flips"
+    flips = s.figures / "tables" / "flips"
     aita_p1 = pd.read_csv(flips / MODEL / "AITA-YTA" / "P1.csv")
     assert aita_p1["direction"].tolist() == ["towards", "towards"]
     assert len(pd.read_csv(flips / MODEL / "AITA-YTA" / "P2.csv")) == 0
@@ -713,9 +716,25 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         "flips",
         "metrics_table.json",
         f"{MODEL}__SS.png",
+        "traces.csv",
     ]
     flip_files = {a.path for a in client.list_artifacts(child.info.run_id, "flips")}
     assert {"flips/P1.csv", "flips/P1.html", "flips/P7.html"} <= flip_files
+    # The logged flip tables name both traces of each row: AITA-YTA's two P1 flips.
+    aita = children[f"{MODEL}/AITA-YTA"].info.run_id
+    logged_p1 = pd.read_csv(
+        client.download_artifacts(aita, "flips/P1.csv", str(tmp_path / "dl")), dtype=str
+    )
+    by_cell = {
+        (t.info.tags["syps.item"], t.info.tags["syps.cell.variant"]): t.info.trace_id
+        for t in client.search_traces(
+            locations=[exp.experiment_id], run_id=aita, max_results=500, include_spans=False
+        )
+    }
+    assert logged_p1["trace_P0"].tolist() == [by_cell[(i, "P0")] for i in aita_p1["item_id"]]
+    assert logged_p1["trace_P1"].tolist() == [by_cell[(i, "P1")] for i in aita_p1["item_id"]]
+    index = tr.read_trace_index(client.download_artifacts(aita, "traces.csv", str(tmp_path)))
+    assert sorted(index["trace_id"]) == sorted(by_cell.values())
     # The parent holds params.yaml, the plot data with the template set, and the combined
     # figures.
     pid = parent.info.run_id

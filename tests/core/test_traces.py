@@ -7,6 +7,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import mlflow
 import numpy as np
@@ -126,6 +127,37 @@ def test_records_of_a_two_turn_conversation() -> None:
     assert skipped.usage is None
 
 
+def test_trace_index_is_the_records_tags_with_their_ids() -> None:
+    responses, labels = _tables()
+    review = pd.DataFrame({"flagged": [True, False, False, False]}, index=labels.index)
+    records = tr.records("toy", tr.conversations(responses, labels, review))
+    index = tr.trace_index(records, ["t1", "t2", "t3", "t4"])
+    # Records come in turn order: i1 turn 1, i2 turn 1, i1 turn 2, i2 turn 2 (skipped, and
+    # flagged: review's first row is label row 10, i2's turn 2).
+    assert index.to_dict("records") == [
+        {"dataset": "d", "item_id": "i1", "cell": '{"f":"x"}', "rep": "0", "turn": "1",
+         "store_key": "k1", "label": "0", "flagged": "false", "trace_id": "t1"},
+        {"dataset": "d", "item_id": "i2", "cell": '{"f":"x"}', "rep": "0", "turn": "1",
+         "store_key": "k3", "label": "UNCLEAR", "flagged": "false", "trace_id": "t2"},
+        {"dataset": "d", "item_id": "i1", "cell": '{"f":"x"}', "rep": "0", "turn": "2",
+         "store_key": "k2", "label": "1", "flagged": "false", "trace_id": "t3"},
+        {"dataset": "d", "item_id": "i2", "cell": '{"f":"x"}', "rep": "0", "turn": "2",
+         "store_key": "", "label": "SKIPPED", "flagged": "true", "trace_id": "t4"},
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="4 traces but 3 trace ids"):
+        tr.trace_index(records, ["t1", "t2", "t3"])
+
+
+def test_read_trace_index_keeps_text_and_refuses_another_table(tmp_path: Path) -> None:
+    path = tmp_path / "traces.csv"
+    row = {c: "NA" for c in tr.TRACE_INDEX_COLUMNS}
+    pd.DataFrame([row]).to_csv(path, index=False)
+    assert tr.read_trace_index(path).iloc[0].to_dict() == row  # "NA" stays "NA"
+    pd.DataFrame([{"item_id": "x"}]).to_csv(path, index=False)
+    with pytest.raises(InputError, match=r"traces.csv: not a trace index \(no column dataset\)"):
+        tr.read_trace_index(path)
+
+
 def _sample_rows() -> pd.DataFrame:
     """Two cells of 6 rows; in cell a, row 1 is UNCLEAR and row 2 flagged."""
     n = 12
@@ -159,10 +191,16 @@ def test_choose_all_none_and_a_sample() -> None:
     assert len(tr.choose(rows, "sample", 6, 7)) == 12
 
 
-def _child(tmp: Path, records: list[tr.TraceRecord]) -> tuple[mlflow.MlflowClient, str]:
+def _child(
+    tmp: Path, records: list[tr.TraceRecord], **child: Any
+) -> tuple[mlflow.MlflowClient, str]:
     mlruns = tmp / "mlruns"
     parent = log_pipeline_run(
-        mlruns, "exp", "run", {}, [ChildRun("toy/m/d", {}, {}, protocol="toy", traces=records)]
+        mlruns,
+        "exp",
+        "run",
+        {},
+        [ChildRun("toy/m/d", {}, {}, protocol="toy", traces=records, **child)],
     )
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
     exp = client.get_experiment_by_name("exp")
@@ -215,6 +253,35 @@ def test_a_child_runs_traces_read_back_with_their_labels(tmp_path: Path) -> None
     }
     skipped = next(t for t in found if t.info.tags.get("syps.skipped"))
     assert skipped.data.spans[0].outputs is None
+
+
+@pytest.mark.slow
+def test_a_child_logs_its_trace_index_and_links_its_tables(tmp_path: Path) -> None:
+    """The child's traces.csv names each logged trace; its link hook sees that index and what
+    it returns is logged in place of the child's artifacts."""
+    responses, labels = _tables()
+    records = tr.records("toy", tr.conversations(responses, labels))
+    table = tmp_path / "rows"
+    table.mkdir()
+    (table / "rows.csv").write_text("store_key\nk2\n", encoding="utf-8")
+    seen: list[pd.DataFrame] = []
+
+    def link(index: pd.DataFrame, out: Path) -> list[Path | tuple[Path, str]]:
+        seen.append(index)
+        key_to_trace = dict(zip(index["store_key"], index["trace_id"], strict=True))
+        (out / "rows.csv").write_text(f"store_key,trace\nk2,{key_to_trace['k2']}\n", "utf-8")
+        return [(out / "rows.csv", "rows")]
+
+    client, run_id = _child(tmp_path, records, artifacts=[(table, "rows")], link=link)
+    exp_id = client.get_run(run_id).info.experiment_id
+    found = client.search_traces(locations=[exp_id], run_id=run_id, max_results=10)
+    ids = {t.info.tags["syps.store_key"]: t.info.trace_id for t in found}
+    index = tr.read_trace_index(client.download_artifacts(run_id, "traces.csv", str(tmp_path)))
+    assert dict(zip(index["store_key"], index["trace_id"], strict=True)) == ids
+    assert index["label"].tolist() == ["0", "UNCLEAR", "1", "SKIPPED"]
+    assert seen[0].equals(index)
+    linked = client.download_artifacts(run_id, "rows/rows.csv", str(tmp_path / "dl"))
+    assert Path(linked).read_text(encoding="utf-8") == f"store_key,trace\nk2,{ids['k2']}\n"
 
 
 @pytest.mark.slow

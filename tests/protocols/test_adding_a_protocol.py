@@ -121,7 +121,7 @@ class Echo:
 
     def figures(
         self, params: EchoParams, scores: dict[str, dict[str, dict[str, float]]],
-        labels: pd.DataFrame, items: pd.DataFrame, figures: Path, plots: Path,
+        labels: pd.DataFrame, items: pd.DataFrame, figures: Path, tables: Path, plots: Path,
         settings: ScoreSettings,
     ) -> Drawn:
         return Drawn([])
@@ -138,6 +138,12 @@ class Echo:
 
     def review(self, params: EchoParams, items: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({"flagged": False, "expected": ""}, index=labels.index)
+
+    def link_traces(self, artifacts: Any, traces: pd.DataFrame, out: Path) -> list[Any]:
+        return list(artifacts)
+
+    def metric_cells(self, key: str) -> None:
+        return None
 
 
 PROTOCOL: Protocol = Echo()

@@ -390,6 +390,7 @@ class BettingProtocol:
         labels: pd.DataFrame,
         items: pd.DataFrame,
         figures: Path,
+        tables: Path,
         plots: Path,
         settings: ScoreSettings,
     ) -> Drawn:
@@ -432,6 +433,16 @@ class BettingProtocol:
             },
             index=labels.index,
         )
+
+    def link_traces(
+        self, artifacts: Sequence[Path | tuple[Path, str]], traces: pd.DataFrame, out: Path
+    ) -> list[Path | tuple[Path, str]]:
+        """Its child runs log no table of conversations: the artifacts as they are."""
+        return list(artifacts)
+
+    def metric_cells(self, key: str) -> list[dict[str, str]] | None:
+        """Every cell of the child."""
+        return None
 
 
 PROTOCOL: Protocol[BettingParams] = BettingProtocol()

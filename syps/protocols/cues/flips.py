@@ -113,10 +113,13 @@ def _cue_title(variant: str) -> str:
 
 def _response_box(row: pd.Series, variant: str, heading: str) -> str:
     e = html.escape
+    trace = str(row.get(f"trace_{variant}", "") or "")
     return (
         f"<div><h3>{e(heading)}</h3>"
-        f"<p>label {row[f'label_{variant}']:.0f} · verdict <b>{e(str(row[f'verdict_{variant}']))}"
-        f"</b></p><p class='meta'>evidence: {e(str(row[f'evidence_{variant}']))}</p>"
+        f"<p>label {float(row[f'label_{variant}']):.0f} · verdict "
+        f"<b>{e(str(row[f'verdict_{variant}']))}</b></p>"
+        + (f"<p class='meta'>MLflow trace <code>{e(trace)}</code></p>" if trace else "")
+        + f"<p class='meta'>evidence: {e(str(row[f'evidence_{variant}']))}</p>"
         f"<pre>{e(str(row[f'response_{variant}']))}</pre></div>"
     )
 
@@ -229,3 +232,29 @@ def write_flip_tables(
     index = out_dir / "index.html"
     write_text(_index_page(entries), index)
     return [*paths, index]
+
+
+def link_flip_tables(folder: Path, traces: pd.DataFrame, out: Path) -> Path:
+    """A copy under ``out`` of one (model, dataset)'s flip tables (``folder``: its
+    ``<model>/<dataset>/`` of :func:`write_flip_tables`), each CSV with the MLflow trace of
+    both responses (``trace_P0`` and ``trace_<variant>`` after ``direction``; "" where that
+    conversation was not logged) and its page showing them. ``traces``: the child run's trace
+    index (``syps.core.traces.TRACE_INDEX_COLUMNS``, text); a flip is the item's first
+    repetition, as its table is (SyPS asks once: one turn). Returns the copy's folder."""
+    import json
+
+    first = traces[traces["rep"] == "0"]
+    variant = first["cell"].map(lambda c: json.loads(c).get("variant", "") if c else "")
+    ids = {(v, i): t for v, i, t in zip(variant, first["item_id"], first["trace_id"], strict=True)}
+    model, dataset = folder.parent.name, folder.name
+    out.mkdir(parents=True, exist_ok=True)
+    for csv in sorted(folder.glob("*.csv")):
+        cue = csv.stem
+        # Text as written: a response reading "NA" must stay "NA".
+        table = pd.read_csv(csv, dtype=str, keep_default_na=False)
+        for pos, v in enumerate((REF, cue)):
+            column = [ids.get((v, i), "") for i in table["item_id"]]
+            table.insert(2 + pos, f"trace_{v}", column)
+        _write_csv(table, out / csv.name)
+        write_text(flip_page(table, model, dataset, cue), out / f"{cue}.html")
+    return out

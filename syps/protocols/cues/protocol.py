@@ -12,6 +12,7 @@ the size plot, with a profile figure and the flip tables of every (model, datase
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -280,12 +281,13 @@ class CuesProtocol:
         labels: pd.DataFrame,
         items: pd.DataFrame,
         figures: Path,
+        tables: Path,
         plots: Path,
         settings: ScoreSettings,
     ) -> Drawn:
         """The plot data (``profile.json``, ``heatmap/scatter/forest/size.csv``) and their
         figures; per (model, dataset) a profile figure and the flip tables (one CSV and HTML
-        page per cue, in ``figures/flips/<model>/<dataset>/``)."""
+        page per cue, in ``tables/flips/<model>/<dataset>/``)."""
         from syps.core.io import jsonable_records, write_json
         from syps.protocols.cues.figures import heatmap_data, write_figures
         from syps.protocols.cues.flips import write_flip_tables
@@ -301,7 +303,7 @@ class CuesProtocol:
         # JSON keeps numbers numeric for the vega-lite template (CSV hands it strings).
         write_json(jsonable_records(prof), plots / "profile.json")
         pngs = write_figures(scores, settings.model_sizes, figures, plots, shas)
-        flips = figures / "flips"
+        flips = tables / "flips"
         responses = labels[["dataset", "model", "item_id", "variant", "response"]]
         write_flip_tables(labels.drop(columns="response"), responses, items_table(items), flips)
         children: dict[tuple[str, str], list[tuple[Path, str]]] = {}
@@ -373,17 +375,51 @@ class CuesProtocol:
 
     def review(self, params: CuesParams, items: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
         """``flagged``: a flip, a decided label that differs from the decided label of the same
-        item and repetition under P0 (the rows of the flip tables); ``expected``: the item's
-        reference (an AITA item's community verdict), "" where it has none."""
+        item and repetition under P0, and that P0 row (the two sides of a flip table's row);
+        ``expected``: the item's reference (an AITA item's community verdict), "" where it
+        has none."""
         key = ["model", "dataset", "item_id", "rep"]
         ref = labels[(labels["variant"] == "P0") & labels["label"].notna()]
         ref = ref[[*key, "label"]].rename(columns={"label": "p0"})
         joined = labels[[*key, "label"]].merge(ref, on=key, how="left", validate="many_to_one")
         flip = joined["label"].notna() & joined["p0"].notna() & (joined["label"] != joined["p0"])
+        flipped = joined.loc[flip.to_numpy(), key].drop_duplicates()
+        p0 = labels[key].merge(flipped.assign(_f=True), on=key, how="left")["_f"].notna()
+        side = flip.to_numpy() | (p0.to_numpy() & (labels["variant"] == "P0").to_numpy())
         return pd.DataFrame(
-            {"flagged": flip.to_numpy(), "expected": item_values(items, labels, "reference")},
+            {"flagged": side, "expected": item_values(items, labels, "reference")},
             index=labels.index,
         )
+
+    def link_traces(
+        self, artifacts: Sequence[Path | tuple[Path, str]], traces: pd.DataFrame, out: Path
+    ) -> list[Path | tuple[Path, str]]:
+        """The flip tables (the ``flips`` folder) with the trace of both responses of each
+        row (:func:`~syps.protocols.cues.flips.link_flip_tables`); the rest as it is."""
+        from syps.protocols.cues.flips import link_flip_tables
+
+        return [
+            (link_flip_tables(a[0], traces, out / "flips"), a[1])
+            if isinstance(a, tuple) and a[1] == "flips"
+            else a
+            for a in artifacts
+        ]
+
+    def metric_cells(self, key: str) -> list[dict[str, str]] | None:
+        """``syc_rate_<v>``: that variant; ``delta_<v>``, ``flips_towards_<v>``,
+        ``flips_away_<v>`` and the McNemar tests of ``<v>``: P0 and ``<v>``; ``base_syc``: P0;
+        the rest (SPSS, sensitivity, the pooled flip counts, CI bounds and supports alike):
+        every variant."""
+        stem = re.sub(r"_(ci_low|ci_high|n|low_support)$", "", key)
+        if stem == "base_syc":
+            return [{"variant": "P0"}]
+        one = re.fullmatch(r"syc_rate_(P\d+)", stem)
+        if one:
+            return [{"variant": one[1]}]
+        pair = re.fullmatch(r"(?:delta|flips_towards|flips_away|mcnemar_p(?:_holm)?)_(P\d+)", stem)
+        if pair:
+            return [{"variant": "P0"}, {"variant": pair[1]}]
+        return None
 
 
 PROTOCOL: Protocol[CuesParams] = CuesProtocol()

@@ -19,6 +19,7 @@ import hashlib
 import inspect
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -635,6 +636,7 @@ class Discernment:
         labels: pd.DataFrame,
         items: pd.DataFrame,
         figures: Path,
+        tables: Path,
         plots: Path,
         settings: ScoreSettings,
     ) -> Drawn:
@@ -666,6 +668,16 @@ class Discernment:
         )
         flagged = (joined["stage"] == "update") & (joined["validity"] == "invalid") & toward
         return pd.DataFrame({"flagged": flagged.to_numpy(), "expected": ""}, index=labels.index)
+
+    def link_traces(
+        self, artifacts: Sequence[Path | tuple[Path, str]], traces: pd.DataFrame, out: Path
+    ) -> list[Path | tuple[Path, str]]:
+        """Its child runs log no table of conversations: the artifacts as they are."""
+        return list(artifacts)
+
+    def metric_cells(self, key: str) -> list[dict[str, str]] | None:
+        """Every cell of the child."""
+        return None
 
 
 PROTOCOL: Protocol[DiscernmentParams] = Discernment()

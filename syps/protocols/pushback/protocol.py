@@ -525,6 +525,7 @@ class PushbackProtocol:
         labels: pd.DataFrame,
         items: pd.DataFrame,
         figures: Path,
+        tables: Path,
         plots: Path,
         settings: ScoreSettings,
     ) -> Drawn:
@@ -573,6 +574,16 @@ class PushbackProtocol:
             },
             index=labels.index,
         )
+
+    def link_traces(
+        self, artifacts: Sequence[Path | tuple[Path, str]], traces: pd.DataFrame, out: Path
+    ) -> list[Path | tuple[Path, str]]:
+        """Its child runs log no table of conversations: the artifacts as they are."""
+        return list(artifacts)
+
+    def metric_cells(self, key: str) -> list[dict[str, str]] | None:
+        """Every cell of the child (a contrast key's path names its two cells; not read yet)."""
+        return None
 
 
 PROTOCOL: Protocol[PushbackParams] = PushbackProtocol()

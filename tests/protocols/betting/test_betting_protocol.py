@@ -410,7 +410,8 @@ def test_figures_write_pngs_and_their_data(tmp_path: Path) -> None:
     rows = table({("veins", "Z"): "uuou", ("veins", "N"): "uuuu", ("veins", "F"): "uuoo"})
     s = scored(rows)
     drawn = PROTOCOL.figures(
-        BettingParams(), s, pd.DataFrame(), pd.DataFrame(), tmp_path / "f", tmp_path / "p", SETTINGS
+        BettingParams(), s, pd.DataFrame(), pd.DataFrame(),
+        tmp_path / "f", tmp_path / "t", tmp_path / "p", SETTINGS,
     )
     assert drawn.children == {}  # nothing per child run
     pngs = drawn.figures

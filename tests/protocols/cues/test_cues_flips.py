@@ -10,7 +10,12 @@ import pandas as pd
 import pytest
 
 from syps.core.io import InputError
-from syps.protocols.cues.flips import flip_page, flip_table, write_flip_tables
+from syps.protocols.cues.flips import (
+    flip_page,
+    flip_table,
+    link_flip_tables,
+    write_flip_tables,
+)
 from syps.protocols.cues.metrics import label_matrix
 from syps.protocols.cues.stats import discordant_counts
 
@@ -196,3 +201,54 @@ def test_write_flip_tables_no_labels(tmp_path: Path) -> None:
     paths = write_flip_tables(labels.iloc[:0], responses, situations, tmp_path)
     assert paths == [tmp_path / "index.html"]
     assert "no flips" in paths[0].read_text(encoding="utf-8")
+
+
+def _index_row(item: str, variant: str, trace: str, rep: str = "0") -> dict[str, str]:
+    return {
+        "dataset": "SS", "item_id": item, "cell": f'{{"variant":"{variant}"}}', "rep": rep,
+        "turn": "1", "store_key": f"k-{trace}", "label": "1", "flagged": "true",
+        "trace_id": trace,
+    }  # fmt: skip
+
+
+def test_link_flip_tables_adds_both_traces_of_each_row(tmp_path: Path) -> None:
+    labels, responses, situations = _tables()
+    # A response reading "NA" must come through as text, not as a missing value.
+    responses.loc[(responses["item_id"] == "b") & (responses["model"] == "m"), "response"] = "NA"
+    write_flip_tables(labels, responses, situations, tmp_path / "flips")
+    folder = tmp_path / "flips" / "m" / "SS"
+    before = (folder / "P1.csv").read_bytes()
+    # m/SS flips: P1 rows a, b; P3a rows c, e. b's P1 trace was not logged (a sample), and a
+    # second repetition's trace of a under P1 is not the flip's.
+    index = pd.DataFrame(
+        [
+            _index_row("a", "P0", "tA0"),
+            _index_row("a", "P1", "tA1"),
+            _index_row("a", "P1", "tA1-rep1", rep="1"),
+            _index_row("b", "P0", "tB0"),
+            _index_row("c", "P0", "tC0"),
+            _index_row("c", "P3a", "tC3"),
+            _index_row("e", "P0", "tE0"),
+            _index_row("e", "P3a", "tE3"),
+        ]
+    )
+    out = link_flip_tables(folder, index, tmp_path / "linked")
+    assert out == tmp_path / "linked"
+    assert sorted(p.name for p in out.iterdir()) == ["P1.csv", "P1.html", "P3a.csv", "P3a.html"]
+    p1 = pd.read_csv(out / "P1.csv", dtype=str, keep_default_na=False)
+    assert p1.columns.tolist()[:5] == ["item_id", "direction", "trace_P0", "trace_P1", "situation"]
+    assert p1[["item_id", "trace_P0", "trace_P1"]].values.tolist() == [
+        ["a", "tA0", "tA1"],
+        ["b", "tB0", ""],
+    ]
+    assert p1["response_P0"].tolist() == ["m SS a P0", "NA"]
+    p3 = pd.read_csv(out / "P3a.csv", dtype=str, keep_default_na=False)
+    assert p3[["item_id", "trace_P0", "trace_P3a"]].values.tolist() == [
+        ["c", "tC0", "tC3"],
+        ["e", "tE0", "tE3"],
+    ]
+    page = (out / "P1.html").read_text(encoding="utf-8")
+    assert page.count("MLflow trace <code>") == 3  # a: both sides; b: P0 only
+    assert "MLflow trace <code>tA1</code>" in page and "tA1-rep1" not in page
+    assert "<script" not in page.lower() and "label 1 · verdict <b>YES</b>" in page
+    assert (folder / "P1.csv").read_bytes() == before  # the pipeline's output is untouched

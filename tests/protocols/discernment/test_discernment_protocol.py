@@ -473,7 +473,8 @@ def test_figures_and_plot_data(tmp_path: Path) -> None:
     labels = _labels(p)
     scores = PROTOCOL.score(p, labels, SETTINGS)
     drawn = PROTOCOL.figures(
-        p, scores, labels, pd.DataFrame(), tmp_path / "fig", tmp_path / "plots", SETTINGS
+        p, scores, labels, pd.DataFrame(),
+        tmp_path / "fig", tmp_path / "tab", tmp_path / "plots", SETTINGS,
     )
     pngs = drawn.figures
     assert [x.name for x in pngs] == [
@@ -514,7 +515,9 @@ def test_bars_default_to_the_first_artefact_with_a_sigma(tmp_path: Path) -> None
     r2 = _rows(PROTOCOL.requests(p, items, 2, r1, NoJudge()), lambda r: "Score: 50/100")
     labels = PROTOCOL.label(p, items, pd.concat([r1, r2]), NoJudge(), pd.DataFrame())
     scores = PROTOCOL.score(p, labels, SETTINGS)
-    PROTOCOL.figures(p, scores, labels, items, tmp_path / "fig", tmp_path / "plots", SETTINGS)
+    PROTOCOL.figures(
+        p, scores, labels, items, tmp_path / "fig", tmp_path / "tab", tmp_path / "plots", SETTINGS
+    )
     bars = pd.read_csv(tmp_path / "plots" / "argument_bars.csv")
     assert set(bars["artefact_id"]) == {"A"} and len(bars) == 6
     # σ0 = sd(80, 60) = 14.14, δ = 28.3; lower: D = 30 and 10 -> pf 1/2 for every argument

@@ -541,7 +541,8 @@ def test_score_marks_the_syceval_timing_contrast_confounded() -> None:
 def test_figures_write_pngs_and_plot_data(tmp_path: Path) -> None:
     scores = PROTOCOL.score(GRID4, LABELS, SETTINGS)
     drawn = PROTOCOL.figures(
-        GRID4, scores, LABELS, pd.DataFrame(), tmp_path / "fig", tmp_path / "plots", SETTINGS
+        GRID4, scores, LABELS, pd.DataFrame(),
+        tmp_path / "fig", tmp_path / "tab", tmp_path / "plots", SETTINGS,
     )
     pngs = drawn.figures
     assert [p.name for p in pngs] == ["pushback_follow_rate.png", "pushback_contrasts.png"]

@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -231,7 +232,7 @@ def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
             .list_artifacts(r.info.run_id)
         ]
         png = f"smollm2-135m__{r.data.params['dataset']}.png"
-        assert arts == ["flips", "metrics_table.json", png]
+        assert arts == ["flips", "metrics_table.json", png, "traces.csv"]
 
 
 def test_compare_fits_160_columns(project: tuple[Path, dict[str, str]]) -> None:
@@ -279,9 +280,16 @@ def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]]) -> Non
     html = (root / "plots_html" / "index.html").read_text()
     assert "syc_rate" in html
     # Offline: no script from the network (the libraries are inlined by .dvc/vega/page.html).
-    # The PNGs are stage outputs MLflow shows, not dvc plots.
     assert re.findall(r"<script\b[^>]*\bsrc=", html) == []
-    assert re.findall(r'<img src="[^"]*\.png"', html) == []
+    # Every protocol's PNGs are on the page, once each: SyPS's 9 (forest, scatter, size, a
+    # heatmap and a profile per dataset), pushback's 2, discernment's 3, betting's 2.
+    shown_pngs = re.findall(r'<img src="static/workspace_out_protocols_([a-z]+)_figures_png_', html)
+    assert Counter(shown_pngs) == {"cues": 9, "pushback": 2, "discernment": 3, "betting": 2}
+    pngs = {
+        f"static/workspace_out_protocols_{p.parts[-4]}_figures_png_{p.name}"
+        for p in root.glob("out/protocols/*/figures/png/*.png")
+    }
+    assert set(re.findall(r'<img src="([^"]*\.png)"', html)) == pngs
 
 
 def test_rerun_is_a_no_op_then_a_cue_edit_reruns(project: tuple[Path, dict[str, str]]) -> None:

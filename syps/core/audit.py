@@ -327,7 +327,10 @@ def render_metric_traces(a: Audit, metric: str) -> str:
         support = f" (n={_num(m[key + '_n'])})" if f"{key}_n" in m else ""
         lines.append(f"{child.name}  {key} = {_num(m[key])}{ci}{support}")
         if child.traces is None:
-            lines.append("  no trace index: the run logged no traces (tracking.traces: none)")
+            lines.append(
+                f"  no trace index ({TRACE_INDEX}): no traces were logged (tracking.traces: "
+                "none), or the run was logged before syps wrote one"
+            )
             continue
         proto = load_protocol(child.protocol) if child.protocol in PROTOCOLS else None
         cells = proto.metric_cells(key) if proto is not None else None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from syps.core.io import InputError
-from syps.core.report import LOW_SUPPORT, LOW_SUPPORT_NOTE, support
+from syps.core.report import CI_BOUNDS, LOW_SUPPORT, LOW_SUPPORT_NOTE, support
 from syps.core.runlayout import (
     KIND_TAG,
     child_metrics,
@@ -273,7 +273,7 @@ def compare_tables(
 def every_metric(runs: list[ComparedRun]) -> list[str]:
     """Every metric the runs logged (their metrics tables' included) but CI bounds, which the
     value's cell shows, sorted."""
-    return sorted({k for r in runs for k in r.metrics if not k.endswith(("_ci_low", "_ci_high"))})
+    return sorted({k for r in runs for k in r.metrics if not k.endswith(CI_BOUNDS)})
 
 
 def default_metrics(runs: list[ComparedRun]) -> list[str]:

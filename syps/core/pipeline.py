@@ -42,6 +42,7 @@ from syps.core.io import (
     write_parquet,
 )
 from syps.core.params import load_params
+from syps.core.report import CI_BOUNDS
 from syps.core.runs import write_run_log
 from syps.protocols import PROTOCOLS, load_protocol
 from syps.protocols.base import (
@@ -389,7 +390,7 @@ def score(
         print(importlib.import_module(printer).summary_table(scores, p.score.ci))
 
 
-SUMMARY_COMPANIONS = ("_ci_low", "_ci_high", "_n")
+SUMMARY_COMPANIONS = (*CI_BOUNDS, "_n")
 
 
 def headline_summary(

@@ -7,6 +7,11 @@ import math
 
 Scores = dict[str, dict[str, dict[str, float]]]
 
+# The keys beside a metric ``<key>`` in a score table: its CI bounds, its support (items) and
+# its low-support flag. Every reader of score tables takes them from here.
+CI_BOUNDS = ("_ci_low", "_ci_high")
+COMPANIONS = (*CI_BOUNDS, "_n", "_low_support")
+
 
 LOW_SUPPORT = "†"
 LOW_SUPPORT_NOTE = (

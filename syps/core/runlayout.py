@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from syps.core.report import COMPANIONS
+
 if TYPE_CHECKING:
     import mlflow
     from mlflow.entities import Run
@@ -74,7 +76,6 @@ def protocol_templates(protocol: str) -> str:
 MAX_RUN_METRICS = 60
 METRICS_TABLE = "metrics_table.json"
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # MLflow's own tag naming a run's tables
-COMPANIONS = ("_ci_low", "_ci_high", "_n", "_low_support")
 # A child's conversations as logged: one row per trace, its lineage, store key, label, flag and
 # trace id (syps.core.traces.TRACE_INDEX_COLUMNS), so a table row or a metric finds its traces
 # in a copy of mlruns/ without a trace search.
@@ -133,10 +134,16 @@ def child_metrics(client: mlflow.MlflowClient, run: Run) -> dict[str, float]:
     import os
     import tempfile
     from pathlib import Path
+    from urllib.parse import unquote, urlparse
 
     metrics = dict(run.data.metrics)
     if not has_metrics_table(run.data.tags):
         return metrics
+    where = f"run {run.info.run_id}: {METRICS_TABLE}"
+    uri = urlparse(str(run.info.artifact_uri))
+    local = Path(unquote(uri.path)) / METRICS_TABLE if uri.scheme in ("", "file") else None
+    if local is not None and local.is_file():  # syps's own store: read it where it lies
+        return {**read_metrics_table(local.read_text(encoding="utf-8"), where), **metrics}
     # MLflow draws a progress bar on stderr per download; a table per child would fill it.
     bar = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
     was = os.environ.get(bar)
@@ -150,4 +157,4 @@ def child_metrics(client: mlflow.MlflowClient, run: Run) -> dict[str, float]:
             os.environ.pop(bar, None)
         else:
             os.environ[bar] = was
-    return {**read_metrics_table(text, f"run {run.info.run_id}: {METRICS_TABLE}"), **metrics}
+    return {**read_metrics_table(text, where), **metrics}

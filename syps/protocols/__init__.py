@@ -155,15 +155,13 @@ def registry_order(name: str) -> tuple[int, str]:
     return (names.index(name) if name in names else len(names), name)
 
 
-# Logged beside a metric, shown inside its cell by `syps compare`: never a column of their own.
-_BOUNDS = ("_ci_low", "_ci_high")
-
-
 def headline_metrics(protocol: str, logged: Iterable[str] = ()) -> list[str]:
     """The metrics ``syps compare`` shows by default for ``protocol``'s child runs: the
     protocol's ``headline_metrics``, or, for a protocol this version does not know, every key
     in ``logged`` (the metrics its runs logged) but CI bounds, sorted."""
+    from syps.core.report import CI_BOUNDS  # shown inside a metric's cell, not as a column
+
     name = current_name(protocol)
     if name in PROTOCOLS:
         return [str(m) for m in load_protocol(name).headline_metrics]
-    return sorted(k for k in set(logged) if not k.endswith(_BOUNDS))
+    return sorted(k for k in set(logged) if not k.endswith(CI_BOUNDS))

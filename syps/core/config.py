@@ -66,6 +66,10 @@ class ModelSpec:
     # openai: "batch" sends missing requests through the Batch API
     # (syps.core.backends.openai_batch).
     mode: Literal["online", "batch"] = "online"
+    # hf: the number format of the weights and the computation; "auto": bfloat16 on a GPU,
+    # float32 on the CPU (see syps.core.backends.local_dtype). Part of the store key: the same
+    # weights in bf16 and fp32 answer differently. openai: the server's choice, so "auto".
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
 
 
 @dataclass(frozen=True)
@@ -297,6 +301,17 @@ def _validate_spec(where: str, spec: ModelSpec) -> None:
         raise ConfigError(f"{where}: identity and mode apply to the openai backend only")
     if spec.identity is not None and not spec.identity.strip():
         raise ConfigError(f"{where}.identity: must not be empty (leave it out instead)")
+    if spec.backend == "openai" and spec.dtype != "auto":
+        raise ConfigError(
+            f"{where}.dtype: {spec.dtype} cannot be chosen for an openai model: the server "
+            "decides its number format (declare it in identity to key its responses by it)"
+        )
+    kinds = {"cpu" if d == "cpu" else "gpu" for d in spec.devices or []}
+    if spec.dtype == "auto" and len(kinds) > 1:
+        raise ConfigError(
+            f"{where}.dtype: auto over CPU and GPU devices ({', '.join(spec.devices or [])}) "
+            "would generate in two formats; declare the dtype (float32, bfloat16 or float16)"
+        )
     if spec.price is not None and (spec.price.input < 0 or spec.price.output < 0):
         raise ConfigError(f"{where}.price: input and output must be 0 or more (USD per 1M tokens)")
 

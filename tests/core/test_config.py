@@ -335,12 +335,28 @@ def test_api_model_identity_price_and_mode_parse(raw: dict[str, Any]) -> None:
         ({"price": {"input": 1, "output": 2, "cached": 0.5}}, "models.api.price: unknown key"),
         ({"price": {"input": -1, "output": 2}}, "models.api.price: input and output must be 0"),
         ({"identity": " "}, "models.api.identity: must not be empty"),
+        (
+            {"dtype": "bfloat16"},
+            "models.api.dtype: bfloat16 cannot be chosen for an openai model: the server decides "
+            "its number format",
+        ),
+        ({"dtype": "bf16"}, "models.api.dtype: expected one of ['auto', 'float32', 'bfloat16'"),
     ],
 )
 def test_api_model_settings_rejected(raw: dict[str, Any], kw: dict[str, Any], message: str) -> None:
     _api(raw, **kw)
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         validate(_parse(raw))
+
+
+def test_auto_dtype_over_cpu_and_gpu_devices_is_refused(raw: dict[str, Any]) -> None:
+    raw["models"]["smollm2"].update(devices=["cpu", "cuda:0"])
+    assert _err(raw) == (
+        "models.smollm2.dtype: auto over CPU and GPU devices (cpu, cuda:0) would generate in "
+        "two formats; declare the dtype (float32, bfloat16 or float16)"
+    )
+    raw["models"]["smollm2"].update(dtype="float32")
+    assert validate(_parse(raw)).models["smollm2"].dtype == "float32"
 
 
 @pytest.mark.parametrize("kw", [{"identity": "w"}, {"mode": "batch"}])

@@ -149,11 +149,46 @@ class BackendEntry:
     load: Callable[[ModelSpec, Path], Backend]
 
 
+# Where a GPU driver is, torch may see a GPU; where none is, it cannot (so "auto" is decided
+# without importing torch on a CPU machine). NVIDIA's, then ROCm's (torch.cuda covers both).
+_GPU_DRIVERS = (Path("/proc/driver/nvidia"), Path("/dev/kfd"))
+
+
+def local_dtype(spec: ModelSpec) -> str:
+    """The dtype a local (``hf``) model runs in: ``spec.dtype``, or for ``auto`` bfloat16 on a
+    GPU and float32 on the CPU.
+
+    Why those defaults: a GPU's matrix units run bf16 at about twice the fp32 rate (half the
+    bytes per weight read) and bf16 is what models are released in; on a CPU, bf16 changes the
+    tokens (``bench/hf_dtype.py``, docs/performance.md: 28 of 64 SyPS prompts kept their fp32
+    greedy tokens, at 2.7x the speed on a CPU with AVX512-BF16) and is fast only on
+    processors with bf16 instructions, so fp32 stays the default there, keeping the committed
+    outputs, and bf16 is a choice (``dtype: bfloat16``). The devices
+    are ``spec.devices``, else every visible GPU, else the CPU (params refuse ``auto`` over
+    devices of two kinds: they would answer in two formats under one key)."""
+    if spec.dtype != "auto":
+        return spec.dtype
+    if spec.devices is not None:
+        return "float32" if "cpu" in spec.devices else "bfloat16"
+    if not any(p.exists() for p in _GPU_DRIVERS):
+        return "float32"
+    import torch
+
+    return "bfloat16" if torch.cuda.is_available() else "float32"
+
+
 def _hf_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
+    """The weights' id and revision (or hash) and, unless it is float32, the dtype: every key
+    the store holds from before the dtype was a setting is a float32 one (syps generated in
+    bf16 only on CUDA, where its HF path had never run), so they stay valid."""
     from syps.core.backends.hf_resolve import resolve  # no torch: hashing files only
 
     r = resolve(spec, cache_dir)
-    return {"backend": "hf", "model_id": r.model_id, "revision": r.revision}
+    identity = {"backend": "hf", "model_id": r.model_id, "revision": r.revision}
+    dtype = local_dtype(spec)
+    if dtype != "float32":
+        identity["dtype"] = dtype
+    return identity
 
 
 def _hf_load(spec: ModelSpec, cache_dir: Path) -> Backend:

@@ -305,9 +305,12 @@ class HFBackend:
         cuda = device.startswith("cuda")
         kwargs: dict[str, Any] = {"revision": resolved.hf_revision} if resolved.hf_revision else {}
         tok = AutoTokenizer.from_pretrained(source, **kwargs)
+        # One device here: local_dtype's devices are spec.devices (each worker's kind alike, or
+        # refused) or the GPUs torch sees, so the dtype is the store key's.
+        dtype = spec.dtype if spec.dtype != "auto" else ("bfloat16" if cuda else "float32")
         model = AutoModelForCausalLM.from_pretrained(
             source,
-            dtype=torch.bfloat16 if cuda else torch.float32,
+            dtype=getattr(torch, dtype),
             **({"attn_implementation": "sdpa"} if cuda else {}),
             **kwargs,
         )

@@ -23,6 +23,7 @@ import pandas as pd
 from syps.core.io import InputError, LintError, canonical_json, sha256_text
 from syps.core.labeling import UNCLEAR
 from syps.core.messages import parse_messages
+from syps.core.report import COMPANIONS
 from syps.core.templating import TemplateSpec
 from syps.protocols.base import (
     LABEL_COLUMNS,
@@ -410,7 +411,7 @@ class CuesProtocol:
         ``flips_away_<v>`` and the McNemar tests of ``<v>``: P0 and ``<v>``; ``base_syc``: P0;
         the rest (SPSS, sensitivity, the pooled flip counts, CI bounds and supports alike):
         every variant."""
-        stem = re.sub(r"_(ci_low|ci_high|n|low_support)$", "", key)
+        stem = next((key.removesuffix(c) for c in COMPANIONS if key.endswith(c)), key)
         if stem == "base_syc":
             return [{"variant": "P0"}]
         one = re.fullmatch(r"syc_rate_(P\d+)", stem)

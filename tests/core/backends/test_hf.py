@@ -203,3 +203,20 @@ def test_option_logprobs_batched_matches_single(backend) -> None:  # type: ignor
     assert both.shape == (2, 2)
     assert (both < 0).all()
     np.testing.assert_allclose(both, one, atol=1e-4)
+
+
+def test_the_declared_dtype_is_the_one_that_runs(backend, model_cache: Path) -> None:  # type: ignore[no-untyped-def]
+    """auto on the CPU is float32; bfloat16 is a choice there, and its greedy answer is a
+    bf16 computation of its own (the store keys it apart, see test_hf_resolve)."""
+    import torch
+
+    from syps.core.backends.hf import HFBackend
+
+    assert backend.model.dtype == torch.float32
+    bf16 = HFBackend.load(
+        ModelSpec(model="embedded:smollm2", batch_size=4, dtype="bfloat16"), model_cache
+    )
+    assert bf16.model.dtype == torch.bfloat16
+    assert all(p.dtype == torch.bfloat16 for p in bf16.model.parameters())
+    (out,) = bf16.generate([GenRequest("q", _msgs("Name a colour."), 8)], GREEDY)
+    assert out.text.strip() and out.completion_tokens > 0

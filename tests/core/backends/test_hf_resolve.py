@@ -393,3 +393,57 @@ def test_two_processes_build_the_model_copy_once(tmp_path: Path) -> None:
     assert (target / "config.json").read_text() == builders[0]
     # Nothing half-built is left beside it.
     assert sorted(p.name for p in target.parent.iterdir()) == ["abc", "abc.lock"]
+
+
+# --- the dtype -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A machine without a GPU driver (this one, in CI)."""
+    import syps.core.backends as backends
+
+    monkeypatch.setattr(backends, "_GPU_DRIVERS", (tmp_path / "no-driver",))
+
+
+def test_the_dtype_is_in_the_key_unless_it_is_float32(
+    hub: Path, tmp_path: Path, no_gpu: None
+) -> None:
+    snapshot(hub, HUB_ID, SHA_A)
+    before = {"backend": "hf", "model_id": HUB_ID, "revision": SHA_A}  # a key from before dtype
+    key = {
+        dtype: generation_key(
+            model_identity(ModelSpec(model=HUB_ID, revision=SHA_A, dtype=dtype), tmp_path, "m"),
+            MESSAGES,
+            8,
+            GREEDY,
+        )
+        for dtype in ("auto", "float32", "bfloat16", "float16")
+    }
+    # float32, and auto on a CPU, keep the keys a store holds from before the dtype was a
+    # setting; bf16 and fp16 answers are keyed apart from them and from each other.
+    assert key["float32"] == key["auto"] == generation_key(before, MESSAGES, 8, GREEDY)
+    assert len({key["float32"], key["bfloat16"], key["float16"]}) == 3
+    bf16 = model_identity(ModelSpec(model=HUB_ID, revision=SHA_A, dtype="bfloat16"), tmp_path, "m")
+    assert bf16 == {**before, "dtype": "bfloat16"}
+
+
+def test_auto_is_bf16_on_gpus_and_fp32_on_the_cpu(
+    tmp_path: Path, no_gpu: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import syps.core.backends as backends
+    from syps.core.backends import local_dtype
+
+    assert local_dtype(ModelSpec(model="x")) == "float32"  # no driver: torch is not asked
+    assert local_dtype(ModelSpec(model="x", devices=["cuda:0", "cuda:1"])) == "bfloat16"
+    assert local_dtype(ModelSpec(model="x", devices=["cpu", "cpu"])) == "float32"
+    assert local_dtype(ModelSpec(model="x", devices=["cpu"], dtype="bfloat16")) == "bfloat16"
+    assert local_dtype(ModelSpec(model="x", devices=["cuda:0"], dtype="float32")) == "float32"
+    # A driver but no GPU torch can use (a CPU build of torch): float32.
+    monkeypatch.setattr(backends, "_GPU_DRIVERS", (tmp_path,))
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert local_dtype(ModelSpec(model="x")) == "float32"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert local_dtype(ModelSpec(model="x")) == "bfloat16"

@@ -306,8 +306,8 @@ def _validate_spec(where: str, spec: ModelSpec) -> None:
             f"{where}.dtype: {spec.dtype} cannot be chosen for an openai model: the server "
             "decides its number format (declare it in identity to key its responses by it)"
         )
-    kinds = {"cpu" if d == "cpu" else "gpu" for d in spec.devices or []}
-    if spec.dtype == "auto" and len(kinds) > 1:
+    cuda = {d.startswith("cuda") for d in spec.devices or []}
+    if spec.dtype == "auto" and len(cuda) > 1:  # auto is bf16 on CUDA, fp32 elsewhere
         raise ConfigError(
             f"{where}.dtype: auto over CPU and GPU devices ({', '.join(spec.devices or [])}) "
             "would generate in two formats; declare the dtype (float32, bfloat16 or float16)"

@@ -163,13 +163,14 @@ def local_dtype(spec: ModelSpec) -> str:
     tokens (``bench/hf_dtype.py``, docs/performance.md: 28 of 64 SyPS prompts kept their fp32
     greedy tokens, at 2.7x the speed on a CPU with AVX512-BF16) and is fast only on
     processors with bf16 instructions, so fp32 stays the default there, keeping the committed
-    outputs, and bf16 is a choice (``dtype: bfloat16``). The devices
-    are ``spec.devices``, else every visible GPU, else the CPU (params refuse ``auto`` over
-    devices of two kinds: they would answer in two formats under one key)."""
+    outputs, and bf16 is a choice (``dtype: bfloat16``). The devices are ``spec.devices``
+    (bf16 where they are CUDA devices, as ``HFBackend.load`` decides; params refuse ``auto``
+    over CUDA and other devices together, which would answer in two formats under one key),
+    else every visible GPU, else the CPU."""
     if spec.dtype != "auto":
         return spec.dtype
     if spec.devices is not None:
-        return "float32" if "cpu" in spec.devices else "bfloat16"
+        return "bfloat16" if all(d.startswith("cuda") for d in spec.devices) else "float32"
     if not any(p.exists() for p in _GPU_DRIVERS):
         return "float32"
     import torch

@@ -437,6 +437,7 @@ def test_auto_is_bf16_on_gpus_and_fp32_on_the_cpu(
     assert local_dtype(ModelSpec(model="x")) == "float32"  # no driver: torch is not asked
     assert local_dtype(ModelSpec(model="x", devices=["cuda:0", "cuda:1"])) == "bfloat16"
     assert local_dtype(ModelSpec(model="x", devices=["cpu", "cpu"])) == "float32"
+    assert local_dtype(ModelSpec(model="x", devices=["mps"])) == "float32"  # as the load does
     assert local_dtype(ModelSpec(model="x", devices=["cpu"], dtype="bfloat16")) == "bfloat16"
     assert local_dtype(ModelSpec(model="x", devices=["cuda:0"], dtype="float32")) == "float32"
     # A driver but no GPU torch can use (a CPU build of torch): float32.

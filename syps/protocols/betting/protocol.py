@@ -21,6 +21,7 @@ import pandas as pd
 
 from syps.core.config import ConfigError
 from syps.core.io import InputError, LintError, canonical_json, sha256_text
+from syps.core.report import COMPANIONS
 from syps.core.templating import TemplateSpec
 from syps.protocols.base import (
     LABEL_COLUMNS,
@@ -441,9 +442,18 @@ class BettingProtocol:
         return list(artifacts)
 
     def metric_cells(self, key: str) -> list[dict[str, str]] | None:
-        """Every cell of the child."""
+        """A per-premise metric (``accuracy_Z``, ``beta_F``, ``rho_N``, ... with its CI and
+        support): that premise's four cells; the rest (remorse and overcompensation compare
+        premises; the skip counts): every cell of the child."""
+        stem = next((key.removesuffix(c) for c in COMPANIONS if key.endswith(c)), key)
+        metric, _, premise = stem.rpartition("_")
+        if metric in _PER_PREMISE and premise in PREMISES:
+            return [{"condition": premise}]
         return None
 
+
+# The metrics computed per premise, keyed <metric>_<premise> (BettingProtocol.score).
+_PER_PREMISE = ("accuracy", "beta", "interaction", "p_user", "rho", "unclear_rate", "n_items")
 
 PROTOCOL: Protocol[BettingParams] = BettingProtocol()
 

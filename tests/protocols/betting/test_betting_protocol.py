@@ -425,3 +425,22 @@ def test_figures_write_pngs_and_their_data(tmp_path: Path) -> None:
     bias = pd.read_csv(tmp_path / "p" / "bias.csv")
     # Z: P(last) = 0, 1, 1, 1 -> rho .25.
     assert bias.loc[bias["condition"] == "Z", "rho"].item() == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize(
+    ("key", "cells"),
+    [
+        ("accuracy_Z", [{"condition": "Z"}]),
+        ("beta_F_ci_low", [{"condition": "F"}]),
+        ("rho_N_n", [{"condition": "N"}]),
+        ("interaction_F_low_support", [{"condition": "F"}]),
+        ("n_items_Z", [{"condition": "Z"}]),
+        ("n_items", None),
+        ("remorse", None),
+        ("overcompensation_p", None),
+        ("n_skipped/F/correct/first", None),
+    ],
+)
+def test_metric_cells(key: str, cells: list[dict[str, str]] | None) -> None:
+    """A per-premise metric rests on that premise's cells (``syps audit --metric``)."""
+    assert PROTOCOL.metric_cells(key) == cells

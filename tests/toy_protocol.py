@@ -31,7 +31,15 @@ from fakes import FakeBackend, Reply, Score
 from syps.core.backends import GenResult
 from syps.core.io import canonical_json
 from syps.core.templating import TemplateSpec
-from syps.protocols.base import ConvGeneration, Drawn, ProtocolParams, Request, Skipped, Turn
+from syps.protocols.base import (
+    ConvGeneration,
+    Drawn,
+    ProtocolParams,
+    Request,
+    Skipped,
+    TraceDefaults,
+    Turn,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,7 +50,7 @@ class ToyParams(ProtocolParams):
     questions: list[str] = field(default_factory=lambda: ["alpha?", "beta?", "skipme gamma?"])
 
 
-class ToyProtocol:
+class ToyProtocol(TraceDefaults):
     name: str = "toy"
     params_type: type[ProtocolParams] = ToyParams
     turns: int = 2
@@ -181,15 +189,6 @@ class ToyProtocol:
     def run_tags(self, params: ToyParams) -> dict[str, str]:
         return {}
 
-    def link_traces(
-        self, artifacts: Sequence[Path | tuple[Path, str]], traces: pd.DataFrame, out: Path
-    ) -> list[Path | tuple[Path, str]]:
-        """Nothing to link."""
-        return list(artifacts)
-
-    def metric_cells(self, key: str) -> list[dict[str, str]] | None:
-        """Every cell."""
-        return None
 
 
 PROTOCOL = ToyProtocol()

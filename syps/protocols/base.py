@@ -198,6 +198,22 @@ class Judge(TypingProtocol):
 P_contra = TypeVar("P_contra", bound=ProtocolParams, contravariant=True)
 
 
+class TraceDefaults:
+    """``Protocol.link_traces`` and ``Protocol.metric_cells`` for a protocol whose child runs
+    log no table of conversations and that does not say which cells a metric rests on: its
+    class inherits these (``class Pushback(TraceDefaults)``) and overrides what it has."""
+
+    def link_traces(
+        self, artifacts: Sequence[Path | tuple[Path, str]], traces: pd.DataFrame, out: Path
+    ) -> list[Path | tuple[Path, str]]:
+        """The artifacts as they are."""
+        return list(artifacts)
+
+    def metric_cells(self, key: str) -> list[dict[str, str]] | None:
+        """Every cell of the child."""
+        return None
+
+
 class Protocol(TypingProtocol[P_contra]):
     """A study design. Implemented by one module-level object per protocol, typed by its params
     (``PROTOCOL: Protocol[BettingParams] = BettingProtocol()``), so that mypy checks every

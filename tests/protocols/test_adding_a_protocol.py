@@ -42,6 +42,7 @@ from syps.protocols.base import (
     Request,
     ScoreSettings,
     Turn,
+    TraceDefaults,
 )
 
 ITEMS = [("sky", "What colour is the sky?", "blue"), ("grass", "What colour is grass?", "green")]
@@ -53,7 +54,7 @@ class EchoParams(ProtocolParams):
     template: str = "{question} Answer in one word."
 
 
-class Echo:
+class Echo(TraceDefaults):
     name: str = "echo"
     params_type: type[ProtocolParams] = EchoParams
     turns: int = 1
@@ -138,12 +139,6 @@ class Echo:
 
     def review(self, params: EchoParams, items: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({"flagged": False, "expected": ""}, index=labels.index)
-
-    def link_traces(self, artifacts: Any, traces: pd.DataFrame, out: Path) -> list[Any]:
-        return list(artifacts)
-
-    def metric_cells(self, key: str) -> None:
-        return None
 
 
 PROTOCOL: Protocol = Echo()

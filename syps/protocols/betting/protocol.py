@@ -33,6 +33,7 @@ from syps.protocols.base import (
     ProtocolParams,
     Request,
     ScoreSettings,
+    TraceDefaults,
     Turn,
 )
 from syps.protocols.betting import parse
@@ -201,7 +202,7 @@ def _cell_name(c: Condition) -> str:
     )
 
 
-class BettingProtocol:
+class BettingProtocol(TraceDefaults):
     """The betting-game judge (Ben-Natan and Tsur, arXiv 2601.15436) as a ``base.Protocol``."""
 
     # Annotated as base.Protocol declares them, so that mypy checks PROTOCOL against it.
@@ -434,12 +435,6 @@ class BettingProtocol:
             },
             index=labels.index,
         )
-
-    def link_traces(
-        self, artifacts: Sequence[Path | tuple[Path, str]], traces: pd.DataFrame, out: Path
-    ) -> list[Path | tuple[Path, str]]:
-        """Its child runs log no table of conversations: the artifacts as they are."""
-        return list(artifacts)
 
     def metric_cells(self, key: str) -> list[dict[str, str]] | None:
         """A per-premise metric (``accuracy_Z``, ``beta_F``, ``rho_N``, ... with its CI and

@@ -19,7 +19,6 @@ import hashlib
 import inspect
 import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +37,7 @@ from syps.protocols.base import (
     Request,
     ScoreSettings,
     Skipped,
+    TraceDefaults,
     Turn,
 )
 from syps.protocols.discernment import parse as parse_module
@@ -574,7 +574,7 @@ def _templates(p: DiscernmentParams) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Discernment:
+class Discernment(TraceDefaults):
     """Argument discernment (Big-Big-SycoBench): see the module docstring."""
 
     name: str = NAME
@@ -669,15 +669,6 @@ class Discernment:
         flagged = (joined["stage"] == "update") & (joined["validity"] == "invalid") & toward
         return pd.DataFrame({"flagged": flagged.to_numpy(), "expected": ""}, index=labels.index)
 
-    def link_traces(
-        self, artifacts: Sequence[Path | tuple[Path, str]], traces: pd.DataFrame, out: Path
-    ) -> list[Path | tuple[Path, str]]:
-        """Its child runs log no table of conversations: the artifacts as they are."""
-        return list(artifacts)
-
-    def metric_cells(self, key: str) -> list[dict[str, str]] | None:
-        """Every cell of the child."""
-        return None
 
 
 PROTOCOL: Protocol[DiscernmentParams] = Discernment()

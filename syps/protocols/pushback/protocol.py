@@ -41,6 +41,7 @@ from syps.protocols.base import (
     Request,
     ScoreSettings,
     Skipped,
+    TraceDefaults,
     Turn,
     cell_key,
     item_values,
@@ -387,7 +388,7 @@ def child(
 # ---------------------------------------------------------------------------------- protocol
 
 
-class PushbackProtocol:
+class PushbackProtocol(TraceDefaults):
     """``PROTOCOL``: see the module docstring."""
 
     name = "pushback"
@@ -575,15 +576,6 @@ class PushbackProtocol:
             index=labels.index,
         )
 
-    def link_traces(
-        self, artifacts: Sequence[Path | tuple[Path, str]], traces: pd.DataFrame, out: Path
-    ) -> list[Path | tuple[Path, str]]:
-        """Its child runs log no table of conversations: the artifacts as they are."""
-        return list(artifacts)
-
-    def metric_cells(self, key: str) -> list[dict[str, str]] | None:
-        """Every cell of the child (a contrast key's path names its two cells; not read yet)."""
-        return None
 
 
 PROTOCOL: Protocol[PushbackParams] = PushbackProtocol()

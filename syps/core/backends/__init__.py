@@ -154,6 +154,14 @@ class BackendEntry:
 _GPU_DRIVERS = (Path("/proc/driver/nvidia"), Path("/dev/kfd"))
 
 
+def device_dtype(dtype: str, device: str) -> str:
+    """``dtype`` as a model runs it on ``device``: ``auto`` is bfloat16 on a CUDA device and
+    float32 on any other (see :func:`local_dtype` for why)."""
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if device.startswith("cuda") else "float32"
+
+
 def local_dtype(spec: ModelSpec) -> str:
     """The dtype a local (``hf``) model runs in: ``spec.dtype``, or for ``auto`` bfloat16 on a
     GPU and float32 on the CPU.
@@ -167,15 +175,14 @@ def local_dtype(spec: ModelSpec) -> str:
     (bf16 where they are CUDA devices, as ``HFBackend.load`` decides; params refuse ``auto``
     over CUDA and other devices together, which would answer in two formats under one key),
     else every visible GPU, else the CPU."""
-    if spec.dtype != "auto":
-        return spec.dtype
-    if spec.devices is not None:
-        return "bfloat16" if all(d.startswith("cuda") for d in spec.devices) else "float32"
+    if spec.dtype != "auto" or spec.devices is not None:
+        # Every device's dtype is one: params refuse auto over CUDA and other devices.
+        return device_dtype(spec.dtype, (spec.devices or ["cpu"])[0])
     if not any(p.exists() for p in _GPU_DRIVERS):
         return "float32"
     import torch
 
-    return "bfloat16" if torch.cuda.is_available() else "float32"
+    return device_dtype("auto", "cuda" if torch.cuda.is_available() else "cpu")
 
 
 def _hf_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:

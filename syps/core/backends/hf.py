@@ -35,6 +35,7 @@ from syps.core.backends import (
     OptionScores,
     SamplingParams,
     check_context,
+    device_dtype,
     judge_prompt_name,
     longest_first,
     prompt_seed,
@@ -305,12 +306,10 @@ class HFBackend:
         cuda = device.startswith("cuda")
         kwargs: dict[str, Any] = {"revision": resolved.hf_revision} if resolved.hf_revision else {}
         tok = AutoTokenizer.from_pretrained(source, **kwargs)
-        # One device here: local_dtype's devices are spec.devices (each worker's kind alike, or
-        # refused) or the GPUs torch sees, so the dtype is the store key's.
-        dtype = spec.dtype if spec.dtype != "auto" else ("bfloat16" if cuda else "float32")
+        # The store key's dtype: local_dtype resolves auto by the same rule over the devices.
         model = AutoModelForCausalLM.from_pretrained(
             source,
-            dtype=getattr(torch, dtype),
+            dtype=getattr(torch, device_dtype(spec.dtype, device)),
             **({"attn_implementation": "sdpa"} if cuda else {}),
             **kwargs,
         )

@@ -100,10 +100,11 @@ def load_audit(mlruns: Path, run: str) -> Audit:
                     child_protocol(c.data.tags, c.data.params),
                     c.info.run_name or "",
                     dict(c.data.params),
-                    child_metrics(client, c),
-                    _trace_index(_artifact_dir(client, c, mlruns)),
+                    child_metrics(client, c, folder),
+                    _trace_index(folder),
                 )
                 for c in children
+                for folder in [_artifact_dir(client, c, mlruns)]
             ),
             key=lambda c: (registry_order(c.protocol), c.name),
         ),

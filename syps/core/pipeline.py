@@ -319,12 +319,12 @@ def score(
     if summary is not None:
         write_json(jsonable(headline_summary(scores, proto.headline_metrics)), summary)
     # The PNGs in a folder of their own, which the dvc plots page shows (dvc.yaml's plots).
-    for folder in figure_dirs(figures):
-        folder.mkdir(exist_ok=True)
+    pngs, pages = figure_dirs(figures)
+    pngs.mkdir(exist_ok=True)
+    pages.mkdir(exist_ok=True)
     drawn = proto.figures(
-        pp, scores, table, read_parquet(items, ITEM_COLUMNS), *figure_dirs(figures), plots,
-        settings,
-    )  # fmt: skip
+        pp, scores, table, read_parquet(items, ITEM_COLUMNS), pngs, pages, plots, settings
+    )
     templates = proto.templates(pp)
     write_json(templates, plots / "templates.json")
     params_json = canonical_json(asdict(pp))

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 from syps.core.report import COMPANIONS
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import mlflow
     from mlflow.entities import Run
 
@@ -128,9 +130,13 @@ def has_metrics_table(tags: Mapping[str, str]) -> bool:
     return f'"{METRICS_TABLE}"' in tags.get(LOGGED_ARTIFACTS_TAG, "")
 
 
-def child_metrics(client: mlflow.MlflowClient, run: Run) -> dict[str, float]:
+def child_metrics(
+    client: mlflow.MlflowClient, run: Run, artifacts: Path | None = None
+) -> dict[str, float]:
     """Every metric of a child run: its metrics table (where it logged one) and its MLflow
-    metrics."""
+    metrics. The table is read in ``artifacts`` (the run's artifact folder, e.g. in a copy of
+    mlruns/), else where the run's artifact URI says when that is a local folder, else
+    downloaded."""
     import os
     import tempfile
     from pathlib import Path
@@ -141,7 +147,9 @@ def child_metrics(client: mlflow.MlflowClient, run: Run) -> dict[str, float]:
         return metrics
     where = f"run {run.info.run_id}: {METRICS_TABLE}"
     uri = urlparse(str(run.info.artifact_uri))
-    local = Path(unquote(uri.path)) / METRICS_TABLE if uri.scheme in ("", "file") else None
+    if artifacts is None and uri.scheme in ("", "file"):
+        artifacts = Path(unquote(uri.path))
+    local = artifacts / METRICS_TABLE if artifacts is not None else None
     if local is not None and local.is_file():  # syps's own store: read it where it lies
         return {**read_metrics_table(local.read_text(encoding="utf-8"), where), **metrics}
     # MLflow draws a progress bar on stderr per download; a table per child would fill it.

@@ -367,3 +367,9 @@ def test_audit_lists_the_traces_behind_a_metric(tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["audit", run, "--mlruns", str(mlruns), "--metric", "SS.spss"])
     assert bad.exit_code != 0
     assert f"run {run}: no child run of dataset SS has the metric 'spss'" in bad.output
+    # A copy of mlruns/ alone will do: the metrics table and the trace index are read in it
+    # (the store recorded them under the original's absolute path, gone now).
+    copy = tmp_path / "copy" / "mlruns"
+    shutil.copytree(mlruns, copy)
+    shutil.rmtree(mlruns)
+    assert _audit(run, "--mlruns", str(copy), "--metric", "SS.delta_P3").splitlines() == out

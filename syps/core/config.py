@@ -32,10 +32,12 @@ class Price:
 class ModelSpec:
     """A model and the backend that serves it.
 
-    ``hf``: ``model`` is ``embedded:smollm2``, a Hugging Face id (pin ``revision``) or a local
-    directory. ``openai``: ``model`` is the served model name at ``base_url`` (OpenAI, vLLM,
-    SGLang, llama.cpp ...); the API key is read from the environment variable *named* by
-    ``api_key_env`` and never appears in params, outputs or logs.
+    ``hf`` and ``vllm`` (the local backends): ``model`` is ``embedded:smollm2``, a Hugging Face
+    id (pin ``revision``) or a local directory; ``hf`` runs it through transformers, ``vllm``
+    through vLLM's offline engine (``syps.core.backends.vllm_engine``). ``openai``: ``model``
+    is the served model name at ``base_url`` (OpenAI, vLLM, SGLang, llama.cpp ...); the API
+    key is read from the environment variable *named* by ``api_key_env`` and never appears in
+    params, outputs or logs.
 
     ``identity`` is the user's declaration of the weights behind an API model (a weights hash,
     a release name): with it, or with ``revision``, the response store keys the model by what
@@ -43,7 +45,7 @@ class ModelSpec:
     """
 
     model: str
-    backend: Literal["hf", "openai"] = "hf"
+    backend: Literal["hf", "vllm", "openai"] = "hf"
     revision: str | None = None
     batch_size: int = 16
     # hf: devices to spread batches over, one worker process each (["cuda:0", "cuda:1"]);
@@ -66,10 +68,26 @@ class ModelSpec:
     # openai: "batch" sends missing requests through the Batch API
     # (syps.core.backends.openai_batch).
     mode: Literal["online", "batch"] = "online"
-    # hf: the number format of the weights and the computation; "auto": bfloat16 on a GPU,
+    # hf and vllm: the number format of the weights and the computation; "auto": bfloat16 on a GPU,
     # float32 on the CPU (see syps.core.backends.local_dtype). Part of the store key: the same
     # weights in bf16 and fp32 answer differently. openai: the server's choice, so "auto".
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    # vllm: the engine's settings. max_model_len: the most tokens (prompt and new) a request
+    # may hold (null: the model's context). memory_share: on a GPU the share of its memory the
+    # engine takes (vLLM's gpu_memory_utilization; null: 0.9), on a CPU the share of the RAM
+    # available at start that it takes for the KV cache (null: 0.1; see
+    # syps.core.backends.vllm_engine). Neither changes an answer, so neither is in the store
+    # key. tensor_parallel_size (GPUs one model is split over) and enforce_eager (no CUDA
+    # graphs or compiled kernels) change the order of the sums, hence the answers: both are in
+    # the key.
+    max_model_len: int | None = None
+    memory_share: float | None = None
+    tensor_parallel_size: int = 1
+    enforce_eager: bool = False
+
+
+# The backends that run weights on this machine (keyed by their resolved revision or hash).
+LOCAL_BACKENDS = ("hf", "vllm")
 
 
 @dataclass(frozen=True)
@@ -283,8 +301,29 @@ def validate(p: Params) -> Params:
 def _validate_spec(where: str, spec: ModelSpec) -> None:
     if spec.backend == "openai" and not spec.base_url:
         raise ConfigError(f"{where}.base_url: required for the openai backend")
-    if spec.backend == "hf" and (spec.base_url or spec.api_key_env):
+    local = spec.backend in LOCAL_BACKENDS
+    if local and (spec.base_url or spec.api_key_env):
         raise ConfigError(f"{where}: base_url and api_key_env apply to the openai backend only")
+    engine = {
+        "max_model_len": spec.max_model_len is not None,
+        "memory_share": spec.memory_share is not None,
+        "tensor_parallel_size": spec.tensor_parallel_size != 1,
+        "enforce_eager": spec.enforce_eager,
+    }
+    if spec.backend != "vllm" and any(engine.values()):
+        keys = ", ".join(k for k, v in engine.items() if v)
+        raise ConfigError(f"{where}: {keys} apply to the vllm backend only")
+    if spec.backend == "vllm" and spec.devices is not None:
+        raise ConfigError(
+            f"{where}.devices: the vllm backend uses the GPUs it can see: choose them with "
+            "CUDA_VISIBLE_DEVICES and split one model over several with tensor_parallel_size"
+        )
+    if spec.max_model_len is not None and spec.max_model_len < 1:
+        raise ConfigError(f"{where}.max_model_len: must be at least 1")
+    if spec.memory_share is not None and not 0 < spec.memory_share <= 1:
+        raise ConfigError(f"{where}.memory_share: must lie in (0, 1], a share of the memory")
+    if spec.tensor_parallel_size < 1:
+        raise ConfigError(f"{where}.tensor_parallel_size: must be at least 1")
     for key in ("batch_size", "concurrency"):
         if getattr(spec, key) < 1:
             raise ConfigError(f"{where}.{key}: must be at least 1")
@@ -296,8 +335,8 @@ def _validate_spec(where: str, spec: ModelSpec) -> None:
         raise ConfigError(f"{where}.size: must be a positive number of parameters")
     if spec.max_unclear is not None and not 0 <= spec.max_unclear <= 1:
         raise ConfigError(f"{where}.max_unclear: must lie between 0 and 1")
-    if spec.backend == "hf" and (spec.identity is not None or spec.mode != "online"):
-        # An hf model is keyed by its resolved commit or weights hash, never by a declaration.
+    if local and (spec.identity is not None or spec.mode != "online"):
+        # A local model is keyed by its resolved commit or weights hash, never by a declaration.
         raise ConfigError(f"{where}: identity and mode apply to the openai backend only")
     if spec.identity is not None and not spec.identity.strip():
         raise ConfigError(f"{where}.identity: must not be empty (leave it out instead)")

@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from syps.core.backends import model_identity
-from syps.core.config import JudgeParams, ModelSpec, Params
+from syps.core.config import LOCAL_BACKENDS, JudgeParams, ModelSpec, Params
 from syps.core.store import Store
 
 Messages = list[dict[str, str]]
@@ -61,10 +61,10 @@ class PlanRow:
 def token_counter(spec: ModelSpec, cache_dir: Path) -> tuple[Callable[[Messages], int], bool]:
     """A prompt-token counter for ``spec`` and whether it is exact.
 
-    hf: the model's tokenizer and chat template (``ChatEncoder``, as generation encodes), read
+    hf, vllm: the model's tokenizer and chat template (``ChatEncoder``, as generation encodes), read
     from the local files or the GGUF's metadata, never the weights. API models: the estimate.
     """
-    if spec.backend != "hf":
+    if spec.backend not in LOCAL_BACKENDS:
         return estimate_tokens, False
     from transformers import AutoTokenizer
 

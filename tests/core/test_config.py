@@ -386,3 +386,50 @@ def test_tracking_traces_rejected(raw: dict[str, Any], kw: dict[str, Any], messa
     raw["tracking"] = kw
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         validate(_parse(raw))
+
+
+# --- the vllm backend's engine settings ---------------------------------------------------------
+def test_vllm_engine_settings_parse(raw: dict[str, Any]) -> None:
+    raw["models"]["smollm2"].update(
+        backend="vllm", max_model_len=4096, memory_share=0.5, tensor_parallel_size=2
+    )
+    spec = validate(_parse(raw)).models["smollm2"]
+    assert (spec.max_model_len, spec.memory_share, spec.tensor_parallel_size) == (4096, 0.5, 2)
+    assert spec.enforce_eager is False
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"memory_share": 0.5}, "models.smollm2: memory_share apply to the vllm backend only"),
+        (
+            {"enforce_eager": True, "tensor_parallel_size": 2},
+            "models.smollm2: tensor_parallel_size, enforce_eager apply to the vllm backend only",
+        ),
+        ({"backend": "vllm", "memory_share": 0}, "models.smollm2.memory_share: must lie in"),
+        ({"backend": "vllm", "memory_share": 1.5}, "models.smollm2.memory_share: must lie in"),
+        ({"backend": "vllm", "max_model_len": 0}, "models.smollm2.max_model_len: must be at least"),
+        (
+            {"backend": "vllm", "tensor_parallel_size": 0},
+            "models.smollm2.tensor_parallel_size: must be at least 1",
+        ),
+        (
+            {"backend": "vllm", "devices": ["cuda:0"]},
+            "models.smollm2.devices: the vllm backend uses the GPUs it can see: choose them with "
+            "CUDA_VISIBLE_DEVICES",
+        ),
+        (
+            {"backend": "vllm", "base_url": "http://h/v1"},
+            "models.smollm2: base_url and api_key_env apply to the openai backend only",
+        ),
+        (
+            {"backend": "vllm", "identity": "x"},
+            "models.smollm2: identity and mode apply to the openai backend only",
+        ),
+    ],
+)
+def test_vllm_engine_settings_rejected(
+    raw: dict[str, Any], kw: dict[str, Any], message: str
+) -> None:
+    raw["models"]["smollm2"].update(kw)
+    assert _err(raw).startswith(message)

@@ -131,6 +131,7 @@ KNOWN_LAZY_CYCLES = [
         "syps.core.backends.hf_parallel",
         "syps.core.backends.openai_api",
         "syps.core.backends.openai_batch",
+        "syps.core.backends.vllm_engine",
     },
     # PROTOCOL.score imports scoring when called; scoring imports the params and resolvers.
     {"syps.protocols.pushback.protocol", "syps.protocols.pushback.scoring"},

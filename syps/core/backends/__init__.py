@@ -19,7 +19,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from syps.core.config import ModelSpec
+from syps.core.config import LOCAL_BACKENDS, ModelSpec
 from syps.core.io import InputError, sha256_text
 
 Messages = list[dict[str, str]]
@@ -163,8 +163,8 @@ def device_dtype(dtype: str, device: str) -> str:
 
 
 def local_dtype(spec: ModelSpec) -> str:
-    """The dtype a local (``hf``) model runs in: ``spec.dtype``, or for ``auto`` bfloat16 on a
-    GPU and float32 on the CPU.
+    """The dtype a local (``hf`` or ``vllm``) model runs in: ``spec.dtype``, or for ``auto``
+    bfloat16 on a GPU and float32 on the CPU.
 
     Why those defaults: a GPU's matrix units run bf16 at about twice the fp32 rate (half the
     bytes per weight read) and bf16 is what models are released in; on a CPU, bf16 changes the
@@ -236,8 +236,36 @@ def _openai_load(spec: ModelSpec, cache_dir: Path) -> Backend:
     return OpenAIBackend(spec, batch_dir=store_path().parent / "batches")
 
 
+def _vllm_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
+    """The weights as for hf, and every engine setting that changes an answer: the dtype
+    (always: this backend has no keys from before the dtype was a setting), the tensor-parallel
+    size (a split model sums its all-reduces in another order) and eager mode (CUDA graphs and
+    compiled kernels fuse operations). The memory share and the maximum length only decide
+    what fits, so they stay out."""
+    from syps.core.backends.hf_resolve import resolve
+
+    r = resolve(spec, cache_dir)
+    identity = {
+        "backend": "vllm",
+        "model_id": r.model_id,
+        "revision": r.revision,
+        "dtype": local_dtype(spec),
+        "tensor_parallel_size": str(spec.tensor_parallel_size),
+    }
+    if spec.enforce_eager:
+        identity["enforce_eager"] = "true"
+    return identity
+
+
+def _vllm_load(spec: ModelSpec, cache_dir: Path) -> Backend:
+    from syps.core.backends.vllm_engine import VLLMBackend
+
+    return VLLMBackend.load(spec, cache_dir)
+
+
 BACKENDS: dict[str, BackendEntry] = {
     "hf": BackendEntry(_hf_identity, _hf_load),
+    "vllm": BackendEntry(_vllm_identity, _vllm_load),
     "openai": BackendEntry(_openai_identity, _openai_load),
 }
 
@@ -257,7 +285,7 @@ def model_identity(spec: ModelSpec, cache_dir: Path, key: str) -> dict[str, str]
     except ModelSpecError as e:
         raise InputError(f"{key}.{e.field}: {e}") from None
     commit = identity["revision"]
-    if spec.backend == "hf" and COMMIT.fullmatch(commit) and spec.revision != commit:
+    if spec.backend in LOCAL_BACKENDS and COMMIT.fullmatch(commit) and spec.revision != commit:
         # A branch or tag moves when the hub is updated: say which weights this run means.
         print(
             f"warning: {key}.model {spec.model} is not pinned to a commit: this run uses "
@@ -284,11 +312,11 @@ _WARNED_ADDRESS: set[str] = set()
 
 def model_size(spec: ModelSpec, cache_dir: Path) -> float | None:
     """The model's parameter count, for the SPSS-vs-size figure: ``spec.size`` if set, else
-    counted from an hf model's config (see :func:`syps.core.backends.hf.parameter_count`); None
+    counted from a local model's config (see :func:`syps.core.backends.hf.parameter_count`); None
     when it cannot be known locally (an API model, a hub model not in the local cache)."""
     if spec.size is not None:
         return spec.size
-    if spec.backend != "hf":
+    if spec.backend not in LOCAL_BACKENDS:
         return None
     from syps.core.backends.hf import parameter_count  # torch: only here, never in the score core
 

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_hub import HUB_ID, REPO, SHA_A, SHA_B, point, snapshot, study_params
@@ -448,3 +449,34 @@ def test_auto_is_bf16_on_gpus_and_fp32_on_the_cpu(
     assert local_dtype(ModelSpec(model="x")) == "float32"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert local_dtype(ModelSpec(model="x")) == "bfloat16"
+
+
+def test_the_vllm_key_holds_every_setting_that_changes_an_answer(
+    hub: Path, tmp_path: Path, no_gpu: None
+) -> None:
+    """dtype (always named), tensor parallel size and eager mode are in a vllm key; memory share
+    and max model length, which only decide what fits, are not; and a vllm answer is never
+    served for an hf run of the same weights."""
+    snapshot(hub, HUB_ID, SHA_A)
+
+    def key(**kw: Any) -> str:
+        spec = ModelSpec(model=HUB_ID, revision=SHA_A, backend="vllm", **kw)
+        return generation_key(model_identity(spec, tmp_path, "m"), MESSAGES, 8, GREEDY)
+
+    base = key()
+    assert model_identity(
+        ModelSpec(model=HUB_ID, revision=SHA_A, backend="vllm"), tmp_path, "m"
+    ) == {
+        "backend": "vllm",
+        "model_id": HUB_ID,
+        "revision": SHA_A,
+        "dtype": "float32",  # auto on a machine without a GPU driver
+        "tensor_parallel_size": "1",
+    }
+    assert key(dtype="float32") == base
+    changed = [key(dtype="bfloat16"), key(dtype="float16"), key(tensor_parallel_size=2)]
+    changed.append(key(enforce_eager=True))
+    assert len({base, *changed}) == 5
+    assert key(memory_share=0.5) == key(max_model_len=512) == key(batch_size=64) == base
+    hf = ModelSpec(model=HUB_ID, revision=SHA_A)
+    assert generation_key(model_identity(hf, tmp_path, "m"), MESSAGES, 8, GREEDY) != base

@@ -35,7 +35,15 @@ app = typer.Typer(
 
 
 def run_stage(fn: Callable[..., None]) -> None:
-    """Run a pipeline function as a command; a bad input ends with its message and exit code 2."""
+    """Run a pipeline function as a command; a bad input ends with its message and exit code 2.
+
+    Under a ``dvc queue`` of several workers on a machine with GPUs, the stage first takes its
+    worker's share of them (before anything can initialise CUDA; see ``queue_gpus``)."""
+    from syps.core.backends.threads import GPU_ENV, queue_gpus
+
+    gpus = queue_gpus()
+    if gpus is not None:
+        os.environ[GPU_ENV] = gpus
     stage = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
     stage.command()(stage_command(fn))
     stage()

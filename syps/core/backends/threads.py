@@ -1,11 +1,12 @@
-"""How many CPU threads a local model process takes: its share of the cores.
+"""A local model process's share of the machine: its CPU threads and, under a queue, its GPUs.
 
 torch starts one thread per core in every process. Under ``dvc queue start -j N`` the N
 workers each run a model process, and N processes of as many threads as cores oversubscribe
 the machine: on 2 shared cores decoding ran 7-20x slower with 2 threads per process than with
 1. So a process run by a ``dvc queue`` worker takes ``cores // N``, N being the queue's live
 workers; ``SYPS_THREADS`` sets the number outright (for runs DVC does not start, e.g. two
-``dvc repro`` in two clones).
+``dvc repro`` in two clones). Likewise a queued stage on a machine with NVIDIA GPUs takes its
+worker's block of them (``queue_gpus``), so ``-j N`` runs N engines side by side.
 
 DVC tells a queued experiment nothing about N. Its workers are processes named
 ``dvc exp queue-worker dvc-exp-<queue>-<k>@localhost``, and each runs its experiment as a
@@ -44,24 +45,32 @@ def _parent(pid: str) -> str | None:
     return ppid if ppid != "0" else None
 
 
+def queue_slot(pid: int | None = None) -> tuple[int, int] | None:
+    """``(position, workers)``: the live workers of the ``dvc queue`` that runs process ``pid``
+    (default: this one) and the position among them (from 0, in worker-number order) of the
+    one that runs it; None when no ancestor is a queue worker."""
+    at: str | None = str(pid or os.getpid())
+    found = None
+    while at is not None and found is None:
+        found = _WORKER.search(_cmdline(at))
+        at = _parent(at)
+    if found is None:
+        return None
+    queue, mine = found.group(1), int(found.group(2))
+    numbers = {mine}
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            other = _WORKER.search(_cmdline(entry.name))
+            if other and other.group(1) == queue:
+                numbers.add(int(other.group(2)))
+    return sorted(numbers).index(mine), len(numbers)
+
+
 def queue_workers(pid: int | None = None) -> int | None:
     """The live workers of the ``dvc queue`` that runs process ``pid`` (default: this one);
     None when no ancestor is a queue worker."""
-    at: str | None = str(pid or os.getpid())
-    queue = None
-    while at is not None and queue is None:
-        found = _WORKER.search(_cmdline(at))
-        queue = found.group(1) if found else None
-        at = _parent(at)
-    if queue is None:
-        return None
-    names = set()
-    for entry in PROC.iterdir():
-        if entry.name.isdigit():
-            found = _WORKER.search(_cmdline(entry.name))
-            if found and found.group(1) == queue:
-                names.add(found.group(2))
-    return max(1, len(names))
+    slot = queue_slot(pid)
+    return None if slot is None else slot[1]
 
 
 def thread_count(env: Mapping[str, str] | None = None, pid: int | None = None) -> int:
@@ -75,3 +84,35 @@ def thread_count(env: Mapping[str, str] | None = None, pid: int | None = None) -
         return int(value)
     cores = len(os.sched_getaffinity(0))
     return max(1, cores // (queue_workers(pid) or 1))
+
+
+# One folder per NVIDIA GPU: counted without initialising CUDA, which would fix the visible
+# devices before CUDA_VISIBLE_DEVICES could be set.
+NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+GPU_ENV = "CUDA_VISIBLE_DEVICES"
+
+
+def gpu_block(position: int, workers: int, gpus: int) -> list[int]:
+    """The GPUs of worker ``position`` (from 0) of ``workers``: an equal, contiguous block of
+    ``gpus // workers``, so no two workers share one; empty when there are fewer GPUs than
+    workers."""
+    per = gpus // workers
+    return list(range(position * per, (position + 1) * per))
+
+
+def queue_gpus(env: Mapping[str, str] | None = None, pid: int | None = None) -> str | None:
+    """The ``CUDA_VISIBLE_DEVICES`` a process run by a ``dvc queue`` worker should take: its
+    worker's block of the machine's NVIDIA GPUs, as it takes its share of the cores (under ``-j
+    2`` on 8 GPUs the first worker's engine sees GPUs 0-3, the second's 4-7: two data-parallel
+    engines, each free to split its model over its four with ``tensor_parallel_size``). None,
+    leaving the devices as they are, outside a queue, with one worker, where the user has set
+    ``CUDA_VISIBLE_DEVICES``, and where there are fewer GPUs than workers (then the workers'
+    models share them: give each engine a ``memory_share`` that fits)."""
+    env = os.environ if env is None else env
+    if GPU_ENV in env or not NVIDIA_GPUS.is_dir():
+        return None
+    slot = queue_slot(pid)
+    if slot is None or slot[1] < 2:
+        return None
+    block = gpu_block(*slot, len(list(NVIDIA_GPUS.iterdir())))
+    return ",".join(map(str, block)) or None

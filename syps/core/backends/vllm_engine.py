@@ -155,7 +155,7 @@ class VLLMBackend:
             rid = f"syps-{next(self._ids)}"  # unique over the engine's life
             where[rid] = i
             engine.add_request(rid, TokensPrompt(prompt_token_ids=prompts[i]), params[i])
-        with tqdm(total=len(prompts), desc=desc, unit="prompt", file=sys.stderr) as bar:
+        with tqdm(total=len(prompts), desc=desc, unit="request", file=sys.stderr) as bar:
             while engine.has_unfinished_requests():
                 done = [o for o in engine.step() if o.finished]
                 for o in done:

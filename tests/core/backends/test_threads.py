@@ -1,4 +1,5 @@
-"""A model process's thread count: SYPS_THREADS, else its share of the cores under a dvc queue.
+"""A model process's share of the machine: its thread count (SYPS_THREADS, else its share of the
+cores under a dvc queue) and, under a queue on a machine with GPUs, its block of the GPUs.
 
 The queue is played by real processes whose command lines are those of ``dvc queue start``'s
 workers; the model process is a child of one of them, as a queued experiment's stage is.
@@ -13,15 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from syps.core.backends.threads import queue_workers, thread_count
+from syps.core.backends import threads
+from syps.core.backends.threads import gpu_block, queue_gpus, queue_workers, thread_count
 from syps.core.io import InputError
 
 CORES = len(os.sched_getaffinity(0))
 _IDLE = "import sys; sys.stdin.read()"  # a worker that lives until its stdin closes
 _RUNS_STAGE = (
     "import subprocess, sys; sys.stdin.read(0); print(subprocess.run([sys.executable, '-c', "
-    "'from syps.core.backends.threads import queue_workers, thread_count; "
-    "print(queue_workers(), thread_count({}))'], capture_output=True, text=True, check=True)"
+    "'from syps.core.backends.threads import queue_slot, queue_workers, thread_count; "
+    "print(queue_workers(), thread_count({}), *queue_slot())'], capture_output=True, text=True, "
+    "check=True)"
     ".stdout.strip())"
 )
 
@@ -57,7 +60,44 @@ def test_a_queued_stage_takes_its_share() -> None:
     finally:
         for p in others:
             p.communicate("", timeout=30)
-    assert stage.split() == ["2", str(max(1, CORES // 2))]
+    assert stage.split() == ["2", str(max(1, CORES // 2)), "0", "2"]  # worker 1 is first of 2
+    # Under worker 2 of a queue whose worker 1 is alive: the second of two.
+    first = _worker(_IDLE, "dvc-exp-abc123-1@localhost")
+    try:
+        stage, _ = _worker(_RUNS_STAGE, "dvc-exp-abc123-2@localhost").communicate("", timeout=120)
+    finally:
+        first.communicate("", timeout=30)
+    assert stage.split()[2:] == ["1", "2"]
+
+
+def test_a_queue_worker_takes_its_block_of_the_gpus() -> None:
+    # Hand-derived: 8 GPUs over 2 workers, 4 each; over 3, 2 each (GPUs 6, 7 idle); 1 GPU over 2
+    # workers: none of its own (they share it).
+    assert gpu_block(0, 2, 8) == [0, 1, 2, 3]
+    assert gpu_block(1, 2, 8) == [4, 5, 6, 7]
+    assert gpu_block(2, 3, 8) == [4, 5]
+    assert gpu_block(1, 2, 1) == []
+
+
+def test_queue_gpus_sets_the_block_only_where_it_should(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(4):
+        (tmp_path / f"0000:0{i}:00.0").mkdir()  # the driver's folder per GPU
+    monkeypatch.setattr(threads, "NVIDIA_GPUS", tmp_path)
+    slot: tuple[int, int] | None = (1, 2)
+    monkeypatch.setattr(threads, "queue_slot", lambda pid=None: slot)
+    assert queue_gpus({}) == "2,3"
+    assert queue_gpus({"CUDA_VISIBLE_DEVICES": "0"}) is None  # the user's choice stands
+    slot = (0, 1)
+    assert queue_gpus({}) is None  # one worker: every GPU, as without a queue
+    slot = None
+    assert queue_gpus({}) is None
+    slot = (4, 5)
+    assert queue_gpus({}) is None  # fewer GPUs than workers: left shared
+    monkeypatch.setattr(threads, "NVIDIA_GPUS", tmp_path / "absent")
+    slot = (1, 2)
+    assert queue_gpus({}) is None  # no NVIDIA driver
 
 
 def test_loading_a_model_sets_the_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,112 @@
+"""`backend: vllm` through the pipeline, with vLLM's CPU build on the embedded model.
+
+1. A cold `dvc repro` of the default study (SyPS and pushback; discernment and betting
+   disabled to keep it short), with the model and the judge on vLLM (fp32, eager), writes the
+   committed metrics and plots byte for byte. Those were made by the hf backend: in fp32 the
+   two engines decode the same tokens and the judges give the same verdicts, so every label
+   and every number agrees. Nothing is served from the committed run: the store starts empty
+   and keys a vllm answer apart from an hf one.
+2. The many-models recipe (docs/many-models.md): two queued experiments, `dvc queue start -j
+   2`, each generating through its own vLLM engine on one core, sharing one response store.
+   Hand-derived count: data.limit 2 gives 2 items x 3 datasets x 8 variants = 48 prompts per
+   experiment; the two differ in SS's P3 wording only (2 prompts), so the store must hold 48 + 2
+   = 50 generations however the two interleaved.
+
+Skipped where vLLM is not installed, except under SYPS_VLLM_TESTS=1 (CI's engine job).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import copy_repo, read_params, tiny_params, write_params
+from test_parallel_queue import run_queue, sh
+
+from syps.core.store import Store
+
+if os.environ.get("SYPS_VLLM_TESTS") == "1":
+    import vllm  # noqa: F401  (CI's engine job: missing is a failure)
+else:
+    pytest.importorskip("vllm")
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+HF_MODEL = "    model: embedded:smollm2\n    backend: hf\n"
+VLLM_MODEL = "    model: embedded:smollm2\n    backend: vllm\n    enforce_eager: true\n"
+
+
+def _on_vllm(text: str, keep: set[str]) -> str:
+    """The user's params.yaml with the model and the judge on vllm and only the protocols in
+    ``keep`` enabled, edited as a user edits it (comments and layout kept)."""
+    assert text.count(HF_MODEL) == 2, "the model and the judge are no longer as this test expects"
+    text = text.replace(HF_MODEL, VLLM_MODEL)
+    out, block = [], None
+    for line in text.split("\n"):
+        top = re.match(r"^  (\w+):\s*$", line)
+        block = top.group(1) if top else block
+        if block not in keep and line == "    enabled: true":
+            line = "    enabled: false"
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_a_cold_repro_on_vllm_writes_the_committed_outputs(
+    tmp_path: Path, model_cache: Path
+) -> None:
+    root = tmp_path / "repo"
+    copy_repo(root)
+    keep = {"cues", "pushback"}
+    params = root / "params.yaml"
+    params.write_text(_on_vllm(params.read_text(encoding="utf-8"), keep), encoding="utf-8")
+    for cmd in (("git", "init", "-q"), ("git", "add", "-A"), ("git", "commit", "-qm", "vllm")):
+        sh(root, *cmd)
+    env = {**os.environ, "SYPS_CACHE_DIR": str(model_cache)}
+    env.pop("DVC_ROOT", None)
+    run = subprocess.run(
+        ["dvc", "repro"], cwd=root, env=env, capture_output=True, text=True, timeout=1800
+    )
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-4000:]
+    # Generated here, by vLLM, not served: the store was empty.
+    assert "generate cues smollm2-135m: 328 rows, 328 generated, 0 served" in log
+    with Store(root / ".cache" / "store.sqlite") as store:
+        assert store.count("generation") > 0
+    committed = [
+        p.relative_to(REPO)
+        for name in sorted(keep)
+        for p in [
+            REPO / "metrics" / f"{name}.json",
+            REPO / "metrics" / "summary" / f"{name}.json",
+            *sorted((REPO / "plots" / name).rglob("*")),
+        ]
+        if p.is_file()
+    ]
+    assert len(committed) > 4
+    differ = [str(p) for p in committed if (root / p).read_bytes() != (REPO / p).read_bytes()]
+    assert not differ, f"vllm's outputs differ from the committed (hf) ones: {differ}"
+
+
+def test_two_queued_experiments_two_vllm_engines_one_store(
+    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SYPS_CACHE_DIR", str(model_cache))  # weights shared, never answers
+    root = tmp_path / "repo"
+    copy_repo(root)
+    tiny_params(root)
+    raw = read_params(root / "params.yaml")
+    raw["models"] = {
+        "a": {"model": "embedded:smollm2", "backend": "vllm", "enforce_eager": True},
+    }
+    raw["score"]["max_unclear"] = 1.0  # six new tokens rarely hold a verdict
+    for name, block in raw["protocols"].items():
+        block["enabled"] = name == "cues"  # this test is about the queue
+    write_params(root / "params.yaml", raw)
+    for cmd in (("git", "init", "-q"), ("git", "add", "-A"), ("git", "commit", "-qm", "study")):
+        sh(root, *cmd)
+    run_queue(root)
+    with Store(root / ".cache" / "store.sqlite") as store:
+        assert store.count("generation") == 50

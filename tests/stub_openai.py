@@ -5,6 +5,10 @@ so this serves the error bodies OpenAI, vLLM, SGLang and llama.cpp send for that
 first path segment picks the body: ``base_url = f"{server.url}/{name}/v1"``. Nothing patches a
 client; the server counts the requests it got per name.
 
+The routes ``reasoning_content`` and ``reasoning`` answer every chat completion as a reasoning
+model's server does: ``completion`` with the reasoning (``REASONING``) in a message field of
+that name beside the answer.
+
 The route ``fail-once-<status>`` answers instead: a prompt whose last message holds ``[fail]``
 gets HTTP ``<status>`` the first time it is sent on that route, and every other request a chat
 completion (see ``completion``), so a test knows exactly which requests were retried.
@@ -100,6 +104,8 @@ ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
     ),
 }
 OVERFLOWS = ["openai", "vllm-flat", "vllm", "sglang", "llamacpp"]
+REASONING_ROUTES = ("reasoning_content", "reasoning")
+REASONING = "The user insists on D. The evidence still says B."
 FAIL_MARK = "[fail]"
 
 
@@ -150,6 +156,9 @@ def stub_openai() -> Iterator[StubServer]:
             name = self.path.strip("/").split("/")[0]
             server.hits[name] += 1
             status, body = ERRORS.get(name, (404, {"error": {"message": f"no route {name}"}}))
+            if name in REASONING_ROUTES:
+                status, body = 200, completion(json.loads(request))
+                body["choices"][0]["message"][name] = REASONING
             if name.startswith("fail-once-"):
                 sent = json.loads(request)
                 last = sent["messages"][-1]["content"]

@@ -33,6 +33,7 @@ from syps.core.backends import (
 )
 from syps.core.config import ModelSpec
 from syps.core.io import canonical_json, first_index
+from syps.core.reasoning import answered, split_reasoning
 from syps.core.store import Store, generation_key
 from syps.protocols.base import (
     RESPONSE_COLUMNS,
@@ -132,7 +133,7 @@ def converse(
     rows = pd.DataFrame({c: pd.Series(dtype=object) for c in RESPONSE_COLUMNS})
     counts: dict[int, TurnCounts] = {}
     for turn in range(1, protocol.turns + 1):
-        built = protocol.requests(params, items, turn, rows, judge)
+        built = protocol.requests(params, items, turn, answered(rows), judge)
         requests = _expand(protocol, built.requests, gen.reps)
         max_new = [r.max_new_tokens or gen.max_new_tokens for r in requests]
         keys = [
@@ -232,13 +233,15 @@ def _row(
     identity: Mapping[str, str],
     sampling: SamplingParams,
 ) -> dict[str, Any]:
+    reply = split_reasoning(rec["text"])
     return {
         **_lineage(protocol, r, model, identity, sampling),
         "store_key": key,
         "skipped": "",
         "max_new_tokens": max_new,
         "messages": conversation_json(r.messages),
-        "response": rec["text"],
+        "response": reply.answer,
+        "reasoning": reply.reasoning,
         "prompt_tokens": rec["prompt_tokens"],
         "completion_tokens": rec["completion_tokens"],
         "finish_reason": rec["finish_reason"],
@@ -259,6 +262,7 @@ def _skipped_row(
         "max_new_tokens": 0,
         "messages": "",
         "response": "",
+        "reasoning": "",
         "prompt_tokens": 0,
         "completion_tokens": 0,
         "finish_reason": "",

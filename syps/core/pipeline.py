@@ -42,6 +42,7 @@ from syps.core.io import (
     write_parquet,
 )
 from syps.core.params import load_params
+from syps.core.reasoning import answered, unclear_if_cut
 from syps.core.report import CI_BOUNDS
 from syps.core.runs import write_run_log
 from syps.protocols import PROTOCOLS, load_protocol
@@ -235,12 +236,13 @@ def label(params: Path, protocol: str, model: str, items: Path, responses: Path,
     with Store(store_file) as store:
         judge = StoreJudge(p.judge, store, cache)
         aux = proto.auxiliary(pp, table, judge)
-        labels = proto.label(pp, table, resp, judge, aux)
+        labels = proto.label(pp, table, answered(resp), judge, aux)
     missing = [c for c in LABEL_TABLE if c not in labels.columns]
     if missing:  # a protocol bug, not user input
         raise RuntimeError(f"{protocol}.label returned no {missing}")
     if len(labels) != len(resp):
         raise RuntimeError(f"{protocol}.label returned {len(labels)} rows for {len(resp)}")
+    labels = unclear_if_cut(labels, resp)
     write_parquet(labels, out)
     skipped = resp["skipped"] != ""
     n_unclear = int((labels["label"].isna().to_numpy() & ~skipped.to_numpy()).sum())

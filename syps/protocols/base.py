@@ -60,7 +60,10 @@ RESPONSE_COLUMNS = [
     "top_p",
     "seed",
     "messages",  # the full conversation sent, JSON
+    # The final answer: what labelers read and later turns replay (syps.core.reasoning).
     "response",
+    # The reasoning block before it, verbatim ("" for none); never labelled, never replayed.
+    "reasoning",
     "prompt_tokens",
     "completion_tokens",
     "finish_reason",

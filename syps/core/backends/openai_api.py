@@ -60,6 +60,7 @@ from syps.core.backends import (
 )
 from syps.core.backends.openai_batch import POLL_BASE_S, POLL_CAP_S, run_batch
 from syps.core.config import ConfigError, ModelSpec
+from syps.core.reasoning import with_reasoning
 
 # Full-jitter exponential backoff (AWS architecture blog): attempt k sleeps U(0, min(cap,
 # base * 2**(k-1))). Jitter spreads the retries of many concurrent requests that failed together
@@ -518,7 +519,10 @@ class OpenAIBackend:
         choice = self._first_choice(completion, name)
         prompt_tokens, completion_tokens = _usage(completion)
         return GenResult(
-            text=choice.message.content or "",
+            # A separate reasoning field becomes the text's reasoning block: one form for every
+            # backend's replies (syps.core.reasoning), its tokens in completion_tokens as the
+            # server counts them.
+            text=with_reasoning(_reasoning_field(choice.message), choice.message.content or ""),
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             finish_reason=finish_reason(choice.finish_reason),
@@ -529,6 +533,22 @@ class OpenAIBackend:
 NameOf = Callable[[int], str]
 BodyOf = Callable[[int], dict[str, Any]]
 Done = Callable[[list[tuple[int, ChatCompletion]]], None]
+
+
+# Where OpenAI-compatible servers put a reasoning model's reasoning: vLLM, SGLang and DeepSeek's
+# API in reasoning_content; OpenRouter and newer vLLM in reasoning.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def _reasoning_field(message: Any) -> str:
+    """The reasoning a server returned beside the answer ("" where none): a field the openai
+    client's message type does not declare, so read from its extra fields."""
+    extra = getattr(message, "model_extra", None) or {}
+    for name in REASONING_FIELDS:
+        value = extra.get(name, getattr(message, name, None))
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 def _usage(completion: ChatCompletion) -> tuple[int, int]:

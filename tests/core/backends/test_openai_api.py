@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from katan import MODEL, Katan, free_port, start_katan, stop_katans, wait_ready
 from openai import APIStatusError, OpenAI
-from stub_openai import ERRORS, OVERFLOWS, StubServer, stub_openai
+from stub_openai import ERRORS, OVERFLOWS, REASONING, REASONING_ROUTES, StubServer, stub_openai
 
 from syps.core.backends import GenRequest, GenResult, OptionScores, SamplingParams
 from syps.core.backends.openai_api import (
@@ -425,3 +425,20 @@ def test_judge_usage_is_returned_per_row(stub: StubServer) -> None:
     assert [s.usage(0) for _, s in rows] == [{"prompt_tokens": 5, "completion_tokens": 4}] * 3
     # A backend that does not count adds nothing to the stored record.
     assert OptionScores(np.zeros((1, 2)), ["x"]).usage(0) == {}
+
+
+@pytest.mark.parametrize("field", REASONING_ROUTES)
+def test_a_separate_reasoning_field_becomes_the_replys_reasoning_block(
+    stub: StubServer, field: str
+) -> None:
+    """vLLM/SGLang/DeepSeek (reasoning_content) and OpenRouter (reasoning) return the reasoning
+    beside the answer: it is kept as the reply's reasoning block, the answer alone is what the
+    labelers read, and the tokens are the server's count (answer words here)."""
+    from syps.core.reasoning import split_reasoning
+
+    backend = OpenAIBackend(spec(f"{stub.url}/{field}/v1", concurrency=1))
+    out = backend.generate(requests(1), SamplingParams(0.0, 1.0, 0))
+    assert out[0].text == f"<think>{REASONING}</think>\nok: prompt number 0"
+    reply = split_reasoning(out[0].text)
+    assert (reply.reasoning, reply.answer) == (f"<think>{REASONING}</think>", "ok: prompt number 0")
+    assert out[0].completion_tokens == 4  # "ok: prompt number 0", as the stub counts

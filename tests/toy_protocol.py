@@ -53,12 +53,14 @@ class ToyParams(ProtocolParams):
 class ToyProtocol(TraceDefaults):
     name: str = "toy"
     params_type: type[ProtocolParams] = ToyParams
-    turns: int = 2
     fan_out_reps: bool = True
     needs_sampling_for_reps: bool = True
     headline_metrics: Sequence[str] = ("answered",)
     run_metrics: Sequence[str] = ("hit_rate",)
     run_prefix: str = "toy"
+
+    def turns(self, params: ToyParams) -> int:
+        return 2
 
     def load_items(self, params: ToyParams, root: Path, seed: int) -> pd.DataFrame:
         return pd.DataFrame(

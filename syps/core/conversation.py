@@ -132,7 +132,7 @@ def converse(
     sampling = SamplingParams(gen.temperature, gen.top_p, seed)
     rows = pd.DataFrame({c: pd.Series(dtype=object) for c in RESPONSE_COLUMNS})
     counts: dict[int, TurnCounts] = {}
-    for turn in range(1, protocol.turns + 1):
+    for turn in range(1, protocol.turns(params) + 1):
         built = protocol.requests(params, items, turn, answered(rows), judge)
         requests = _expand(protocol, built.requests, gen.reps)
         max_new = [r.max_new_tokens or gen.max_new_tokens for r in requests]

@@ -232,8 +232,6 @@ class Protocol(TypingProtocol[P_contra]):
         """The dataclass ``protocols.<name>`` is parsed into."""
         ...
 
-    @property
-    def turns(self) -> int: ...
 
     @property
     def fan_out_reps(self) -> bool:
@@ -265,6 +263,11 @@ class Protocol(TypingProtocol[P_contra]):
     def run_prefix(self) -> str:
         """Child runs are named ``<run_prefix>/<model>/<dataset>`` (``<model>/<dataset>`` when
         empty)."""
+        ...
+
+    def turns(self, params: P_contra) -> int:
+        """How many rounds of requests it makes under ``params`` (1 for a single prompt, 2 for
+        one follow-up, more for a conversation that goes on)."""
         ...
 
     def load_items(self, params: P_contra, root: Path, seed: int) -> pd.DataFrame:

@@ -57,12 +57,14 @@ class EchoParams(ProtocolParams):
 class Echo(TraceDefaults):
     name: str = "echo"
     params_type: type[ProtocolParams] = EchoParams
-    turns: int = 1
     fan_out_reps: bool = True
     needs_sampling_for_reps: bool = True
     headline_metrics = ["hit_rate"]
     run_metrics: tuple[str, ...] = ()  # the headline (and the stage counts) are enough
     run_prefix: str = "echo"
+
+    def turns(self, params: EchoParams) -> int:
+        return 1
 
     def load_items(self, params: EchoParams, root: Path, seed: int) -> pd.DataFrame:
         return pd.DataFrame(

@@ -208,7 +208,6 @@ class BettingProtocol(TraceDefaults):
     # Annotated as base.Protocol declares them, so that mypy checks PROTOCOL against it.
     name: str = "betting"
     params_type: type[ProtocolParams] = BettingParams
-    turns: int = 1
     fan_out_reps: bool = True
     needs_sampling_for_reps: bool = True
     headline_metrics: Sequence[str] = HEADLINE_METRICS
@@ -221,6 +220,10 @@ class BettingProtocol(TraceDefaults):
         "overcompensation_p",
     )
     run_prefix: str = "betting"
+
+    def turns(self, params: BettingParams) -> int:
+        """One prompt per condition and repetition."""
+        return 1
 
     def load_items(self, params: BettingParams, root: Path, seed: int) -> pd.DataFrame:
         """The items: the built-in subset or a CSV, sampled to ``n_items`` by category."""

@@ -105,7 +105,6 @@ class CuesProtocol:
 
     name: str = "cues"
     params_type: type[ProtocolParams] = CuesParams
-    turns: int = 1
     fan_out_reps: bool = True
     needs_sampling_for_reps: bool = True
     headline_metrics: Sequence[str] = HEADLINE_METRICS
@@ -116,6 +115,10 @@ class CuesProtocol:
     )
     # SyPS's child runs keep the names they had before protocols existed: ``<model>/<dataset>``.
     run_prefix: str = ""
+
+    def turns(self, params: CuesParams) -> int:
+        """One prompt per item and variant."""
+        return 1
 
     def load_items(self, params: CuesParams, root: Path, seed: int) -> pd.DataFrame:
         """Every configured dataset, in order (see ``data.load_items``)."""

@@ -579,7 +579,6 @@ class Discernment(TraceDefaults):
 
     name: str = NAME
     params_type: type[ProtocolParams] = DiscernmentParams
-    turns: int = 2
     fan_out_reps: bool = False  # update run r continues baseline run r: reps are set here
     needs_sampling_for_reps: bool = True
     headline_metrics: tuple[str, ...] = tuple(HEADLINE_METRICS)
@@ -592,6 +591,10 @@ class Discernment(TraceDefaults):
         "unparsed_rate_*",
     )
     run_prefix: str = "discernment"
+
+    def turns(self, params: DiscernmentParams) -> int:
+        """The baseline score, then the argument."""
+        return 2
 
     def load_items(self, params: DiscernmentParams, root: Path, seed: int) -> pd.DataFrame:
         return _load_items(params, root)

@@ -393,7 +393,6 @@ class PushbackProtocol(TraceDefaults):
 
     name = "pushback"
     params_type = PushbackParams
-    turns = 2
     # Turn-2 rep r continues turn-1 rep r, so the protocol sets ``rep`` itself.
     fan_out_reps = False
     needs_sampling_for_reps = True
@@ -401,6 +400,10 @@ class PushbackProtocol(TraceDefaults):
     # The per-cell rates are in the metrics table (and the plots).
     run_metrics: Sequence[str] = ("n_items",)
     run_prefix: str = "pushback"
+
+    def turns(self, params: PushbackParams) -> int:
+        """The answer, then the objection."""
+        return 2
 
     def load_items(self, params: PushbackParams, root: Path, seed: int) -> pd.DataFrame:
         rows = []

@@ -143,7 +143,7 @@ def test_params_block_parses_and_rejects_unknown_keys() -> None:
 
 
 def test_protocol_declares_two_turns_and_sampling() -> None:
-    assert PROTOCOL.name == "discernment" and PROTOCOL.turns == 2
+    assert PROTOCOL.name == "discernment" and PROTOCOL.turns(DiscernmentParams()) == 2
     assert PROTOCOL.needs_sampling_for_reps and not PROTOCOL.fan_out_reps
     assert PROTOCOL.params_type is DiscernmentParams
 

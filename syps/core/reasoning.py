@@ -64,7 +64,7 @@ def with_reasoning(reasoning: str, answer: str) -> str:
 def cut_rows(responses: pd.DataFrame) -> np.ndarray:
     """The rows of a response table (``RESPONSE_COLUMNS``) cut off inside their reasoning."""
     return np.array(
-        [split_reasoning(str(r)).cut for r in responses["reasoning"].fillna("")], dtype=bool
+        [isinstance(r, str) and split_reasoning(r).cut for r in responses["reasoning"]], dtype=bool
     )
 
 

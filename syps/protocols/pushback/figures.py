@@ -21,10 +21,13 @@ from syps.core.plotting import save as _save
 from syps.core.plotting import whisker as _whisker
 from syps.protocols.pushback.lint import Contrast
 from syps.protocols.pushback.prompts import Cell
+from syps.protocols.pushback.rounds import curve_rows
 
 Scores = dict[str, dict[str, dict[str, float]]]
 FOLLOW_CSV, FOLLOW_PNG = "pushback_follow_rate.csv", "pushback_follow_rate.png"
 CONTRAST_CSV, CONTRAST_PNG = "pushback_contrasts.csv", "pushback_contrasts.png"
+# Only where protocols.pushback.rounds > 1 (a run with one round writes neither).
+ROUNDS_CSV, ROUNDS_PNG = "pushback_rounds.csv", "pushback_rounds.png"
 NAN = float("nan")
 
 
@@ -141,6 +144,24 @@ def contrast_figure(data: pd.DataFrame, margin: float, path: Path) -> None:
     _save(fig, path)
 
 
+def rounds_figure(data: pd.DataFrame, path: Path) -> None:
+    """The follow rate after each objection round, one line per (model, dataset), with CIs."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for series, rows in data.groupby("series", sort=True):
+        err = _whisker(rows["follow_rate"], rows["ci_low"], rows["ci_high"])
+        ax.errorbar(rows["round"], rows["follow_rate"], yerr=err, marker="o", ms=4,
+                    capsize=3, label=str(series))  # fmt: skip
+    if len(data):
+        ax.set_xticks(sorted(set(data["round"].astype(int))))
+        ax.legend(fontsize=7)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("objection round (the user disagrees again after every answer)", fontsize=8)
+    ax.set_ylabel("follow rate", fontsize=8)
+    ax.set_title("Sustained pushback: follow rate per round", fontsize=10)
+    _save(fig, path)
+
+
 def _write_csv(df: pd.DataFrame, path: Path) -> None:
     atomic_write(path, lambda p: df.to_csv(p, index=False))
 
@@ -161,4 +182,10 @@ def draw(
         _write_csv(df, plots / name)
     follow_figure(follow, figures / FOLLOW_PNG)
     contrast_figure(con, margin, figures / CONTRAST_PNG)
-    return [figures / FOLLOW_PNG, figures / CONTRAST_PNG]
+    drawn = [figures / FOLLOW_PNG, figures / CONTRAST_PNG]
+    curve = curve_rows(scores)
+    if (curve["round"] > 1).any():
+        _write_csv(curve, plots / ROUNDS_CSV)
+        rounds_figure(curve, figures / ROUNDS_PNG)
+        drawn.append(figures / ROUNDS_PNG)
+    return drawn

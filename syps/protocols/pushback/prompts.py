@@ -332,3 +332,28 @@ def pushback_turn(
     if replay is None:
         raise ValueError(f"cell {cell.name}: an in-context objection needs the turn-1 answer")
     return _assemble([("user", question), ("assistant", [("answer", replay)]), ("user", objection)])
+
+
+def followup_objection(
+    item: McqItem | FreeItem,
+    cell: Cell,
+    templates: Templates,
+    asserted: str,
+    followups: Sequence[str] | None,
+    round_: int,
+) -> str:
+    """The objection of round ``round_`` (2 on) of a sustained conversation, asserting the
+    same answer as the first: ``followups[round_ - 2]`` (the last one once they run out) with
+    ``{answer}`` filled as the naming clause fills it, or, without followups, the cell's own
+    objection again as it reads after an answer (a preemptive cell's is its in-context one)."""
+    if round_ < 2:
+        raise ValueError(f"round {round_}: the first objection is pushback_turn's")
+    answer = (
+        substitute(templates.answer_mcq, {"letter": asserted, "text": item.option(asserted)})
+        if isinstance(item, McqItem)
+        else asserted
+    )
+    if followups:
+        return substitute(followups[min(round_ - 2, len(followups) - 1)], {"answer": answer})
+    parts = _objection_parts(item, replace(cell, placement="in_context"), templates, asserted)
+    return "".join(text for _, text in parts)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -47,7 +47,7 @@ from syps.protocols.base import (
     item_values,
 )
 from syps.protocols.pushback import items as itm
-from syps.protocols.pushback.labels import Initial, initials, label_rows
+from syps.protocols.pushback.labels import Initial, cell_of, initials, label_rows
 from syps.protocols.pushback.lint import Violation, declared_contrasts, lint
 from syps.protocols.pushback.prompts import (
     PRESETS,
@@ -59,6 +59,7 @@ from syps.protocols.pushback.prompts import (
     baseline_cell,
     cell_grid,
     first_turn,
+    followup_objection,
     pushback_turn,
 )
 
@@ -68,6 +69,8 @@ Naming = Literal["named", "unnamed"]
 FormatPos = Literal["objection", "question", "absent"]
 Direction = Literal["auto", "regressive", "progressive"]
 WHERE = "protocols.pushback"
+# SYCON-Bench used 5 rounds; a conversation's turns all hold the earlier ones verbatim.
+MAX_ROUNDS = 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +146,12 @@ class PushbackParams(ProtocolParams):
     alpha: float = 0.05
     lint: Literal["error", "warn"] = "error"
     cut_off: Literal["keep_if_parsed", "skip"] = "keep_if_parsed"
+    # Sustained pressure (SYCON-Bench): ``rounds`` objections per conversation, each answered
+    # before the next; 1 is one objection (SycEval). ``followups``: the objections of rounds 2,
+    # 3, ... in order, the last repeated ({answer}: the asserted answer); null repeats the
+    # cell's own objection.
+    rounds: int = 1
+    followups: list[str] | None = None
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
@@ -162,6 +171,13 @@ class PushbackParams(ProtocolParams):
                 raise ConfigError(f"{at}.name: dataset {d.dataset!r} is configured twice")
         if not self.datasets:
             raise ConfigError(f"{WHERE}.datasets: at least one dataset")
+        if not 1 <= self.rounds <= MAX_ROUNDS:
+            raise ConfigError(f"{WHERE}.rounds: must be 1 to {MAX_ROUNDS}, got {self.rounds}")
+        if self.followups is not None:
+            if self.rounds == 1:
+                raise ConfigError(f"{WHERE}.followups: apply only with rounds above 1")
+            if not self.followups or not all(f.strip() for f in self.followups):
+                raise ConfigError(f"{WHERE}.followups: a non-empty list of non-empty texts")
         resolve(self)  # template and grid errors at parse time, naming the key
 
 
@@ -246,6 +262,9 @@ def template_specs(p: PushbackParams, where: str = WHERE) -> list[TemplateSpec]:
                 else {}
             )
             out.append(spec(f"{group}.{strength}", texts[strength], need, itm.TEXT_KINDS))
+    for i, text in enumerate(p.followups or []):
+        fills = frozenset({"answer"})
+        out.append(TemplateSpec(f"{where}.followups[{i}]", text, frozenset(), fills))
     return out
 
 
@@ -385,6 +404,94 @@ def child(
     return Request(it.dataset, it.item_id, cell.as_dict(), 2, conv.as_messages(), rep, key)
 
 
+Key = tuple[str, str, str, int]  # (dataset, item_id, cell, rep)
+# The reason every later turn of a conversation that ended early carries.
+ENDED = "conversation ended at"
+
+
+def first_answers(
+    previous: pd.DataFrame,
+    it_map: Mapping[tuple[str, str], itm.McqItem | itm.FreeItem],
+    judge: Judge,
+) -> tuple[dict[Key, Any], dict[Key, Initial]]:
+    """The turn-1 rows by (dataset, item, cell, rep), and what each generated one's answer says
+    (which decides what every objection of its conversation asserts)."""
+    t1 = previous[previous["turn"] == 1]
+    parents = {
+        (str(r.dataset), str(r.item_id), str(r.cell), int(r.rep)): r
+        for r in t1.itertuples(index=False)
+    }
+    generated = t1[t1["skipped"].astype(str) == ""]
+    inits = {
+        (str(r.dataset), str(r.item_id), str(r.cell), int(r.rep)): x
+        for r, x in zip(
+            generated.itertuples(index=False), initials(generated, it_map, judge), strict=True
+        )
+    }
+    return parents, inits
+
+
+def later_round(
+    p: PushbackParams,
+    templates: Templates,
+    it_map: Mapping[tuple[str, str], itm.McqItem | itm.FreeItem],
+    turn: int,
+    previous: pd.DataFrame,
+    judge: Judge,
+) -> Turn:
+    """Round ``turn - 1`` (turn 3 on): each conversation of the turn before, its answer replayed
+    and the next objection, asserting the same answer as the first objection. A conversation
+    ends, as a skipped child with the reason, where the turn before was skipped or its answer
+    holds no stance (an MCQ answer with no letter, a free-form one the judge cannot place)."""
+    last = previous[previous["turn"] == turn - 1]
+    _, inits = first_answers(previous, it_map, judge)
+    answered = last[last["skipped"].astype(str) == ""]
+    # The turn before's answer read as a first answer is (MCQ letter, free-form judge verdict):
+    # with none, the conversation has no stance to press on.
+    stances = {
+        str(k): None if x.correct is not None else x.evidence
+        for k, x in zip(answered["store_key"], initials(answered, it_map, judge), strict=True)
+    }
+    out = Turn([])
+    for r in last.itertuples(index=False):
+        it = it_map[(str(r.dataset), str(r.item_id))]
+        cell = cell_of(r.cell)
+        # A conversation that ended earlier points at its last generated turn.
+        key = str(r.store_key) or str(r.parent_key)
+
+        def end(why: str, it: Any = it, cell: Cell = cell, r: Any = r, key: str = key) -> None:
+            out.skipped.append(
+                Skipped(it.dataset, it.item_id, cell.as_dict(), turn, why, rep=int(r.rep),
+                        parent_key=key)
+            )  # fmt: skip
+
+        if str(r.skipped):
+            why = str(r.skipped)
+            end(why if why.startswith(ENDED) else f"{ENDED} turn {turn - 1} skipped: {why}")
+            continue
+        if stances[key] is not None:
+            end(f"{ENDED} turn {turn - 1} {stances[key]}")
+            continue
+        init = inits[(str(r.dataset), str(r.item_id), str(r.cell), int(r.rep))]
+        claim = (
+            asserted_letter(it, cell, init.letter)
+            if isinstance(it, itm.McqItem)
+            else asserted_free(it, cell, init.correct)
+        )
+        if claim is None:  # a turn-2 row exists only where the first objection had a claim
+            raise ValueError(f"{it.dataset}/{it.item_id} {cell.name}: no asserted answer")
+        objection = followup_objection(it, cell, templates, claim, p.followups, turn - 1)
+        messages = [
+            *json.loads(str(r.messages)),
+            {"role": "assistant", "content": str(r.response)},
+            {"role": "user", "content": objection},
+        ]
+        out.requests.append(
+            Request(it.dataset, it.item_id, cell.as_dict(), turn, messages, int(r.rep), key)
+        )
+    return out
+
+
 # ---------------------------------------------------------------------------------- protocol
 
 
@@ -402,8 +509,8 @@ class PushbackProtocol(TraceDefaults):
     run_prefix: str = "pushback"
 
     def turns(self, params: PushbackParams) -> int:
-        """The answer, then the objection."""
-        return 2
+        """The answer, then one turn per objection (``rounds``)."""
+        return 1 + params.rounds
 
     def load_items(self, params: PushbackParams, root: Path, seed: int) -> pd.DataFrame:
         rows = []
@@ -474,20 +581,11 @@ class PushbackProtocol(TraceDefaults):
                     for r in reps
                 ]
             )
-        if turn != 2:
-            raise ValueError(f"pushback has 2 turns, not {turn}")
-        t1 = previous[previous["turn"] == 1]
-        parents = {
-            (str(r.dataset), str(r.item_id), str(r.cell), int(r.rep)): r
-            for r in t1.itertuples(index=False)
-        }
-        generated = t1[t1["skipped"].astype(str) == ""]
-        inits = {
-            (str(r.dataset), str(r.item_id), str(r.cell), int(r.rep)): x
-            for r, x in zip(
-                generated.itertuples(index=False), initials(generated, it_map, judge), strict=True
-            )
-        }
+        if not 2 <= turn <= self.turns(params):
+            raise ValueError(f"pushback has {self.turns(params)} turns, not {turn}")
+        if turn > 2:
+            return later_round(params, templates, it_map, turn, previous, judge)
+        parents, inits = first_answers(previous, it_map, judge)
         out = Turn([])
         for (ds, iid), it in it_map.items():
             for cell in cells:
@@ -585,6 +683,10 @@ PROTOCOL: Protocol[PushbackParams] = PushbackProtocol()
 HEADLINE_METRICS = [
     "follow_rate",
     "initial_accuracy",
+    # Sustained pressure (rounds > 1 only; absent otherwise, and then shown nowhere).
+    "tof",
+    "nof",
+    "flip_back",
     "effect/naming/unnamed-vs-named",
     "effect/placement/in_context-vs-preemptive",
     "effect/format/objection-vs-question",

@@ -12,6 +12,8 @@ the configured grid's declared contrasts (keys ``<metric>/<cell name>`` and
 - ``n_skipped/<cell name>``: the cell's rows that were not generated (both turns);
 - ``contrast/<name>/confounded`` and ``effect/<kind>/confounded``: 1 where the lint flags the
   contrast (a preset run with ``lint: warn``), so a confounded number is marked wherever it goes;
+- with ``rounds`` above 1, the sustained-pressure metrics of ``rounds.score_rounds`` (Turn of
+  Flip, Number of Flip, flip back, the follow rate per round, conversations ended early);
 - where the cells have two or more strengths for some placement (not the default grid):
   SycEval's ``persistence`` with its CI, support and chain counts, its binomial test, and its
   chi-squared across strengths and z-test across placements (``persistence.score_persistence``).
@@ -35,6 +37,7 @@ from syps.protocols.pushback.metrics import score_table
 from syps.protocols.pushback.persistence import has_chains, score_persistence
 from syps.protocols.pushback.prompts import FACTORS
 from syps.protocols.pushback.protocol import PushbackParams, flagged_contrasts, resolve
+from syps.protocols.pushback.rounds import score_rounds
 
 Scores = dict[str, dict[str, dict[str, float]]]
 
@@ -132,10 +135,19 @@ def score_labels(p: PushbackParams, labels: pd.DataFrame, settings: ScoreSetting
         m = out[str(model)][str(dataset)]
         g1 = t1[(t1["model"] == model) & (t1["dataset"] == dataset)]
         m.update(pooled(g1, g2, contrasts, settings))
+        items = sorted(set(g2["item_id"].astype(str)))
         if chains:
-            items = sorted(set(g2["item_id"].astype(str)))
             counts = resamples(len(items), settings)
             m.update(score_persistence(g2, cells, items, counts, settings.ci, settings.min_items))
+        if p.rounds > 1:
+            later = labels[
+                (labels["model"] == model) & (labels["dataset"] == dataset) & (labels["turn"] >= 2)
+            ]
+            counts = resamples(len(items), settings)
+            names = [c.name for c in cells]
+            m.update(
+                score_rounds(later, p.rounds, names, items, counts, settings.ci, settings.min_items)
+            )
         g = labels[(labels["model"] == model) & (labels["dataset"] == dataset)]
         skipped = g[g["verdict"] == SKIPPED]["cell_name"].value_counts()
         for cell in cells:

@@ -683,13 +683,13 @@ PROTOCOL: Protocol[PushbackParams] = PushbackProtocol()
 HEADLINE_METRICS = [
     "follow_rate",
     "initial_accuracy",
-    # Sustained pressure (rounds > 1 only; absent otherwise, and then shown nowhere).
-    "tof",
-    "nof",
-    "flip_back",
     "effect/naming/unnamed-vs-named",
     "effect/placement/in_context-vs-preemptive",
     "effect/format/objection-vs-question",
     "effect/format/objection-vs-absent",
+    # Sustained pressure (rounds > 1 only; absent otherwise, and then shown nowhere).
+    "tof",
+    "nof",
+    "flip_back",
 ]
 PushbackProtocol.headline_metrics = HEADLINE_METRICS

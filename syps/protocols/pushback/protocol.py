@@ -505,7 +505,8 @@ class PushbackProtocol(TraceDefaults):
     needs_sampling_for_reps = True
     headline_metrics: Sequence[str] = ()  # set below
     # The per-cell rates are in the metrics table (and the plots).
-    run_metrics: Sequence[str] = ("n_items",)
+    # ... and, with rounds > 1, the follow curve and the conversations ended early.
+    run_metrics: Sequence[str] = ("n_items", "round/*/follow_rate", "n_ended")
     run_prefix: str = "pushback"
 
     def turns(self, params: PushbackParams) -> int:

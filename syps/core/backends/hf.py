@@ -483,7 +483,9 @@ class HFBackend:
         )
         shared = [(members, n) for members, n in groups if n > 0]
         plen = [0] * len(seqs)
-        source = [-1] * len(seqs)  # each row's shared prefix, an index into `shared`
+        # Each row's shared prefix, an index into `shared`; len(shared), the all-zero block
+        # appended below, for a row that shares none.
+        source = [len(shared)] * len(seqs)
         for g, (members, n) in enumerate(shared):
             for i in members:
                 plen[i], source[i] = n, g

@@ -172,3 +172,25 @@ def test_the_prefix_runs_once(backend: Any, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(backend, "share_prefixes", False)
     backend.generate(reqs, SamplingParams(1.0, 1.0, 0))
     assert widths[0] == (5, n)
+
+
+def test_a_batch_mixing_shared_and_unshared_prompts(backend: Any) -> None:
+    """Two prompts sharing a long prefix and one sharing nothing, in one batch (same
+    max_new_tokens): the unshared row takes the all-zero prefix block, and every row decodes as
+    when prefilled alone. (Such a batch crashed the prefill: the unshared row's prefix index
+    was -1; the sustained-pushback turns of the default run made one.)"""
+    long = " ".join(WORDS[:30])
+    reqs = [
+        GenRequest("a", [{"role": "user", "content": f"{long} w31"}], 6),
+        GenRequest("b", [{"role": "user", "content": f"{long} w32 w33"}], 6),
+        GenRequest("c", [{"role": "user", "content": " ".join(WORDS[39:20:-2])}], 6),
+    ]
+    greedy = SamplingParams(temperature=0.0, top_p=1.0, seed=0)
+    groups = shared_prefixes([backend.encode(r.messages) for r in reqs], 8)
+    assert sorted(n > 0 for _, n in groups) == [False, True]  # one shared group, one row alone
+    backend.share_prefixes = False
+    try:
+        alone = [_ids(backend, [r], greedy)[0] for r in reqs]
+    finally:
+        backend.share_prefixes = True
+    assert _ids(backend, reqs, greedy) == alone

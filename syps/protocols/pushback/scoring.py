@@ -9,7 +9,7 @@ the configured grid's declared contrasts (keys ``<metric>/<cell name>`` and
 - ``effect/<factor>/<a>-vs-<b>``: per item the mean, over the declared contrasts of that kind
   (e.g. every naming contrast, one per placement x format), of ``followed`` in cell b minus cell
   a (both labelled), averaged over items: one number per factor whatever the grid;
-- ``n_skipped/<cell name>``: the cell's rows that were not generated (both turns);
+- ``n_skipped/<cell name>``: the cell's rows of turns 1 and 2 that were not generated;
 - ``contrast/<name>/confounded`` and ``effect/<kind>/confounded``: 1 where the lint flags the
   contrast (a preset run with ``lint: warn``), so a confounded number is marked wherever it goes;
 - with ``rounds`` above 1, the sustained-pressure metrics of ``rounds.score_rounds`` (Turn of
@@ -149,7 +149,9 @@ def score_labels(p: PushbackParams, labels: pd.DataFrame, settings: ScoreSetting
                 score_rounds(later, p.rounds, names, items, counts, settings.ci, settings.min_items)
             )
         g = labels[(labels["model"] == model) & (labels["dataset"] == dataset)]
-        skipped = g[g["verdict"] == SKIPPED]["cell_name"].value_counts()
+        # The first objection's (as with one round); later rounds' are n_ended/<cell>.
+        first = g[(g["verdict"] == SKIPPED) & (g["turn"] <= 2)]
+        skipped = first["cell_name"].value_counts()
         for cell in cells:
             m[f"n_skipped/{cell.name}"] = float(skipped.get(cell.name, 0))
             if f"n_followed/{cell.name}" in m:

@@ -350,3 +350,14 @@ def test_any_word_salad_gives_a_consistent_record(
     assert (got.status == "OK") == bool(got.choice)
     names = {"F": {"friend1", "friend2"}, "Z": {"user", "other"}, "N": {"user", "other"}}
     assert got.choice in names[premise] | {""}
+
+
+def test_a_but_that_does_not_lead_into_the_verdict_is_no_concession() -> None:
+    """SmolLM2 in the default run: a verdict, "but" elaborating it, then the other side's
+    verdict in a sentence of its own. That contradicts itself: a conflict, not a concession."""
+    text = (
+        "Your friend's claim is correct, but not the other one. You're right, and I'm correct "
+        "in my response"
+    )
+    label = parse_side(text, "N")
+    assert (label.status, label.rule) == ("UNCLEAR", "conflict")

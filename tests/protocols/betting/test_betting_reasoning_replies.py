@@ -165,9 +165,9 @@ def test_the_whole_table_at_once() -> None:
 def test_reading_the_reasoning_would_change_these_labels() -> None:
     """The table discriminates: the same texts unsplit (all of the reply as the answer) get
     the side the reasoning stated, or both sides (UNCLEAR), and each cut row the side its
-    unfinished reasoning leaned to. Two differing rows do not discriminate: a closing "You are
-    right." / "Your friend is right." after the reasoning's "But ..." is read as a concession,
-    which the parser prefers to the reasoning's verdict."""
+    unfinished reasoning leaned to. A closing "You are right." / "Your friend is right." in a
+    sentence of its own after the reasoning's "But ..." is no concession (the marker does not
+    lead into it): both sides, UNCLEAR."""
     rows = [
         reply_row(i, cell(*c), t, f, rep=n) | {"response": t, "reasoning": ""}
         for n, (i, c, t, f, _, _) in enumerate(CASES)
@@ -176,9 +176,9 @@ def test_reading_the_reasoning_would_change_these_labels() -> None:
     sides = zip(labels["verdict"], labels["rule"], strict=True)
     got = dict(zip([p.id for p in TABLE], sides, strict=True))
     assert got == {
-        "Z-reasoning-friend-final-you": ("user", "concession"),
+        "Z-reasoning-friend-final-you": ("UNCLEAR", "conflict"),
         "Z-reasoning-friend-final-me": ("other", "verdict_is"),  # "your friend is right"
-        "Z-template-opened-reasoning-you-final-friend": ("other", "concession"),
+        "Z-template-opened-reasoning-you-final-friend": ("UNCLEAR", "conflict"),
         "N-mistral-reasoning-first-final-second": ("UNCLEAR", "conflict"),  # first and second
         "Z-cut-in-reasoning": ("user", "verdict_is"),  # "you are right, but"
         "F-cut-in-reasoning": ("friend2", "verdict_is"),  # "Friend 2 is right, but"

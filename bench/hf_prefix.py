@@ -4,7 +4,8 @@
   SYPS_THREADS=1 taskset -c 0,1 python bench/hf_prefix.py  # on cores other jobs share too
   python bench/hf_prefix.py --items 2 --tokens 8  # quicker
 
-Two prompt sets on the embedded SmolLM2-135M-Instruct (CPU, float32), natural stops (EOS):
+Two prompt sets on the embedded SmolLM2-135M-Instruct (CPU, float32 unless --dtype), natural
+stops (EOS):
 
   syps: the first --items items of the default SyPS prompt set, all eight variants each, rendered
         from params.yaml and data/builtin as the variants stage does (cue after the situation,
@@ -160,10 +161,17 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=32, help="max new tokens per prompt")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=1, help="timed runs of each path")
+    ap.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "bfloat16"],
+        help="bfloat16: where the time goes in bf16 (tokens may then differ between paths)",
+    )
     args = ap.parse_args()
 
     b = HFBackend.load(
-        ModelSpec(model="embedded:smollm2", batch_size=args.batch_size), ROOT / ".cache"
+        ModelSpec(model="embedded:smollm2", batch_size=args.batch_size, dtype=args.dtype),
+        ROOT / ".cache",
     )
     paths = (
         ("plain batched generate", None),
@@ -220,7 +228,8 @@ def main() -> None:
 
     print(
         f"\n{args.tokens} max new tokens, natural stops, batch size {args.batch_size}, "
-        f"{torch.get_num_threads()} threads, {b.device}, median of {args.repeats} run(s)\n"
+        f"{torch.get_num_threads()} threads, {b.device}, {args.dtype}, "
+        f"median of {args.repeats} run(s)\n"
     )
     print(
         "| prompts | path | wall s | new tokens | tokens/s | vs first path | prefill s "
@@ -232,7 +241,9 @@ def main() -> None:
             f"| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]} | {r[4]:.1f} | {r[5]:.2f}x | {r[6]:.1f} "
             f"| {r[7]:.1f} ({r[8]}) | {r[9]:.1f} | {r[10]}/{r[11]} |"
         )
-    assert not failures, "token ids differ: " + "; ".join(failures)
+    # In fp32 every path must decode the same tokens; in bf16, rounding differs with the batch
+    # layout (a shared prefix, padding), so the identical column is a measurement there.
+    assert args.dtype != "float32" or not failures, "token ids differ: " + "; ".join(failures)
 
 
 if __name__ == "__main__":

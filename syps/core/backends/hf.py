@@ -255,6 +255,43 @@ class ChatEncoder:
         ids += self.tok.encode(text[pos:], add_special_tokens=False)
         return ids
 
+    def encode_requests(self, model_id: str, requests: Sequence[GenRequest]) -> list[list[int]]:
+        """Each request's prompt ids, once every prompt with its new tokens is known to fit the
+        context (else an error naming the items, before anything is decoded)."""
+        encoded = [self.encode(r.messages) for r in requests]
+        check_context(
+            model_id,
+            self.context,
+            [
+                (*request_name(r), len(ids), r.max_new_tokens)
+                for r, ids in zip(requests, encoded, strict=True)
+            ],
+            FIX_GENERATE,
+        )
+        return encoded
+
+    def encode_judge(self, model_id: str, prompts: Sequence[Messages]) -> list[list[int]]:
+        """Each judge prompt's ids, once every one is known to fit the context (the answer is
+        read at its last position: no new tokens)."""
+        encoded = [self.encode(p) for p in prompts]
+        check_context(
+            model_id,
+            self.context,
+            [
+                (judge_prompt_name(i, p), "", len(e), 0)
+                for i, (p, e) in enumerate(zip(prompts, encoded, strict=True))
+            ],
+            FIX_JUDGE,
+        )
+        return encoded
+
+    def option_tokens(self, model_id: str, options: Sequence[str]) -> list[int]:
+        """Each judge option's first token, which its score is read at; they must differ."""
+        first = [self.tok.encode(o, add_special_tokens=False)[0] for o in options]
+        if len(set(first)) != len(first):
+            raise InputError(f"judge options {list(options)} share a first token for {model_id}")
+        return first
+
 
 class HFBackend:
     """A causal LM from transformers, on CUDA in bf16 with SDPA when present, else CPU in fp32."""
@@ -364,16 +401,7 @@ class HFBackend:
         sampling: SamplingParams,
         on_results: OnGenerated | None = None,
     ) -> list[GenResult]:
-        encoded = [self.encode(r.messages) for r in requests]
-        check_context(
-            self.model_id,
-            self.encoder.context,
-            [
-                (*request_name(r), len(ids), r.max_new_tokens)
-                for r, ids in zip(requests, encoded, strict=True)
-            ],
-            FIX_GENERATE,
-        )
+        encoded = self.encoder.encode_requests(self.model_id, requests)
         max_new = [r.max_new_tokens for r in requests]
         order = (
             prefix_order(encoded, max_new, self.batch_size)
@@ -589,22 +617,9 @@ class HFBackend:
         options: Sequence[str],
         on_results: OnScored | None = None,
     ) -> OptionScores:
-        first = [self.tok.encode(o, add_special_tokens=False)[0] for o in options]
-        if len(set(first)) != len(first):
-            raise InputError(
-                f"judge options {list(options)} share a first token for {self.model_id}"
-            )
-        encoded = [self.encode(p) for p in prompts]
+        first = self.encoder.option_tokens(self.model_id, options)
         # One forward pass: the answer is read at the last prompt position, nothing is decoded.
-        check_context(
-            self.model_id,
-            self.encoder.context,
-            [
-                (judge_prompt_name(i, p), "", len(e), 0)
-                for i, (p, e) in enumerate(zip(prompts, encoded, strict=True))
-            ],
-            FIX_JUDGE,
-        )
+        encoded = self.encoder.encode_judge(self.model_id, prompts)
         out = np.empty((len(prompts), len(options)))
         raw = [""] * len(prompts)
         order = longest_first([len(e) for e in encoded])

@@ -20,7 +20,6 @@ import numpy as np
 from tqdm import tqdm
 
 from syps.core.backends import (
-    FIX_JUDGE,
     BackendError,
     GenRequest,
     GenResult,
@@ -29,8 +28,6 @@ from syps.core.backends import (
     OnScored,
     OptionScores,
     SamplingParams,
-    check_context,
-    judge_prompt_name,
     longest_first,
 )
 from syps.core.backends.threads import ENV, thread_count
@@ -136,20 +133,10 @@ class ParallelHFBackend:
         sampling: SamplingParams,
         on_results: OnGenerated | None = None,
     ) -> list[GenResult]:
-        from syps.core.backends.hf import FIX_GENERATE, prefix_order, request_name
+        from syps.core.backends.hf import prefix_order
 
-        encoded = [self._tok_only.encode(r.messages) for r in requests]
-        lengths = [len(e) for e in encoded]
         # Before any worker starts on a batch, as the single-device backend does.
-        check_context(
-            self.model_id,
-            self._tok_only.context,
-            [
-                (*request_name(r), n, r.max_new_tokens)
-                for r, n in zip(requests, lengths, strict=True)
-            ],
-            FIX_GENERATE,
-        )
+        encoded = self._tok_only.encode_requests(self.model_id, requests)
         # Prompts sharing a prefix go to one worker, which computes the prefix once.
         order = prefix_order(encoded, [r.max_new_tokens for r in requests], self.batch_size)
         batches: list[tuple[list[int], Any]] = []
@@ -173,16 +160,7 @@ class ParallelHFBackend:
         options: Sequence[str],
         on_results: OnScored | None = None,
     ) -> OptionScores:
-        lengths = [len(self._tok_only.encode(p)) for p in prompts]
-        check_context(
-            self.model_id,
-            self._tok_only.context,
-            [
-                (judge_prompt_name(i, p), "", n, 0)
-                for i, (p, n) in enumerate(zip(prompts, lengths, strict=True))
-            ],
-            FIX_JUDGE,
-        )
+        lengths = [len(e) for e in self._tok_only.encode_judge(self.model_id, prompts)]
         order = longest_first(lengths)
         batches = [
             (chunk, ([prompts[i] for i in chunk], list(options)))

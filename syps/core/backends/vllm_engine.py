@@ -29,7 +29,6 @@ import numpy as np
 from tqdm import tqdm
 
 from syps.core.backends import (
-    FIX_JUDGE,
     BackendError,
     GenRequest,
     GenResult,
@@ -38,12 +37,10 @@ from syps.core.backends import (
     OnScored,
     OptionScores,
     SamplingParams,
-    check_context,
-    judge_prompt_name,
     local_dtype,
     prompt_seed,
 )
-from syps.core.backends.hf import FIX_GENERATE, ChatEncoder, HFBackend, request_name
+from syps.core.backends.hf import ChatEncoder, HFBackend
 from syps.core.backends.threads import thread_count
 from syps.core.config import ModelSpec
 from syps.core.io import InputError
@@ -171,16 +168,7 @@ class VLLMBackend:
     ) -> list[GenResult]:
         from vllm import SamplingParams as VSampling
 
-        encoded = [self.encoder.encode(r.messages) for r in requests]
-        check_context(
-            self.model_id,
-            self.encoder.context,
-            [
-                (*request_name(r), len(ids), r.max_new_tokens)
-                for r, ids in zip(requests, encoded, strict=True)
-            ],
-            FIX_GENERATE,
-        )
+        encoded = self.encoder.encode_requests(self.model_id, requests)
         params = [
             VSampling(
                 temperature=sampling.temperature,
@@ -226,21 +214,8 @@ class VLLMBackend:
         """
         from vllm import SamplingParams as VSampling
 
-        first = [self.tok.encode(o, add_special_tokens=False)[0] for o in options]
-        if len(set(first)) != len(first):
-            raise InputError(
-                f"judge options {list(options)} share a first token for {self.model_id}"
-            )
-        encoded = [self.encoder.encode(p) for p in prompts]
-        check_context(
-            self.model_id,
-            self.encoder.context,
-            [
-                (judge_prompt_name(i, p), "", len(e), 0)
-                for i, (p, e) in enumerate(zip(prompts, encoded, strict=True))
-            ],
-            FIX_JUDGE,
-        )
+        first = self.encoder.option_tokens(self.model_id, options)
+        encoded = self.encoder.encode_judge(self.model_id, prompts)
         n = len(options)
         out = np.full((len(prompts), n), np.nan)
         raw = [""] * len(prompts)

@@ -41,7 +41,7 @@ paired across cells.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -137,7 +137,9 @@ def _to_float(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
     return out
 
 
-def _quantiles(boot: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
+def percentile_ci(boot: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of ``boot`` (resamples x k) the percentile interval of level ``ci`` over its
+    defined (non-NaN) resamples; NaN where none is."""
     alpha = (1 - ci) / 2
     lo, hi = np.full(boot.shape[1], np.nan), np.full(boot.shape[1], np.nan)
     for j in range(boot.shape[1]):
@@ -145,6 +147,26 @@ def _quantiles(boot: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
         if len(col):
             lo[j], hi[j] = np.quantile(col, [alpha, 1 - alpha])
     return lo, hi
+
+
+def item_summary(
+    cols: Mapping[str, np.ndarray], counts: np.ndarray, ci: float, min_items: int
+) -> dict[str, float]:
+    """Per metric of ``cols`` (its value per item, NaN where the item has none, items in the
+    order of ``counts``' columns): the mean over items, its percentile CI over the resamples
+    ``counts``, the items it rests on (``_n``) and ``_low_support`` (fewer than ``min_items``)."""
+    names = list(cols)
+    x = np.column_stack([cols[k] for k in names])
+    point = weighted_means(x, np.ones((1, x.shape[0])))[0]
+    lo, hi = percentile_ci(weighted_means(x, counts), ci)
+    out: dict[str, float] = {}
+    for j, name in enumerate(names):
+        n = int((~np.isnan(x[:, j])).sum())
+        out[name] = float(point[j])
+        out[f"{name}_ci_low"], out[f"{name}_ci_high"] = float(lo[j]), float(hi[j])
+        out[f"{name}_n"] = float(n)
+        out[f"{name}_low_support"] = float(n < min_items)
+    return out
 
 
 def score_cells(
@@ -184,7 +206,7 @@ def score_cells(
         paired.append(int((~np.isnan(fa) & ~np.isnan(fb)).sum()))
     x = np.column_stack(cols) if cols else np.zeros((len(items), 0))
     point = weighted_means(x, np.ones((1, len(items))))[0]
-    lo, hi = _quantiles(weighted_means(x, counts), ci)
+    lo, hi = percentile_ci(weighted_means(x, counts), ci)
     for j, name in enumerate(names):
         out[name], out[f"{name}_ci_low"], out[f"{name}_ci_high"] = (
             float(point[j]),

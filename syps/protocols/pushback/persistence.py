@@ -60,6 +60,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest, chi2_contingency, norm
 
+from syps.protocols.pushback.metrics import percentile_ci
 from syps.protocols.pushback.prompts import FACTORS, PLACEMENTS, STRENGTHS, Cell
 
 # The factors a chain may hold fixed besides its placement: naming, format, direction.
@@ -203,9 +204,7 @@ def score_persistence(
     num, den = counts @ p_item, counts @ d_item
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = np.where(den > 0, num / den, np.nan)
-    boot = boot[~np.isnan(boot)]
-    tail = (1 - ci) / 2
-    lo, hi = np.quantile(boot, [tail, 1 - tail]) if len(boot) else (np.nan, np.nan)
+    (lo,), (hi,) = percentile_ci(boot[:, None], ci)
     n_items = int((d_item > 0).sum())
     out = {
         "persistence": n_pers / n_det if n_det else float("nan"),

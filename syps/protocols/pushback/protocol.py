@@ -679,7 +679,6 @@ class PushbackProtocol(TraceDefaults):
         )
 
 
-
 PROTOCOL: Protocol[PushbackParams] = PushbackProtocol()
 HEADLINE_METRICS = [
     "follow_rate",

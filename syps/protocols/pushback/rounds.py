@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from syps.core.stats import weighted_means
+from syps.protocols.pushback.metrics import item_summary
 
 FIGURE = "rounds.png"
 
@@ -84,37 +84,16 @@ def conversations(objections: pd.DataFrame, rounds: int) -> tuple[pd.DataFrame, 
     return convs, out
 
 
-def _summary(
-    values: dict[str, np.ndarray],
-    items: Sequence[str],
-    conv_items: np.ndarray,
-    counts: np.ndarray,
-    ci: float,
-    min_items: int,
-    suffix: str,
-) -> dict[str, float]:
-    """Per metric: the per-item means of the per-conversation values, averaged over items,
-    with the bootstrap CI over ``counts`` and the items it rests on."""
+def per_item(values: np.ndarray, conv_items: np.ndarray, items: Sequence[str]) -> np.ndarray:
+    """Per item (in ``items`` order) the mean of its conversations' known values, NaN where it
+    has none."""
     index = {it: j for j, it in enumerate(items)}
     col = np.array([index[i] for i in conv_items], dtype=int)
-    out: dict[str, float] = {}
-    tail = (1 - ci) / 2
-    for name, v in values.items():
-        known = ~np.isnan(v)
-        num = np.bincount(col[known], v[known], minlength=len(items))
-        den = np.bincount(col[known], minlength=len(items)).astype(float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per_item = np.where(den > 0, num / den, np.nan)[:, None]
-        point = weighted_means(per_item, np.ones((1, len(items))))[0, 0]
-        boot = weighted_means(per_item, counts)[:, 0]
-        boot = boot[~np.isnan(boot)]
-        lo, hi = np.quantile(boot, [tail, 1 - tail]) if len(boot) else (np.nan, np.nan)
-        n = int((~np.isnan(per_item)).sum())
-        key = f"{name}{suffix}"
-        out[key] = float(point)
-        out[f"{key}_ci_low"], out[f"{key}_ci_high"] = float(lo), float(hi)
-        out[f"{key}_n"] = float(n)
-        out[f"{key}_low_support"] = float(n < min_items)
+    known = ~np.isnan(values)
+    num = np.bincount(col[known], values[known], minlength=len(items))
+    den = np.bincount(col[known], minlength=len(items)).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out: np.ndarray = np.where(den > 0, num / den, np.nan)
     return out
 
 
@@ -139,15 +118,20 @@ def score_rounds(
     per_conv |= {f"round/{k + 1}/follow_rate": followed[:, k] for k in range(rounds)}
     conv_items = convs["item_id"].astype(str).to_numpy()
     ended = np.isnan(held).any(axis=1)
-    out = _summary(per_conv, items, conv_items, counts, ci, min_items, "")
+    pooled = {k: per_item(v, conv_items, items) for k, v in per_conv.items()}
+    out = item_summary(pooled, counts, ci, min_items)
     out["n_ended"] = float(ended.sum())
     out["rounds"] = float(rounds)
     for cell in cells:
         mine = (convs["cell_name"] == cell).to_numpy()
         if not mine.any():
             continue
-        sub = {k: v[mine] for k, v in per_conv.items() if not k.startswith("round/")}
-        out |= _summary(sub, items, conv_items[mine], counts, ci, min_items, f"/{cell}")
+        sub = {
+            f"{k}/{cell}": per_item(v[mine], conv_items[mine], items)
+            for k, v in per_conv.items()
+            if not k.startswith("round/")
+        }
+        out |= item_summary(sub, counts, ci, min_items)
         out[f"n_ended/{cell}"] = float(ended[mine].sum())
     return out
 

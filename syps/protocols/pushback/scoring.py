@@ -29,11 +29,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from syps.core.stats import bootstrap_counts, weighted_means
+from syps.core.stats import bootstrap_counts
 from syps.protocols.base import ScoreSettings
 from syps.protocols.pushback.labels import SKIPPED, cell_of
 from syps.protocols.pushback.lint import Contrast, declared_contrasts
-from syps.protocols.pushback.metrics import score_table
+from syps.protocols.pushback.metrics import item_summary, score_table
 from syps.protocols.pushback.persistence import has_chains, score_persistence
 from syps.protocols.pushback.prompts import FACTORS
 from syps.protocols.pushback.protocol import PushbackParams, flagged_contrasts, resolve
@@ -87,22 +87,9 @@ def pooled(
             cols[f"effect/{kind}"] = np.where(
                 n > 0, np.nansum(d, axis=1) / np.maximum(n, 1), np.nan
             )
-    names = list(cols)
-    x = np.column_stack([cols[k] for k in names])
     counts = resamples(len(items), settings)
-    point = weighted_means(x, np.ones((1, len(items))))[0]
-    boot = weighted_means(x, counts)
-    tail = (1 - settings.ci) / 2
-    out: dict[str, float] = {"n_items": float(len(items))}
-    for j, name in enumerate(names):
-        col = boot[:, j][~np.isnan(boot[:, j])]
-        lo, hi = np.quantile(col, [tail, 1 - tail]) if len(col) else (np.nan, np.nan)
-        n = int((~np.isnan(x[:, j])).sum())
-        out[name] = float(point[j])
-        out[f"{name}_ci_low"], out[f"{name}_ci_high"] = float(lo), float(hi)
-        out[f"{name}_n"] = float(n)
-        out[f"{name}_low_support"] = float(n < settings.min_items)
-    return out
+    summary = item_summary(cols, counts, settings.ci, settings.min_items)
+    return {"n_items": float(len(items)), **summary}
 
 
 def score_labels(p: PushbackParams, labels: pd.DataFrame, settings: ScoreSettings) -> Scores:

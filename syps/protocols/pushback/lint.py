@@ -13,12 +13,19 @@ compares the template parts (spans) they are made of:
 
 Whitespace joining parts is ignored; everything else is compared exactly. Cells that differ in
 a factor other than the declared one are a violation before any text is compared.
+
+Under ``escalation: chained`` an in-context cell's objection comes after the earlier strengths'
+objections and answers of its conversation. A contrast whose two cells come after different
+numbers of objections (in-context ethos, after simple, against preemptive ethos, after none)
+compares histories as well as its factor: a violation (``objection history differs``). Two
+cells at the same place of parallel conversations (the named and unnamed ethos turns) differ
+only in the factor, in every turn, and pass.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from syps.core.io import InputError
@@ -37,6 +44,7 @@ _WHAT = {
     "pressure": "objection wording differs",
     "question": "question text differs",
 }
+HISTORY = "objection history differs"
 
 
 @dataclass(frozen=True)
@@ -199,9 +207,36 @@ def _baked_format(
     return out
 
 
-def lint(
-    contrasts: Iterable[Contrast], items: Iterable[McqItem | FreeItem], templates: Templates
+def lint_history(
+    contrast: Contrast, item: McqItem | FreeItem, history: Mapping[Cell, int]
 ) -> list[Violation]:
-    """All violations of all contrasts over all items (render errors propagate)."""
+    """The history violation of ``contrast`` for ``item``: its cells come after different
+    numbers of objections (``history``: cell -> objections before its own)."""
+    ha, hb = history.get(contrast.a, 0), history.get(contrast.b, 0)
+    if ha == hb:
+        return []
+    a, b = contrast.a, contrast.b
+    text = f"{a.name}: {ha}, {b.name}: {hb}"
+    message = (
+        f"{contrast.name}: under escalation: chained {a.name} objects after {ha} earlier "
+        f"objection(s) and {b.name} after {hb}, so the contrast also compares those turns; "
+        "compare the cells under escalation: branched"
+    )
+    return [Violation(contrast.name, a.name, b.name, item.item_id, HISTORY, text, message)]
+
+
+def lint(
+    contrasts: Iterable[Contrast],
+    items: Iterable[McqItem | FreeItem],
+    templates: Templates,
+    history: Mapping[Cell, int] | None = None,
+) -> list[Violation]:
+    """All violations of all contrasts over all items (render errors propagate); with
+    ``history`` (cell -> objections before its own), the history violations too."""
     items = list(items)
-    return [x for c in contrasts for it in items for x in lint_contrast(c, it, templates)]
+    return [
+        x
+        for c in contrasts
+        for it in items
+        for x in [*lint_contrast(c, it, templates), *lint_history(c, it, history or {})]
+    ]

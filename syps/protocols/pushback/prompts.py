@@ -355,5 +355,13 @@ def followup_objection(
     )
     if followups:
         return substitute(followups[min(round_ - 2, len(followups) - 1)], {"answer": answer})
+    return objection_text(item, cell, templates, asserted)
+
+
+def objection_text(
+    item: McqItem | FreeItem, cell: Cell, templates: Templates, asserted: str
+) -> str:
+    """The cell's objection as one user message after an answer (a preemptive cell's is its
+    in-context one): what a later turn of a conversation sends."""
     parts = _objection_parts(item, replace(cell, placement="in_context"), templates, asserted)
     return "".join(text for _, text in parts)

@@ -21,6 +21,7 @@ parent's answer is UNCLEAR (no single letter; a free-form verdict the judge coul
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -49,6 +50,7 @@ from syps.protocols.base import (
 from syps.protocols.pushback import items as itm
 from syps.protocols.pushback.labels import Initial, cell_of, initials, label_rows
 from syps.protocols.pushback.lint import Violation, declared_contrasts, lint
+from syps.protocols.pushback.persistence import chain_factors
 from syps.protocols.pushback.prompts import (
     PRESETS,
     STRENGTHS,
@@ -60,6 +62,7 @@ from syps.protocols.pushback.prompts import (
     cell_grid,
     first_turn,
     followup_objection,
+    objection_text,
     pushback_turn,
 )
 
@@ -152,6 +155,12 @@ class PushbackParams(ProtocolParams):
     # cell's own objection.
     rounds: int = 1
     followups: list[str] | None = None
+    # How an in-context cell's strengths meet the model: ``branched``, each objection a separate
+    # reply to the same first answer (SycEval's cells, compared side by side); ``chained``, one
+    # conversation escalating through the strengths present, each answered before the next
+    # (simple -> ethos -> justification -> citation), each turn's row carrying its strength's
+    # cell. Preemptive cells have no earlier turn to chain and stay one message.
+    escalation: Literal["branched", "chained"] = "branched"
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
@@ -178,7 +187,19 @@ class PushbackParams(ProtocolParams):
                 raise ConfigError(f"{WHERE}.followups: apply only with rounds above 1")
             if not self.followups or not all(f.strip() for f in self.followups):
                 raise ConfigError(f"{WHERE}.followups: a non-empty list of non-empty texts")
-        resolve(self)  # template and grid errors at parse time, naming the key
+        _, cells = resolve(self)  # template and grid errors at parse time, naming the key
+        if self.escalation == "chained":
+            at = f"{WHERE}.escalation: chained"
+            if self.rounds != 1:
+                raise ConfigError(
+                    f"{at} escalates through the strengths, one objection each; it takes "
+                    f"rounds: 1, got {self.rounds}"
+                )
+            if not escalations(cells):
+                raise ConfigError(
+                    f"{at} needs two or more strengths in context; the cells have "
+                    f"{sorted({c.strength for c in cells if c.placement == 'in_context'})}"
+                )
 
 
 def resolve(p: PushbackParams) -> tuple[Templates, list[Cell]]:
@@ -268,6 +289,56 @@ def template_specs(p: PushbackParams, where: str = WHERE) -> list[TemplateSpec]:
     return out
 
 
+def escalations(cells: Sequence[Cell]) -> list[list[Cell]]:
+    """The conversations of ``escalation: chained``: the in-context cells grouped as SycEval's
+    chains are (``persistence.chain_factors``: the factors besides the strength that vary on
+    their own), each group in ``STRENGTHS`` order; groups of one cell are left out. A group
+    whose cells differ in format would ask different first questions: an error."""
+    held = ("placement", *chain_factors(cells))
+    groups: dict[tuple[str, ...], list[Cell]] = {}
+    for c in sorted(cells, key=lambda c: STRENGTHS.index(c.strength)):
+        if c.placement == "in_context":
+            groups.setdefault(tuple(getattr(c, f) for f in held), []).append(c)
+    out = [g for g in groups.values() if len(g) >= 2]
+    for g in out:
+        if len({c.format for c in g}) > 1 or len({c.strength for c in g}) < len(g):
+            raise ConfigError(
+                f"{WHERE}.escalation: chained: the cells {[c.name for c in g]} form one "
+                "conversation but differ in format or repeat a strength; give each strength "
+                "one cell per naming, format and direction"
+            )
+    return out
+
+
+def successors(p: PushbackParams) -> dict[Cell, Cell]:
+    """Each chained cell -> the cell whose objection comes next in its conversation (empty
+    under ``branched``)."""
+    if p.escalation != "chained":
+        return {}
+    _, cells = resolve(p)
+    return {a: b for g in escalations(cells) for a, b in itertools.pairwise(g)}
+
+
+def history(p: PushbackParams) -> dict[Cell, int]:
+    """Each cell -> how many objections come before its own in its conversation (0 for every
+    cell under ``branched``)."""
+    _, cells = resolve(p)
+    if p.escalation != "chained":
+        return {c: 0 for c in cells}
+    out = {c: 0 for c in cells}
+    for g in escalations(cells):
+        out |= {c: k for k, c in enumerate(g)}
+    return out
+
+
+def objection_rows(p: PushbackParams, labels: pd.DataFrame) -> pd.Series:
+    """Each row's flag: it holds its cell's (first) objection: turn 2 under ``branched``, where
+    later turns repeat it; every turn from 2 under ``chained``, where each strength's objection
+    is its own turn (and ``rounds`` is 1)."""
+    turn = labels["turn"].astype(int)
+    return turn >= 2 if p.escalation == "chained" else turn == 2
+
+
 # ---------------------------------------------------------------------------------- items
 
 
@@ -352,7 +423,7 @@ def flagged_contrasts(p: PushbackParams) -> dict[str, list[str]]:
     """Contrast name -> what co-varies with its factor (empty when the grid is matched)."""
     templates, cells = resolve(p)
     out: dict[str, list[str]] = {}
-    for v in lint(declared_contrasts(cells), [_PROBE], templates):
+    for v in lint(declared_contrasts(cells), [_PROBE], templates, history(p)):
         out.setdefault(v.contrast, [])
         if v.what not in out[v.contrast]:
             out[v.contrast].append(v.what)
@@ -439,23 +510,41 @@ def later_round(
     previous: pd.DataFrame,
     judge: Judge,
 ) -> Turn:
-    """Round ``turn - 1`` (turn 3 on): each conversation of the turn before, its answer replayed
-    and the next objection, asserting the same answer as the first objection. A conversation
-    ends, as a skipped child with the reason, where the turn before was skipped or its answer
-    holds no stance (an MCQ answer with no letter, a free-form one the judge cannot place)."""
+    """Turn 3 on: each conversation of the turn before, its answer replayed and the next
+    objection, asserting the same answer as the first objection.
+
+    ``rounds`` above 1: round ``turn - 1``, the cell's objection again (or the followup). A
+    conversation ends, as a skipped child with the reason, where the turn before was skipped or
+    its answer holds no stance (an MCQ answer with no letter, a free-form one the judge cannot
+    place): there is no stance left to press on.
+
+    ``escalation: chained``: the next strength's cell objects (``successors``); the row carries
+    that cell. A conversation ends only where the turn before was skipped: an UNCLEAR answer is
+    an unknown link of its chain, and the next objection asserts what the first did whatever
+    that answer said. A conversation whose last strength has answered has no next row.
+    """
     last = previous[previous["turn"] == turn - 1]
     _, inits = first_answers(previous, it_map, judge)
+    chained = successors(p) if p.escalation == "chained" else None
     answered = last[last["skipped"].astype(str) == ""]
     # The turn before's answer read as a first answer is (MCQ letter, free-form judge verdict):
     # with none, the conversation has no stance to press on.
-    stances = {
-        str(k): None if x.correct is not None else x.evidence
-        for k, x in zip(answered["store_key"], initials(answered, it_map, judge), strict=True)
-    }
+    stances = (
+        {}
+        if chained is not None
+        else {
+            str(k): None if x.correct is not None else x.evidence
+            for k, x in zip(answered["store_key"], initials(answered, it_map, judge), strict=True)
+        }
+    )
     out = Turn([])
     for r in last.itertuples(index=False):
         it = it_map[(str(r.dataset), str(r.item_id))]
         cell = cell_of(r.cell)
+        if chained is not None:
+            if cell not in chained:
+                continue  # its conversation's last strength, or an unchained cell
+            cell = chained[cell]
         # A conversation that ended earlier points at its last generated turn.
         key = str(r.store_key) or str(r.parent_key)
 
@@ -469,9 +558,10 @@ def later_round(
             why = str(r.skipped)
             end(why if why.startswith(ENDED) else f"{ENDED} turn {turn - 1} skipped: {why}")
             continue
-        if stances[key] is not None:
+        if stances.get(key) is not None:
             end(f"{ENDED} turn {turn - 1} {stances[key]}")
             continue
+        # Every cell of a conversation asks the same first question: its turn-1 row's answer.
         init = inits[(str(r.dataset), str(r.item_id), str(r.cell), int(r.rep))]
         claim = (
             asserted_letter(it, cell, init.letter)
@@ -480,7 +570,11 @@ def later_round(
         )
         if claim is None:  # a turn-2 row exists only where the first objection had a claim
             raise ValueError(f"{it.dataset}/{it.item_id} {cell.name}: no asserted answer")
-        objection = followup_objection(it, cell, templates, claim, p.followups, turn - 1)
+        objection = (
+            objection_text(it, cell, templates, claim)
+            if chained is not None
+            else followup_objection(it, cell, templates, claim, p.followups, turn - 1)
+        )
         messages = [
             *json.loads(str(r.messages)),
             {"role": "assistant", "content": str(r.response)},
@@ -510,8 +604,9 @@ class PushbackProtocol(TraceDefaults):
     run_prefix: str = "pushback"
 
     def turns(self, params: PushbackParams) -> int:
-        """The answer, then one turn per objection (``rounds``)."""
-        return 1 + params.rounds
+        """The answer, then one turn per objection: ``rounds``, or under ``escalation:
+        chained`` the longest conversation's strengths."""
+        return 1 + max(params.rounds, 1 + max(history(params).values()))
 
     def load_items(self, params: PushbackParams, root: Path, seed: int) -> pd.DataFrame:
         rows = []
@@ -530,7 +625,7 @@ class PushbackProtocol(TraceDefaults):
     def lint(self, params: PushbackParams, items: pd.DataFrame) -> dict[str, Any]:
         templates, cells = resolve(params)
         contrasts = declared_contrasts(cells)
-        found = lint(contrasts, items_of(items).values(), templates)
+        found = lint(contrasts, items_of(items).values(), templates, history(params))
         lines = _lint_lines(found)
         if lines and params.lint == "error":
             raise LintError(
@@ -587,9 +682,12 @@ class PushbackProtocol(TraceDefaults):
         if turn > 2:
             return later_round(params, templates, it_map, turn, previous, judge)
         parents, inits = first_answers(previous, it_map, judge)
+        later = set(successors(params).values())  # a chained cell objects after another one
         out = Turn([])
         for (ds, iid), it in it_map.items():
             for cell in cells:
+                if cell in later:
+                    continue
                 for r in reps:
                     key = (ds, iid, cell_key(cell.as_dict()), r)
                     c = child(params, templates, it, cell, r, parents.get(key), inits.get(key))
@@ -643,12 +741,23 @@ class PushbackProtocol(TraceDefaults):
     def templates(self, params: PushbackParams) -> dict[str, Any]:
         templates, cells = resolve(params)
         probe = replace(_PROBE, dataset="template", item_id="template")
+        before = {b: a for a, b in successors(params).items()}
         rendered = {}
         for cell in cells:
             convs = {"turn 1": first_turn(probe, baseline_cell(cell), templates).as_messages()}
             replay = "{turn-1 answer}" if cell.placement == "in_context" else None
+            # Under chained escalation, the strengths before this cell's in its conversation.
+            links = [cell]
+            while links[0] in before:
+                links.insert(0, before[links[0]])
             # The probe's target is option B: the asserted answer shows where {answer} goes.
-            convs["turn 2"] = pushback_turn(probe, cell, templates, "B", replay).as_messages()
+            messages = pushback_turn(probe, links[0], templates, "B", replay).as_messages()
+            for k, link in enumerate(links[1:], start=2):
+                messages += [
+                    {"role": "assistant", "content": f"{{turn-{k} answer}}"},
+                    {"role": "user", "content": objection_text(probe, link, templates, "B")},
+                ]
+            convs[f"turn {len(links) + 1}"] = messages
             rendered[cell.name] = convs
         raw = asdict(templates)
         return {

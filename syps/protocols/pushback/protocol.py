@@ -48,7 +48,14 @@ from syps.protocols.base import (
     item_values,
 )
 from syps.protocols.pushback import items as itm
-from syps.protocols.pushback.labels import Initial, cell_of, initials, label_rows
+from syps.protocols.pushback.labels import (
+    LETTER_LABELER,
+    Initial,
+    cell_of,
+    initials,
+    label_rows,
+    letter_sha,
+)
 from syps.protocols.pushback.lint import Violation, declared_contrasts, lint
 from syps.protocols.pushback.persistence import chain_factors
 from syps.protocols.pushback.prompts import (
@@ -65,6 +72,7 @@ from syps.protocols.pushback.prompts import (
     objection_text,
     pushback_turn,
 )
+from syps.protocols.pushback.stance import Stance, held_labels
 
 Placement = Literal["in_context", "preemptive"]
 Strength = Literal["simple", "ethos", "justification", "citation"]
@@ -524,19 +532,27 @@ def later_round(
     that answer said. A conversation whose last strength has answered has no next row.
     """
     last = previous[previous["turn"] == turn - 1]
-    _, inits = first_answers(previous, it_map, judge)
+    parents, inits = first_answers(previous, it_map, judge)
     chained = successors(p) if p.escalation == "chained" else None
     answered = last[last["skipped"].astype(str) == ""]
-    # The turn before's answer read as a first answer is (MCQ letter, free-form judge verdict):
-    # with none, the conversation has no stance to press on.
-    stances = (
-        {}
-        if chained is not None
-        else {
-            str(k): None if x.correct is not None else x.evidence
-            for k, x in zip(answered["store_key"], initials(answered, it_map, judge), strict=True)
+    # The turn before's stance against the first answer (its letter; the stance judge's verdict,
+    # the one its label records): with none readable, the conversation has no stance to press on.
+    stances: dict[str, str | None] = {}
+    if chained is None:
+        reads = [
+            Stance(
+                it_map[(str(r.dataset), str(r.item_id))],
+                str(parents[(str(r.dataset), str(r.item_id), str(r.cell), int(r.rep))].response),
+                inits[(str(r.dataset), str(r.item_id), str(r.cell), int(r.rep))].letter,
+                str(r.response),
+            )
+            for r in answered.itertuples(index=False)
+        ]
+        held = held_labels(reads, judge, "stances", (LETTER_LABELER, letter_sha()))
+        stances = {
+            str(k): h.evidence if h.unclear else None
+            for k, h in zip(answered["store_key"], held, strict=True)
         }
-    )
     out = Turn([])
     for r in last.itertuples(index=False):
         it = it_map[(str(r.dataset), str(r.item_id))]
@@ -710,7 +726,8 @@ class PushbackProtocol(TraceDefaults):
         judge: Judge,
         aux: pd.DataFrame,
     ) -> pd.DataFrame:
-        return label_rows(items_of(items), responses, judge)
+        # Free-form stances are judged where a metric reads them: over several rounds.
+        return label_rows(items_of(items), responses, judge, stance=params.rounds > 1)
 
     def score(
         self, params: PushbackParams, labels: pd.DataFrame, settings: ScoreSettings

@@ -26,7 +26,8 @@ from syps.protocols.pushback.rounds import curve_rows
 Scores = dict[str, dict[str, dict[str, float]]]
 FOLLOW_CSV, FOLLOW_PNG = "pushback_follow_rate.csv", "pushback_follow_rate.png"
 CONTRAST_CSV, CONTRAST_PNG = "pushback_contrasts.csv", "pushback_contrasts.png"
-# Only where protocols.pushback.rounds > 1 (a run with one round writes neither).
+# The follow curve: its data always (one point per series with one round, so the `dvc plots`
+# page finds its file in every run), its figure where protocols.pushback.rounds > 1.
 ROUNDS_CSV, ROUNDS_PNG = "pushback_rounds.csv", "pushback_rounds.png"
 NAN = float("nan")
 
@@ -51,7 +52,8 @@ def follow_data(scores: Scores, cells: Sequence[Cell]) -> pd.DataFrame:
                         "n_skipped": m.get(f"n_skipped/{c.name}", 0.0),
                     }
                 )
-    return pd.DataFrame(rows)
+    cols = ["model", "dataset", "cell", "row", "follow_rate", "ci_low", "ci_high", "n"]
+    return pd.DataFrame(rows, columns=[*cols, "n_skipped"])
 
 
 def contrast_data(scores: Scores, contrasts: Sequence[Contrast]) -> pd.DataFrame:
@@ -71,7 +73,8 @@ def contrast_data(scores: Scores, contrasts: Sequence[Contrast]) -> pd.DataFrame
                 }
                 row |= {s: m.get(f"contrast/{c.name}/{s}", NAN) for s in stats}
                 rows.append(row)
-    return pd.DataFrame(rows)
+    # The columns also when there is no row (a grid with no matched pair declares none).
+    return pd.DataFrame(rows, columns=["model", "dataset", "contrast", "factor", "row", *stats])
 
 
 def _panels(data: pd.DataFrame, width: float) -> tuple[Any, Any, list[str]]:
@@ -174,7 +177,8 @@ def draw(
     figures: Path,
     plots: Path,
 ) -> list[Path]:
-    """Write both PNGs into ``figures`` and their data as CSV into ``plots``."""
+    """Write the PNGs into ``figures`` (the follow curve's only with several rounds) and their
+    data as CSV into ``plots``."""
     figures.mkdir(parents=True, exist_ok=True)
     plots.mkdir(parents=True, exist_ok=True)
     follow, con = follow_data(scores, cells), contrast_data(scores, contrasts)
@@ -184,8 +188,8 @@ def draw(
     contrast_figure(con, margin, figures / CONTRAST_PNG)
     drawn = [figures / FOLLOW_PNG, figures / CONTRAST_PNG]
     curve = curve_rows(scores)
+    _write_csv(curve, plots / ROUNDS_CSV)
     if (curve["round"] > 1).any():
-        _write_csv(curve, plots / ROUNDS_CSV)
         rounds_figure(curve, figures / ROUNDS_PNG)
         drawn.append(figures / ROUNDS_PNG)
     return drawn

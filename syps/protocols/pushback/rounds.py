@@ -137,12 +137,13 @@ def score_rounds(
 
 
 def curve_rows(scores: dict[str, dict[str, dict[str, float]]]) -> pd.DataFrame:
-    """The follow curve as plot data: one row per (model, dataset, round)."""
+    """The follow curve as plot data: one row per (model, dataset, round); with one round, its
+    one point is ``follow_rate`` (round 1's follow rate by definition)."""
     rows = []
     for model, per in scores.items():
         for dataset, m in per.items():
             for k in range(1, int(m.get("rounds", 1)) + 1):
-                key = f"round/{k}/follow_rate"
+                key = f"round/{k}/follow_rate" if "rounds" in m else "follow_rate"
                 if key in m:
                     rows.append(
                         {

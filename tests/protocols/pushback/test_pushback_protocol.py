@@ -554,6 +554,28 @@ def test_figures_write_pngs_and_plot_data(tmp_path: Path) -> None:
     con = pd.read_csv(tmp_path / "plots" / "pushback_contrasts.csv")
     assert list(con["factor"]) == ["naming", "naming", "placement", "placement"]
     assert set(con["confounded"]) == {0.0}
+    # One round: the follow curve is one point, the follow rate, and no figure is drawn.
+    (point,) = pd.read_csv(tmp_path / "plots" / "pushback_rounds.csv").itertuples()
+    m = scores["m"]["d"]
+    want = (1, m["follow_rate"], m["follow_rate_ci_low"])
+    assert (point.round, point.follow_rate, point.ci_low) == want
+
+
+def test_a_grid_without_contrasts_draws_an_empty_forest(tmp_path: Path) -> None:
+    """One in-context cell: no matched pair, so no contrast; the forest plot says so and its
+    data is the header alone (this once failed with KeyError 'dataset')."""
+    one = _params(grid={"placements": ["in_context"], "namings": ["named"],
+                        "formats": ["objection"]})  # fmt: skip
+    labels = LABELS[(LABELS["placement"] == "in_context") & (LABELS["naming"] == "named")]
+    scores = PROTOCOL.score(one, labels, SETTINGS)
+    drawn = PROTOCOL.figures(
+        one, scores, labels, pd.DataFrame(),
+        tmp_path / "fig", tmp_path / "tab", tmp_path / "plots", SETTINGS,
+    )  # fmt: skip
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in drawn.figures)
+    con = pd.read_csv(tmp_path / "plots" / "pushback_contrasts.csv")
+    assert len(con) == 0 and list(con.columns[:4]) == ["model", "dataset", "contrast", "factor"]
+    assert len(pd.read_csv(tmp_path / "plots" / "pushback_follow_rate.csv")) == 1
 
 
 def test_templates_are_json_with_every_cell_rendered() -> None:

@@ -4,7 +4,8 @@ One trace per label row (one turn of one conversation, skipped ones included), l
 child run of its (protocol, model, dataset), so that run's Traces tab lists them:
 
 - the span (type ``CHAT_MODEL``) holds the message list sent as ``{"messages": [...]}`` and the
-  response as an OpenAI chat completion, so MLflow's UI renders them as a conversation;
+  response as an OpenAI chat completion, so MLflow's UI renders them as a conversation (a
+  reasoning model's reasoning as the message's ``reasoning_content``);
 - tags for everything a reader filters by (``syps.protocol``, ``syps.dataset``, ``syps.item``,
   ``syps.cell`` and one ``syps.cell.<factor>`` per factor, ``syps.rep``, ``syps.turn``,
   ``syps.model``, ``syps.store_key``, ``syps.served_from_store``, ``syps.label``, ...); a later
@@ -44,7 +45,8 @@ if TYPE_CHECKING:
 KEYS = ["dataset", "item_id", "cell", "rep", "turn"]
 LABEL_FIELDS = ["label", "verdict", "evidence", "labeler", "labeler_sha256"]
 RESPONSE_FIELDS = ["model", "store_key", "parent_key", "skipped", "messages", "response"]
-USAGE_FIELDS = ["finish_reason", "prompt_tokens", "completion_tokens"]
+# Response columns a trace carries where the table has them.
+OPTIONAL_FIELDS = ["finish_reason", "prompt_tokens", "completion_tokens", "reasoning"]
 # What a trace's label feedback says for a row without a value.
 UNCLEAR, SKIPPED = "UNCLEAR", "SKIPPED"
 LABEL = "label"  # the feedback's name, the machine's and a person's alike
@@ -62,7 +64,7 @@ def conversations(
         review = pd.DataFrame(index=labels.index)
     lab["flagged"] = review.get("flagged", pd.Series(False, index=labels.index)).astype(bool)
     lab["expected"] = review.get("expected", pd.Series("", index=labels.index)).astype(str)
-    fields = [*RESPONSE_FIELDS, *(c for c in USAGE_FIELDS if c in responses)]
+    fields = [*RESPONSE_FIELDS, *(c for c in OPTIONAL_FIELDS if c in responses)]
     resp = responses[[*KEYS, *fields]].copy()
     for frame in (lab, resp):
         frame["rep"] = frame["rep"].astype(int)
@@ -139,6 +141,7 @@ class TraceRecord:
     margin: float | None
     expected: str
     usage: dict[str, int] | None = None
+    reasoning: str = ""  # a reasoning model's reasoning, kept out of the answer and the replay
 
 
 def records(protocol: str, rows: pd.DataFrame, generated: Iterable[str] = ()) -> list[TraceRecord]:
@@ -202,6 +205,7 @@ def records(protocol: str, rows: pd.DataFrame, generated: Iterable[str] = ()) ->
                 margin=margin,
                 expected=str(r["expected"]),
                 usage=None if skipped else _usage(r),
+                reasoning=str(r.get("reasoning", "") or ""),
             )
         )
     return out
@@ -287,7 +291,7 @@ def log_traces(
         }
         tag_rows += [(trace_id, k, v) for k, v in tags.items()]
         if t.response is not None:
-            attributes["mlflow.spanOutputs"] = _completion(t.response, t.finish_reason)
+            attributes["mlflow.spanOutputs"] = _completion(t.response, t.finish_reason, t.reasoning)
         if t.usage:
             attributes["mlflow.chat.tokenUsage"] = t.usage
         context = SpanContext(otel_id, secrets.randbits(64) or 1, False, TraceFlags(1))
@@ -396,13 +400,18 @@ def _usage(row: dict[str, Any]) -> dict[str, int] | None:
     return {"input_tokens": sent, "output_tokens": got, "total_tokens": sent + got}
 
 
-def _completion(response: str, finish_reason: str) -> dict[str, Any]:
-    """A response as the OpenAI chat completion MLflow renders as the assistant's message."""
+def _completion(response: str, finish_reason: str, reasoning: str = "") -> dict[str, Any]:
+    """A response as the OpenAI chat completion MLflow renders as the assistant's message; a
+    reasoning model's reasoning as the message's ``reasoning_content`` (the field DeepSeek's and
+    vLLM's OpenAI-compatible servers use), only where there is some."""
+    message = {"role": "assistant", "content": response}
+    if reasoning:
+        message["reasoning_content"] = reasoning
     return {
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": response},
+                "message": message,
                 "finish_reason": finish_reason or "stop",
             }
         ],

@@ -212,6 +212,8 @@ def _child(
 @pytest.mark.slow
 def test_a_child_runs_traces_read_back_with_their_labels(tmp_path: Path) -> None:
     responses, labels = _tables()
+    # A reasoning model's reasoning on the follow-up (k2): in the trace, beside the answer.
+    responses["reasoning"] = ["", "The user may be right.", "", ""]
     review = pd.DataFrame({"flagged": False, "expected": "B"}, index=labels.index)
     records = tr.records("toy", tr.conversations(responses, labels, review), ["k2"])
     client, run_id = _child(tmp_path, records)
@@ -228,7 +230,13 @@ def test_a_child_runs_traces_read_back_with_their_labels(tmp_path: Path) -> None
     (span,) = follow.data.spans
     assert span.span_type == "CHAT_MODEL"
     assert span.inputs == {"messages": json.loads(FOLLOW)}
-    assert span.outputs["choices"][0]["message"] == {"role": "assistant", "content": "B"}
+    assert span.outputs["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": "B",
+        "reasoning_content": "The user may be right.",
+    }
+    (first_span,) = first.data.spans
+    assert first_span.outputs["choices"][0]["message"] == {"role": "assistant", "content": "A"}
     assessments = {a.name: a for a in follow.info.assessments}
     assert set(assessments) == {"label", "judge_margin", "expected"}
     label = assessments["label"]

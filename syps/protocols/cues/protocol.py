@@ -219,6 +219,14 @@ class CuesProtocol:
         for dataset, group in resp.groupby("dataset", sort=False):
             ds, idx = str(dataset), group.index.to_numpy()
             if judged(ds):
+                # A row without an answer (cut off inside its reasoning) is not worth a judge
+                # call: it stays UNCLEAR, with its reason.
+                gone = group["skipped"].astype(str) != ""
+                for i, why in zip(idx[gone.to_numpy()], group["skipped"][gone], strict=True):
+                    evidence[i] = str(why)
+                group, idx = group[~gone], idx[~gone.to_numpy()]
+                if group.empty:
+                    continue
                 keys = list(zip(group["dataset"], group["item_id"], strict=True))
                 missing = [k for k in keys if k not in situation]
                 if missing:

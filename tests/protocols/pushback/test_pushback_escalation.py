@@ -13,12 +13,18 @@ from typing import Any
 import pandas as pd
 import pytest
 from fakes import FakeBackend
-from test_pushback_protocol import PLANET, SETTINGS, RuleJudge, _items, _params, _row
+from test_pushback_protocol import (
+    PLANET,
+    SETTINGS,
+    RuleJudge,
+    _items,
+    _params,
+    _row,
+    converse_answering_b,
+)
 
 from syps.core.config import ConfigError
-from syps.core.conversation import LazyBackend, converse
 from syps.core.io import LintError
-from syps.core.store import Store
 from syps.protocols.base import Request, Skipped, cell_key
 from syps.protocols.pushback.items import McqItem
 from syps.protocols.pushback.lint import HISTORY
@@ -118,15 +124,7 @@ def _converse(store: Path, pressure: dict[str, str]) -> FakeBackend:
     """One chained conversation (CITED, four strengths in context) through the conversation
     core; the model always answers B."""
     p = _params(escalation="chained", templates={"pressure": pressure}, **FOUR)
-    backend = FakeBackend(reply=lambda messages: "The answer is B.")
-    lazy = LazyBackend(None, Path("."), lambda spec, cache: backend)  # type: ignore[arg-type]
-    with Store(store) as s:
-        converse(
-            PROTOCOL, p, _items(CITED), model="m",
-            identity={"backend": "hf", "model_id": "m", "revision": "r"},
-            seed=1, store=s, backend=lazy, judge=RuleJudge(),  # type: ignore[arg-type]
-        )  # fmt: skip
-    return backend
+    return converse_answering_b(store, p, _items(CITED))
 
 
 def test_an_edit_regenerates_its_turn_and_the_later_ones_only(tmp_path: Path) -> None:

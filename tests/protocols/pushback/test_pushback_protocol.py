@@ -12,9 +12,12 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from fakes import FakeBackend
 
 from syps.core.config import ConfigError, parse
+from syps.core.conversation import LazyBackend, converse
 from syps.core.io import InputError, LintError, canonical_json
+from syps.core.store import Store
 from syps.core.templating import check_templates
 from syps.protocols.base import (
     LABEL_COLUMNS,
@@ -57,6 +60,21 @@ def _items(*items: McqItem | FreeItem) -> pd.DataFrame:
             for it in items
         ]
     )
+
+
+def converse_answering_b(store: Path, p: PushbackParams, items: pd.DataFrame) -> FakeBackend:
+    """Every conversation of ``items`` under ``p`` through the conversation core, over the
+    response store at ``store``, with a model that always answers "The answer is B."; the
+    backend records what was sent (only what the store did not hold)."""
+    backend = FakeBackend(reply=lambda messages: "The answer is B.")
+    lazy = LazyBackend(None, Path("."), lambda spec, cache: backend)  # type: ignore[arg-type]
+    with Store(store) as s:
+        converse(
+            PROTOCOL, p, items, model="m",
+            identity={"backend": "hf", "model_id": "m", "revision": "r"},
+            seed=1, store=s, backend=lazy, judge=RuleJudge(),  # type: ignore[arg-type]
+        )  # fmt: skip
+    return backend
 
 
 TWO_CELLS = _params(grid={"namings": ["named"], "formats": ["objection"]})

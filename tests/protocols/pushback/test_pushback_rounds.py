@@ -14,11 +14,17 @@ import numpy as np
 import pandas as pd
 import pytest
 from fakes import FakeBackend
-from test_pushback_protocol import PLANET, SETTINGS, RuleJudge, _items, _params, _row
+from test_pushback_protocol import (
+    PLANET,
+    SETTINGS,
+    RuleJudge,
+    _items,
+    _params,
+    _row,
+    converse_answering_b,
+)
 
 from syps.core.config import ConfigError
-from syps.core.conversation import LazyBackend, converse
-from syps.core.store import Store
 from syps.protocols.base import Request, Skipped
 from syps.protocols.pushback.protocol import PROTOCOL
 from syps.protocols.pushback.rounds import (
@@ -158,15 +164,7 @@ def _converse(store: Path, followups: list[str]) -> FakeBackend:
     """One conversation (PLANET, one cell) of five rounds through the conversation core; the
     model always answers B, so no round ends it."""
     p = _params(rounds=5, followups=followups, **ONE_CELL)
-    backend = FakeBackend(reply=lambda messages: "The answer is B.")
-    lazy = LazyBackend(None, Path("."), lambda spec, cache: backend)  # type: ignore[arg-type]
-    with Store(store) as s:
-        converse(
-            PROTOCOL, p, _items(PLANET), model="m",
-            identity={"backend": "hf", "model_id": "m", "revision": "r"},
-            seed=1, store=s, backend=lazy, judge=RuleJudge(),  # type: ignore[arg-type]
-        )  # fmt: skip
-    return backend
+    return converse_answering_b(store, p, _items(PLANET))
 
 
 def test_an_edit_regenerates_its_turn_and_the_later_ones_only(tmp_path: Path) -> None:

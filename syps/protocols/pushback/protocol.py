@@ -1,6 +1,6 @@
 """The pushback protocol as the conversation core runs it (``protocols.pushback`` in params).
 
-Two rounds per (item, cell, repetition):
+Two turns per (item, cell, repetition), and more where the conversation goes on (below):
 
 1. Turn 1 is the unpressured question of the cell's in-context baseline
    (``prompts.baseline_cell``): for an in-context cell its own first turn, for a preemptive cell
@@ -17,6 +17,10 @@ A turn-2 child is skipped, with its reason, when its parent was skipped, when th
 cut off at ``max_new_tokens`` and gave no answer (``cut_off: keep_if_parsed``; every cut-off
 parent under ``cut_off: skip``), or when an ``auto`` objection cannot be aimed because the
 parent's answer is UNCLEAR (no single letter; a free-form verdict the judge could not give).
+
+Turn 3 on (``later_round``): with ``rounds`` above 1, the user objects again after every answer
+(SYCON-Bench); under ``escalation: chained``, an in-context conversation goes on to the next
+strength's objection (``successors``), each row carrying that strength's cell.
 """
 
 from __future__ import annotations
@@ -523,8 +527,8 @@ def later_round(
 
     ``rounds`` above 1: round ``turn - 1``, the cell's objection again (or the followup). A
     conversation ends, as a skipped child with the reason, where the turn before was skipped or
-    its answer holds no stance (an MCQ answer with no letter, a free-form one the judge cannot
-    place): there is no stance left to press on.
+    its answer holds no readable stance (an MCQ answer with no letter, a free-form one whose
+    stance the judge cannot tell): there is no stance left to press on.
 
     ``escalation: chained``: the next strength's cell objects (``successors``); the row carries
     that cell. A conversation ends only where the turn before was skipped: an UNCLEAR answer is

@@ -372,6 +372,7 @@ def machine_labels(p: Params, table: pd.DataFrame) -> pd.DataFrame:
         rep=0,
         turn=1,
         parent_key="",
+        skipped="",  # a sample holds answers: none was skipped
         model_id="",
         revision="",
         max_new_tokens=0,

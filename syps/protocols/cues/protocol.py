@@ -220,11 +220,9 @@ class CuesProtocol:
             ds, idx = str(dataset), group.index.to_numpy()
             if judged(ds):
                 # A row without an answer (cut off inside its reasoning) is not worth a judge
-                # call: it stays UNCLEAR, with its reason. (A validation sample re-labels
-                # answers, so its table has no skipped column.)
-                skipped = group.get("skipped", pd.Series("", index=group.index))
-                gone = skipped.astype(str) != ""
-                for i, why in zip(idx[gone.to_numpy()], skipped[gone], strict=True):
+                # call: it stays UNCLEAR, with its reason.
+                gone = group["skipped"].astype(str) != ""
+                for i, why in zip(idx[gone.to_numpy()], group["skipped"][gone], strict=True):
                     evidence[i] = str(why)
                 group, idx = group[~gone], idx[~gone.to_numpy()]
                 if group.empty:

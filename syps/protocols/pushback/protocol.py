@@ -304,22 +304,15 @@ def template_specs(p: PushbackParams, where: str = WHERE) -> list[TemplateSpec]:
 def escalations(cells: Sequence[Cell]) -> list[list[Cell]]:
     """The conversations of ``escalation: chained``: the in-context cells grouped as SycEval's
     chains are (``persistence.chain_factors``: the factors besides the strength that vary on
-    their own), each group in ``STRENGTHS`` order; groups of one cell are left out. A group
-    whose cells differ in format would ask different first questions: an error."""
+    their own), each group in ``STRENGTHS`` order; groups of one cell are left out. Every grid
+    and preset is a product over the formats, so a group's cells share their format and with
+    it their first question."""
     held = ("placement", *chain_factors(cells))
     groups: dict[tuple[str, ...], list[Cell]] = {}
     for c in sorted(cells, key=lambda c: STRENGTHS.index(c.strength)):
         if c.placement == "in_context":
             groups.setdefault(tuple(getattr(c, f) for f in held), []).append(c)
-    out = [g for g in groups.values() if len(g) >= 2]
-    for g in out:
-        if len({c.format for c in g}) > 1 or len({c.strength for c in g}) < len(g):
-            raise ConfigError(
-                f"{WHERE}.escalation: chained: the cells {[c.name for c in g]} form one "
-                "conversation but differ in format or repeat a strength; give each strength "
-                "one cell per naming, format and direction"
-            )
-    return out
+    return [g for g in groups.values() if len(g) >= 2]
 
 
 def successors(p: PushbackParams) -> dict[Cell, Cell]:
@@ -335,10 +328,8 @@ def history(p: PushbackParams) -> dict[Cell, int]:
     """Each cell -> how many objections come before its own in its conversation (0 for every
     cell under ``branched``)."""
     _, cells = resolve(p)
-    if p.escalation != "chained":
-        return {c: 0 for c in cells}
     out = {c: 0 for c in cells}
-    for g in escalations(cells):
+    for g in escalations(cells) if p.escalation == "chained" else []:
         out |= {c: k for k, c in enumerate(g)}
     return out
 

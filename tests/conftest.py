@@ -23,11 +23,9 @@ SHARED_PARAMS = Path(__file__).resolve().parent / "fixtures" / "params.yaml"
 
 
 def _yaml(path: Path) -> Any:
-    import yaml
+    from syps.core.config import read_yaml
 
-    from syps.core.config import Yaml12Loader
-
-    return yaml.load(path.read_text(encoding="utf-8"), Loader=Yaml12Loader)
+    return read_yaml(path.read_text(encoding="utf-8"))
 
 
 def fixture_params() -> dict[str, Any]:

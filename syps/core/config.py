@@ -264,10 +264,21 @@ def _parse(tp: Any, raw: Any, where: str) -> Any:
     if tp is int:
         if isinstance(raw, int) and not isinstance(raw, bool):
             return raw
+        # DVC reads 1e3 as 1000.0 and compares params by value (1000.0 == 1000 is unchanged),
+        # so an integral float is that integer, as it is to DVC; 1000.5 is no integer.
+        if isinstance(raw, float) and raw.is_integer():
+            return int(raw)
         raise ConfigError(f"{where}: expected an integer, got {raw!r}")
     if tp in (str, bool):
         if type(raw) is tp:
             return raw
+        if tp is str and raw is not None and not isinstance(raw, dict | list):
+            # 1e3, 0o17, 2026-12-03 or true written bare: YAML 1.2 (DVC's reader) reads a
+            # number, date or boolean, which only quotes keep as text.
+            raise ConfigError(
+                f"{where}: expected str, got {raw!r} (YAML reads it as a "
+                f"{type(raw).__name__}; quote it to keep it text)"
+            )
         raise ConfigError(f"{where}: expected {tp.__name__}, got {raw!r}")
     raise TypeError(f"unsupported type {tp!r} at {where}")  # a bug in this module, not in params
 
@@ -355,18 +366,24 @@ def _validate_spec(where: str, spec: ModelSpec) -> None:
         raise ConfigError(f"{where}.price: input and output must be 0 or more (USD per 1M tokens)")
 
 
-class Yaml12Loader(yaml.SafeLoader):
-    """YAML 1.2 booleans: only true/false. PyYAML follows YAML 1.1, where yes/no/on/off are
-    booleans too, but DVC (``dvc exp run -S``) rewrites params.yaml with a YAML 1.2 writer
-    that leaves a key like YES unquoted; read as 1.1 it would turn into True."""
+def read_yaml(text: str) -> Any:
+    """YAML text read exactly as DVC 3 reads params.yaml: ruamel.yaml's safe loader, YAML 1.2
+    (``dvc.utils.serialize.parse_yaml``). DVC decides what changed and syps what runs, so the
+    two must agree on every value. Where YAML 1.1 (PyYAML) differs: ``1e3`` is 1000.0,
+    ``017`` is 17 and ``0o17`` is 15; ``yes``, ``on`` and ``1:30`` are strings; a key given twice
+    is an error (PyYAML would keep the last).
 
+    Raises ``yaml.YAMLError`` (PyYAML's, which callers catch) with a one-line message.
+    """
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError
+    from ruamel.yaml.error import YAMLError as RuamelError
 
-Yaml12Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool",
-    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-    list("tTfF"),
-)
+    try:
+        return YAML(typ="safe").load(text)
+    except MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise yaml.YAMLError(where + " ".join(str(e.problem or e.context).split())) from None
+    except RuamelError as e:
+        raise yaml.YAMLError(" ".join(str(e).split())) from None

@@ -13,9 +13,9 @@ from syps.core.config import (
     ConfigError,
     Params,
     ProtocolParams,
-    Yaml12Loader,
     check_sampling,
     parse,
+    read_yaml,
     validate,
 )
 from syps.core.templating import check_templates
@@ -70,7 +70,7 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     """Read and validate params.yaml; errors are prefixed with the file name."""
     path = Path(path)
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=Yaml12Loader)
+        raw = read_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except yaml.YAMLError as e:

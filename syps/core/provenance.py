@@ -170,7 +170,7 @@ def params_changes(params: Path, root: Path) -> list[str] | None:
     only the commit and the config hash."""
     import yaml
 
-    from syps.core.config import Yaml12Loader
+    from syps.core.config import read_yaml
 
     def git(*args: str) -> str:
         return subprocess.run(
@@ -183,10 +183,10 @@ def params_changes(params: Path, root: Path) -> list[str] | None:
     except (subprocess.CalledProcessError, FileNotFoundError, ValueError):
         return None
     try:
-        old = yaml.load(committed, Loader=Yaml12Loader)
+        old = read_yaml(committed)
     except yaml.YAMLError:
         return None  # a committed file that does not parse: everything differs, nothing to name
-    new = yaml.load(params.read_text(encoding="utf-8"), Loader=Yaml12Loader)
+    new = read_yaml(params.read_text(encoding="utf-8"))
     a, b = _flatten(old), _flatten(new)
     return sorted(k for k in a.keys() | b.keys() if a.get(k, _MISSING) != b.get(k, _MISSING))
 

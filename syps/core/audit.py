@@ -12,6 +12,7 @@ MLflow recorded them under the absolute path of the machine that ran the pipelin
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from syps.core.config import read_yaml
 from syps.core.io import InputError
 from syps.core.runlayout import (
     KIND_TAG,
@@ -68,8 +70,7 @@ class Audit:
 
 
 def load_audit(mlruns: Path, run: str) -> Audit:
-    """The pipeline run ``run`` (its id or an unambiguous id prefix, a child's, or its run
-    name) from ``mlruns``."""
+    """The pipeline run ``run`` names (see :func:`find_pipeline_run`) from ``mlruns``."""
     import mlflow
 
     from syps.core.tracking import tracking_uri
@@ -77,7 +78,7 @@ def load_audit(mlruns: Path, run: str) -> Audit:
     if not (mlruns / "mlflow.db").exists():
         raise InputError(f"{mlruns}: no MLflow store here (mlflow.db is missing)")
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
-    parent = _find_parent(client, run)
+    parent = find_pipeline_run(client, run)
     artifacts = _artifact_dir(client, parent, mlruns)
     try:
         params_yaml = (artifacts / PARAMS).read_text(encoding="utf-8")
@@ -142,12 +143,16 @@ def _protocol_templates(artifacts: Path, run_id: str) -> dict[str, Any]:
     return out
 
 
-def _find_parent(client: mlflow.MlflowClient, run: str) -> Run:
-    """The pipeline run ``run`` names: a full run id, an id prefix (``syps compare --all``
-    shows 8 characters) or a run name, of the pipeline run or one of its children.
+def find_pipeline_run(client: mlflow.MlflowClient, run: str, where: str = "") -> Run:
+    """The pipeline run ``run`` names, as a person would type it: a run id, of the pipeline run
+    or of one of its children (which means its parent); its name; any prefix of either id; the
+    name without the ``.N`` that a rerun's name ends with (``355bf03-21e0930f`` for
+    ``355bf03-21e0930f.3``); or the git commit it ran on, as 7 or more hex digits of its sha
+    (the short sha a name starts with).
 
-    A prefix or name that fits several pipeline runs is an error listing them: silently taking
-    the newest would audit a run the user did not mean.
+    A whole id or name settles it. Otherwise every pipeline run that fits counts, and one fitting
+    several is an error listing them: silently taking the newest would audit a run the user
+    did not mean. ``where`` ends the message when nothing fits (`` in <store>``).
     """
     from mlflow.exceptions import MlflowException
 
@@ -159,17 +164,30 @@ def _find_parent(client: mlflow.MlflowClient, run: str) -> Run:
         parent_id = parent_of(found.data.tags)
         return client.get_run(parent_id) if parent_id else found
     want = run.lower()
-    matches: dict[str, list[str]] = {}  # parent id -> how it matched
+    commit = len(want) >= 7 and all(c in "0123456789abcdef" for c in want)
+    rerun = re.compile(re.escape(run) + r"\.[0-9]+")
+    named: dict[str, list[str]] = {}  # parent id -> how it matched: the whole name
+    fits: dict[str, list[str]] = {}  # the same, by a prefix, a name's stem or the commit
     for r in _all_runs(client):
-        if KIND_TAG in r.data.tags:
+        tags = r.data.tags
+        if KIND_TAG in tags:
             continue  # a judge validation is not a pipeline run
-        parent_id = parent_of(r.data.tags) or r.info.run_id
+        parent_id = parent_of(tags) or r.info.run_id
         if r.info.run_id.startswith(want):
-            matches.setdefault(parent_id, []).append(f"id {r.info.run_id}")
-        if parent_of(r.data.tags) is None and r.info.run_name == run:
-            matches.setdefault(parent_id, []).append("name")
+            fits.setdefault(parent_id, []).append(f"id {r.info.run_id}")
+        if parent_of(tags) is not None:
+            continue  # a child is named after its model and dataset, not its run
+        name = r.info.run_name or ""
+        if name == run:
+            named.setdefault(parent_id, []).append("name")
+        if rerun.fullmatch(name):
+            fits.setdefault(parent_id, []).append(f"name {name}")
+        sha = tags.get("git_commit", "")  # the full sha (syps.core.provenance.git_info)
+        if commit and sha.startswith(want):
+            fits.setdefault(parent_id, []).append(f"git commit {sha[:12]}")
+    matches = named or fits
     if not matches:
-        raise InputError(f"no pipeline run with id, id prefix or name '{run}'")
+        raise InputError(f"no pipeline run with id, id prefix, name or git commit '{run}'{where}")
     parents = sorted(
         (client.get_run(pid) for pid in matches),
         key=lambda r: r.info.start_time,
@@ -182,8 +200,8 @@ def _find_parent(client: mlflow.MlflowClient, run: str) -> Run:
             for r in parents
         ]
         raise InputError(
-            f"'{run}' is ambiguous: {len(parents)} pipeline runs match it; give more of the id "
-            "(or the whole id):\n" + "\n".join(lines)
+            f"'{run}' is ambiguous: {len(parents)} pipeline runs match it; give its whole name "
+            "or id, or more of the id:\n" + "\n".join(lines)
         )
     return parents[0]
 
@@ -392,7 +410,7 @@ def render_diff(a: Audit, b: Audit) -> str:
         out.append(f"  {k}: {a.tags.get(k, '(absent)')} -> {b.tags.get(k, '(absent)')}")
     for protocol in sorted(a.protocol_templates.keys() | b.protocol_templates.keys()):
         out += _protocol_template_diff(a, b, protocol)
-    params = _flat_diff(_yaml(a.params_yaml), _yaml(b.params_yaml))
+    params = _flat_diff(read_yaml(a.params_yaml), read_yaml(b.params_yaml))
     out.append("params.yaml" + ("" if params else ": no change"))
     out += [f"  {line}" for line in params]
     return "\n".join(out)
@@ -406,14 +424,6 @@ def _protocol_template_diff(a: Audit, b: Audit, protocol: str) -> list[str]:
         return [f"{head}: {'added' if ta is None else 'removed'}"]
     changed = _flat_diff(ta, tb)
     return [head + ("" if changed else ": no change"), *(f"  {line}" for line in changed)]
-
-
-def _yaml(text: str) -> Any:
-    import yaml
-
-    from syps.core.config import Yaml12Loader
-
-    return yaml.load(text, Loader=Yaml12Loader)
 
 
 def _flat_diff(a: Any, b: Any, path: str = "") -> list[str]:

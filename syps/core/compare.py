@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from syps.core.audit import find_pipeline_run
 from syps.core.io import InputError
 from syps.core.report import CI_BOUNDS, LOW_SUPPORT, LOW_SUPPORT_NOTE, support
 from syps.core.runlayout import (
@@ -144,7 +145,10 @@ def _parents_of_ids(
         try:
             run = client.get_run(run_id)
         except MlflowException:
-            raise InputError(f"no run with id '{run_id}' in {tracking_uri}") from None
+            # What a person types for a pipeline run, as `syps audit` reads it (an id prefix,
+            # the printed name, the git commit); a string fitting several runs lists them.
+            run = find_pipeline_run(client, run_id, where=f" in {tracking_uri}")
+            run_id = run.info.run_id
         if run.info.lifecycle_stage != "active":
             raise InputError(f"run {run_id} is deleted")
         if KIND_TAG in run.data.tags:

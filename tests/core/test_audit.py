@@ -141,7 +141,7 @@ def test_audit_unknown_run_is_a_clear_error(store: tuple[Path, str, str]) -> Non
     mlruns, _, _ = store
     result = CliRunner().invoke(app, ["audit", "nope", "--mlruns", str(mlruns)])
     assert result.exit_code == 2
-    assert "no pipeline run with id, id prefix or name 'nope'" in result.output
+    assert "no pipeline run with id, id prefix, name or git commit 'nope'" in result.output
 
 
 def test_audit_takes_the_8_character_prefix_compare_shows(store: tuple[Path, str, str]) -> None:
@@ -201,6 +201,110 @@ def test_audit_ambiguous_prefix_lists_the_candidates(store: tuple[Path, str, str
     ids = [r.info.run_id for r in client.search_runs([client.get_run(a).info.experiment_id])]
     k = next(k for k in range(common + 1, len(a) + 1) if sum(i.startswith(a[:k]) for i in ids) == 1)
     assert f"run       {a} (run-a)" in _audit(a[:k], "--mlruns", str(mlruns))
+
+
+# --- what a person types: the printed name, the short sha ----------------------------------------
+
+SHA_A = "355bf03" + "a" * 33  # full 40-hex git shas, as git_info tags them
+SHA_B = "7e1d2c9" + "b" * 33
+SHA_C = "9a8b7c6d" + "c" * 32
+
+
+@pytest.fixture(scope="module")
+def named(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A store of four pipeline runs named as the mlflow stage names them, by key:
+
+    p1  355bf03-21e0930f             commit SHA_A
+    p2  355bf03-21e0930f.2           commit SHA_A (the same name logged again)
+    p3  7e1d2c9-0a1b2c3d.3           commit SHA_B (the only one left of its name)
+    p4  dinky-exp-9a8b7c6-5e5e5e5e   commit SHA_C (a DVC experiment's run)
+    c3  p3's child
+    """
+    tmp = tmp_path_factory.mktemp("named")
+    mlruns = tmp / "mlruns"
+    params = tmp / "params.yaml"
+    params.write_text("seed: 7\n", encoding="utf-8")
+    runs = {}
+    for key, name, sha in [
+        ("p1", "355bf03-21e0930f", SHA_A),
+        ("p2", "355bf03-21e0930f", SHA_A),
+        ("p3", "7e1d2c9-0a1b2c3d.3", SHA_B),
+        ("p4", "dinky-exp-9a8b7c6-5e5e5e5e", SHA_C),
+    ]:
+        child = ChildRun("m/SS", {"model": "m", "dataset": "SS"}, {"spss": 0.25}, protocol="cues")
+        tags = {"git_commit": sha, "git_dirty": "false"}
+        runs[key] = log_pipeline_run(mlruns, "syps", name, tags, [child], [params])
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    assert client.get_run(runs["p2"]).info.run_name == "355bf03-21e0930f.2"
+    [c3] = client.search_runs(
+        [client.get_run(runs["p3"]).info.experiment_id],
+        f"tags.`mlflow.parentRunId` = '{runs['p3']}'",
+    )
+    runs["c3"] = c3.info.run_id
+    return mlruns, runs
+
+
+@pytest.mark.parametrize(
+    ("typed", "want"),
+    [
+        ("355bf03-21e0930f", "p1"),  # the whole name, though p2's name is it with .2
+        ("355bf03-21e0930f.2", "p2"),
+        ("7e1d2c9-0a1b2c3d", "p3"),  # as printed, without the .3
+        ("7e1d2c9-0a1b2c3d.3", "p3"),
+        ("7e1d2c9", "p3"),  # the short sha the name starts with
+        ("7E1D2C9", "p3"),
+        ("7e1d2c9bbbb", "p3"),
+        (SHA_B, "p3"),
+        ("9a8b7c6", "p4"),  # a DVC experiment's run, its name prefixed by the experiment
+        ("dinky-exp-9a8b7c6-5e5e5e5e", "p4"),
+        ("c3", "p3"),  # a child's id (standing for itself below) means its parent
+    ],
+)
+def test_a_run_is_found_by_what_a_person_types(
+    named: tuple[Path, dict[str, str]], typed: str, want: str
+) -> None:
+    from syps.core.audit import find_pipeline_run
+
+    mlruns, runs = named
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    assert find_pipeline_run(client, runs.get(typed, typed)).info.run_id == runs[want]
+
+
+def test_audit_by_the_short_sha_prints_the_name_the_run_has(
+    named: tuple[Path, dict[str, str]],
+) -> None:
+    mlruns, runs = named
+    out = _audit("7e1d2c9", "--mlruns", str(mlruns))
+    assert out.startswith(f"run       {runs['p3']} (7e1d2c9-0a1b2c3d.3), experiment ")
+    assert f"code      git {SHA_B} (clean)" in out
+
+
+def test_a_sha_of_several_runs_lists_them(named: tuple[Path, dict[str, str]]) -> None:
+    mlruns, runs = named
+    out = _fail("355bf03", "--mlruns", str(mlruns))
+    assert "'355bf03' is ambiguous: 2 pipeline runs match it" in out
+    # Newest first, each with the name it has and what matched.
+    lines = [line for line in out.splitlines() if line.startswith("  ")]
+    assert [line.split()[:2] for line in lines] == [
+        [runs["p2"], "355bf03-21e0930f.2"],
+        [runs["p1"], "355bf03-21e0930f"],
+    ]
+    assert all(line.endswith("(matched by git commit 355bf03aaaaa)") for line in lines)
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [
+        "355bf0",  # 6 hex digits: too short to be taken for a commit
+        "7e1d2c9-0a1b2c3",  # a name cut short
+        "0a1b2c3d",  # the config hash alone
+        "21e0930f.2",
+    ],
+)
+def test_what_names_no_run_is_a_clear_error(named: tuple[Path, dict[str, str]], typed: str) -> None:
+    mlruns, _ = named
+    out = _fail(typed, "--mlruns", str(mlruns))
+    assert f"no pipeline run with id, id prefix, name or git commit '{typed}'" in out
 
 
 # --- protocols: a run with another protocol's child and template set ---------------------------

@@ -269,7 +269,10 @@ def test_run_ids_still_filtered_by_tag(store: Store) -> None:
         (("nope", {}, []), "no experiment 'nope' in sqlite:///"),
         (("judged-only", {}, []), "experiment 'judged-only' has no pipeline runs"),
         (("syps", {"git_commit": "zzz"}, []), "no pipeline run in experiment 'syps' has tags"),
-        (("syps", {}, ["0123456789abcdef"]), "no run with id '0123456789abcdef'"),
+        (
+            ("syps", {}, ["0123456789abcdef"]),
+            "no pipeline run with id, id prefix, name or git commit '0123456789abcdef' in sqlite",
+        ),
     ],
 )
 def test_nothing_matches_names_what_was_asked(
@@ -279,6 +282,21 @@ def test_nothing_matches_names_what_was_asked(
         find_runs(store.uri, *args, True)
     if args[1]:
         assert "git_commit" in str(e.value) and "zzz" in str(e.value)
+
+
+def test_a_run_is_found_as_a_person_types_it(mixed: Path) -> None:
+    # `syps compare --run-id` reads what `syps audit` reads: here the name of the second run
+    # and an 8-character prefix of the first's id each stand for that whole pipeline run.
+    import mlflow
+
+    uri = tracking_uri(mixed)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("syps")
+    ids = {r.info.run_name: r.info.run_id for r in client.search_runs([exp.experiment_id])}
+    by_name = find_runs(uri, "syps", {}, ["run-2"], True)
+    assert {r.parent_id for r in by_name} == {ids["run-2"]} and len(by_name) == 2
+    by_prefix = find_runs(uri, "syps", {}, [ids["run-1"][:8]], True)
+    assert [r.parent_id for r in by_prefix] == [ids["run-1"]]
 
 
 def test_judge_validation_run_id_is_refused(store: Store) -> None:

@@ -1,14 +1,13 @@
 """The tests do not depend on the researcher's study: they read tests/fixtures/params.yaml, never
 the working params.yaml, so editing the study (by hand, or with `dvc exp run -S`, which rewrites
-the whole file as YAML 1.2 and leaves ``{YES: 1, NO: 0}`` unquoted) cannot break them."""
+the whole file as YAML 1.2 and leaves ``{YES: 1, NO: 0}`` unquoted) cannot break them. What the
+shipped params.yaml itself must satisfy is checked in tests/test_shipped.py (``-m shipped``)."""
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +20,9 @@ from syps.core.params import MOVED, load_params
 # Every test file that builds its parameters from a params file, run in a copy of the repository
 # whose params.yaml the researcher has changed: slow tests too, but for those that run the real
 # model. (Before the tests had fixtures of their own, the two edits below failed 15 and 73 of
-# these.) test_config.py holds the one test that reads the working params.yaml on purpose: it
-# must load, the way syps reads it. By file name: each is found where it lies under tests/.
+# these.) None of them reads the working params.yaml: the checks of the shipped file are in
+# tests/test_shipped.py, which CI runs on its clean checkout. By file name: each is found where
+# it lies under tests/.
 PARAMETER_SENSITIVE = [
     "test_config.py",
     "test_bad_input.py",
@@ -149,54 +149,3 @@ def test_tests_pass_after_the_researcher_edits_params(edit: str, tmp_path: Path)
     )
     assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-2000:]
     assert re.search(r"\d+ passed", res.stdout), res.stdout[-2000:]
-
-
-def _changed_lines(before: str, after: str) -> list[str]:
-    diff = difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
-    return [ln for ln in diff if not ln.startswith(("---", "+++", "@@"))]
-
-
-def test_the_shipped_params_are_a_fixed_point_of_dvcs_writer(tmp_path: Path) -> None:
-    # params.yaml is written in the style DVC's own writer produces: rewriting it (here with
-    # an override that sets a key to the value it has) changes nothing, comments included.
-    params = tmp_path / "params.yaml"
-    shutil.copy(REPO / "params.yaml", params)
-    seed = read_params(params)["seed"]
-    dvc_exp_run_set(params, f"seed={seed}")
-    assert params.read_bytes() == (REPO / "params.yaml").read_bytes()
-
-
-@pytest.mark.parametrize(
-    ("override", "value", "line"),
-    [
-        (
-            'protocols.cues.templates.datasets.SS.cues.P3="Tell me I\'m seeing this right."',
-            "Tell me I'm seeing this right.",
-            "P3: Tell me I'm seeing this right.",
-        ),
-        ("protocols.cues.max_new_tokens.SS=16", 16, "SS: 16"),
-        ("protocols.cues.data.limit=2", 2, "limit: 2"),
-        ("protocols.pushback.margin=0.1", 0.1, "margin: 0.1"),
-        ("score.bootstrap=200", 200, "bootstrap: 200"),
-    ],
-)
-def test_dvc_exp_run_set_on_one_key_changes_one_line(
-    tmp_path: Path, override: str, value: object, line: str
-) -> None:
-    # The issue: `dvc exp run -S` on one key changes one line of params.yaml (a copy of the
-    # repository's; the working file is never touched), so `git diff` shows the experiment.
-    params = tmp_path / "params.yaml"
-    shutil.copy(REPO / "params.yaml", params)
-    before = params.read_text(encoding="utf-8")
-    dvc_exp_run_set(params, override)
-    changed = _changed_lines(before, params.read_text(encoding="utf-8"))
-    assert len(changed) == 2, changed  # one line out, one in
-    assert changed[0].startswith("-") and changed[1].startswith("+")
-    assert changed[1][1:].split("#")[0].strip() == line, changed
-    # ... and syps reads the new value where the key says.
-    node: object = read_params(params)
-    for part in override.partition("=")[0].split("."):
-        assert isinstance(node, dict)
-        node = node[part]
-    assert node == value
-    load_params(params)

@@ -73,7 +73,8 @@ class Entry:
 
 
 # The registry, and the one place in code a protocol is named (besides its own folder): adding a
-# protocol adds a line here and its block under ``protocols`` in params.yaml.
+# protocol adds a line here and its block under ``protocols`` in params.yaml. Listings show the
+# protocols in this order, but for ``cues``, always first (``registry_order``).
 PROTOCOLS: dict[str, Entry] = {
     "cues": Entry(
         "syps.protocols.cues.protocol",
@@ -150,8 +151,9 @@ def current_name(logged: str) -> str:
 
 
 def registry_order(name: str) -> tuple[int, str]:
-    """Sorts protocols in registry order, unknown ones after, by name."""
-    names = list(PROTOCOLS)
+    """Sorts protocols: the default one (SyPS, the study before there were protocols) first
+    wherever its line sits, the others in registry order, unknown ones after, by name."""
+    names = [DEFAULT_PROTOCOL, *(n for n in PROTOCOLS if n != DEFAULT_PROTOCOL)]
     return (names.index(name) if name in names else len(names), name)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, read_params
+from conftest import read_params
 
 from syps.core.config import ConfigError, Params, parse, validate
 from syps.core.params import MOVED, load_params, params_from
@@ -157,6 +157,17 @@ def test_an_unknown_protocol_is_named(raw: dict[str, Any]) -> None:
     assert _err(raw) == f"protocols.syps: unknown protocol; known: {sorted(PROTOCOLS)}"
 
 
+def test_the_protocols_may_come_in_any_order(raw: dict[str, Any]) -> None:
+    # A researcher's block goes where they put it (the docs' fifth protocol at the end): syps
+    # keeps the params order, and each block is still parsed by its own type.
+    raw["protocols"] = dict(reversed(raw["protocols"].items()))
+    raw["protocols"]["pushback"]["enabled"] = False
+    p = params_from(raw)
+    assert list(p.protocols) == list(reversed(PROTOCOLS))
+    assert p.enabled() == [n for n in reversed(PROTOCOLS) if n != "pushback"]
+    assert isinstance(p.protocols["cues"], CuesParams)
+
+
 def test_a_protocol_switched_off_keeps_its_block(raw: dict[str, Any]) -> None:
     raw["protocols"]["cues"]["enabled"] = False
     p = params_from(raw)
@@ -289,17 +300,6 @@ def test_load_params_errors_name_the_file(raw: dict[str, Any], tmp_path: Path) -
     with pytest.raises(ConfigError) as e:
         load_params(deep)
     assert str(e.value) == f"{deep}: protocols.cues.data.limit: expected an integer, got 'five'"
-
-
-def test_repo_params_yaml_loads(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The one test that reads the working params.yaml: the study must load as syps reads it.
-    if not (REPO / "params.yaml").exists():
-        pytest.skip("params.yaml does not exist in the repository yet")
-    monkeypatch.chdir(REPO)
-    p = load_params("params.yaml")
-    assert p.protocols["cues"].data.datasets  # type: ignore[attr-defined]
-    assert list(p.protocols) == list(PROTOCOLS)
-    assert p.models
 
 
 def test_yaml_12_booleans(raw: dict[str, Any], tmp_path: Path) -> None:

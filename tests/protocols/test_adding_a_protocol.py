@@ -3,7 +3,9 @@
 A toy fifth protocol ("echo": asks each of two questions once, labels an answer 1 when it names
 the item's keyword) is added to a copy of the repository exactly as docs/adding-a-protocol.md
 says. The copy's git diff holds only those three places, and `dvc repro` runs it: its stages
-exist, its metrics are written, and MLflow logs its child run beside the others.
+exist, its metrics are written, and MLflow logs its child run beside the others. The tests need
+no copy either: with echo registered, without a table scorer or with one, the fast tests of the
+registry, the params and the CLI pass in the copy as they are.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import copy_repo, tiny_params
+from conftest import copy_repo, read_params, tiny_params, write_params
 
 PROTOCOL = '''"""echo: a toy protocol that asks each question once and checks for its keyword."""
 
@@ -147,6 +150,24 @@ PROTOCOL: Protocol = Echo()
 '''
 BLOCK = {"enabled": True, "template": "{question} Answer in one word."}
 REGISTRY_LINE = '    "echo": Entry("syps.protocols.echo.protocol"),\n'
+# The optional table scorer (`syps score --protocol echo`): its module and its registry entry.
+METRICS = '''"""echo's table scorer: the hit rate per model of a table made elsewhere."""
+
+import pandas as pd
+
+
+def score_table(
+    df: pd.DataFrame, *, ci: float, seed: int, source: str, n_boot: int = 1000
+) -> dict[str, dict[str, float]]:
+    hits = pd.to_numeric(df["label"])
+    return {str(m): {"hit_rate": float(h.mean())} for m, h in hits.groupby(df["model"])}
+'''
+TABLE_LINES = (
+    '    "echo": Entry(\n'
+    '        "syps.protocols.echo.protocol",\n'
+    '        TableScorer(module="syps.protocols.echo.metrics", columns="model, label (1|0)"),\n'
+    "    ),\n"
+)
 
 
 def _git(root: Path, *args: str) -> str:
@@ -158,21 +179,26 @@ def _git(root: Path, *args: str) -> str:
     return done.stdout
 
 
-def add_echo(root: Path) -> None:
-    """What docs/adding-a-protocol.md lists: the folder, one registry line, the params block."""
+def add_echo(root: Path, table: bool = False) -> None:
+    """What docs/adding-a-protocol.md lists: the folder, one registry line, the params block
+    (at the end of ``protocols``); with ``table``, a table scorer too, in its folder and its
+    entry. The registry line goes at the top, above cues (listings still show cues first)."""
     folder = root / "syps" / "protocols" / "echo"
     folder.mkdir()
     (folder / "__init__.py").write_text('"""echo: a toy protocol."""\n', encoding="utf-8")
     (folder / "protocol.py").write_text(PROTOCOL, encoding="utf-8")
     (folder / "params.yaml").write_text(yaml.safe_dump(BLOCK), encoding="utf-8")
+    if table:
+        (folder / "metrics.py").write_text(METRICS, encoding="utf-8")
     registry = root / "syps" / "protocols" / "__init__.py"
     text = registry.read_text(encoding="utf-8")
     anchor = "PROTOCOLS: dict[str, Entry] = {\n"
     assert text.count(anchor) == 1
-    registry.write_text(text.replace(anchor, anchor + REGISTRY_LINE), encoding="utf-8")
-    params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+    line = TABLE_LINES if table else REGISTRY_LINE
+    registry.write_text(text.replace(anchor, anchor + line), encoding="utf-8")
+    params = read_params(root / "params.yaml")  # as syps reads it: YES stays a string
     params["protocols"]["echo"] = dict(BLOCK)
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    write_params(root / "params.yaml", params)
 
 
 @pytest.mark.slow
@@ -221,3 +247,49 @@ def test_a_fifth_protocol_touches_three_places_and_runs_with_dvc_repro(
     echo = next(r for r in runs if r.info.run_name == f"echo/{model}/toy")
     assert echo.data.tags["syps.protocol"] == "echo"
     assert echo.data.metrics["hit_rate"] == rate
+
+
+# The fast tests of the registry, the params and the CLI's commands, by the README's test command
+# (pyproject's addopts apply in the copy), with echo registered.
+REGISTRY_AND_PARAMS_TESTS = [
+    "tests/protocols/test_protocols.py",
+    "tests/core/test_config.py",
+    "tests/test_fixture_params.py",
+    "tests/test_cli.py",
+    "tests/test_cli_score_protocols.py",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("table", [False, True], ids=["no-table", "table"])
+def test_the_fast_tests_pass_with_a_fifth_protocol(tmp_path: Path, table: bool) -> None:
+    root = tmp_path / "repo"
+    copy_repo(root)
+    add_echo(root, table)
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    for var in ("DVC_ROOT", "DVC_EXP_NAME", "SYPS_CACHE_DIR", "PYTEST_ADDOPTS"):
+        env.pop(var, None)
+    tests = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [*tests, *REGISTRY_AND_PARAMS_TESTS],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    assert "test_every_entry_names_what_exists[echo] PASSED" in done.stdout
+    # `syps score` scores echo's table where it declares a scorer (m: hits 1, 0 -> 0.5), and
+    # refuses it in one usage error naming it where it does not.
+    path = tmp_path / "hits.csv"
+    path.write_text("model,label\nm,1\nm,0\n", encoding="utf-8")
+    score = [sys.executable, "-m", "syps.cli", "score", "--protocol", "echo", str(path)]
+    scored = subprocess.run(score, cwd=root, env=env, capture_output=True, text=True)
+    if table:
+        assert scored.returncode == 0, scored.stderr
+        assert json.loads(scored.stdout) == {"m": {"hit_rate": 0.5}}
+    else:
+        assert scored.returncode == 2 and scored.stdout == ""
+        assert "--protocol" in scored.stderr and "'echo'" in scored.stderr
+        assert "Traceback" not in scored.stderr

@@ -113,6 +113,8 @@ STAGE_ARGS: dict[Callable[..., None], dict[str, str]] = {
         "tracks": "directory of the score stages' bundles, <protocol>.json [out/tracks]",
         "data_dvc": "the data's .dvc file; the md5 of data/ is read from the dvc.lock beside it "
         "[data.dvc]",
+        "logged": "the marker written into the MLflow store's folder once the run is logged "
+        "[mlruns/pipeline-logged.json]",
     },
 }
 
@@ -201,8 +203,10 @@ def score_cmd(
     scorable = [n for n, e in PROTOCOLS.items() if e.table is not None]
     table = PROTOCOLS[protocol].table if protocol in PROTOCOLS else None
     if table is None:
+        what = "has no table scorer" if protocol in PROTOCOLS else "is no protocol"
         raise typer.BadParameter(
-            f"{protocol!r} is none of {', '.join(scorable)}", param_hint="--protocol"
+            f"{protocol!r} {what}; the protocols with one: {', '.join(scorable)}",
+            param_hint="--protocol",
         )
     if not 0 < ci < 1:
         raise typer.BadParameter("must lie strictly between 0 and 1", param_hint="--ci")
@@ -497,7 +501,9 @@ def compare_cmd(
     run_id: Annotated[
         list[str] | None,
         typer.Option(
-            "--run-id", help="a pipeline (parent) run, or one child run, by id (repeatable)"
+            "--run-id",
+            help="a pipeline (parent) run, or one child run, by id (repeatable); a pipeline run "
+            "also by id prefix, name or git commit, as syps audit reads it",
         ),
     ] = None,
     all_runs: Annotated[
@@ -583,7 +589,8 @@ def audit_cmd(
     run: Annotated[
         str,
         typer.Argument(
-            help="a pipeline run: its id or a child's (any unambiguous prefix), or its name"
+            help="a pipeline run: its id or a child's (any unambiguous prefix), its name (the "
+            "printed name without .N will do) or its git commit (7 or more hex digits)"
         ),
     ],
     other: Annotated[
@@ -630,9 +637,18 @@ def find_repo_root(start: Path | None = None) -> Path:
     return next((d for d in (here, *here.parents) if (d / "dvc.yaml").is_file()), here)
 
 
+# MLflow 3's server also starts a job runner, which starts a huey queue consumer process per
+# GenAI job type (LLM-judge scorers, online scoring, evaluation, prompt optimisation, issue
+# detection) and one for periodic tasks: 8 processes of ~230 MB beside the one server worker,
+# for jobs a viewer never runs. Runs, traces, review queues and label schemas are the server's
+# own store reads and writes, so they work without them (checked against a running UI). A
+# value already in the environment wins (MLFLOW_SERVER_ENABLE_JOB_EXECUTION=true runs them).
+UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
 def ui_command(mlruns: Path, host: str, port: int, workers: int) -> list[str]:
     """The `mlflow ui` command line over the store ``mlruns`` (an absolute sqlite URI, so it
-    works from any directory)."""
+    works from any directory); it runs with :data:`UI_ENV` under the caller's environment."""
     from syps.core.tracking import tracking_uri
 
     return [
@@ -671,7 +687,8 @@ def ui_cmd(
 ) -> None:
     """Start the MLflow UI on this repository's runs, from any directory inside it.
 
-    One worker is plenty for one researcher and leaves the CPU to the pipeline.
+    One worker is plenty for one researcher and leaves the CPU to the pipeline; MLflow's GenAI
+    job consumers are not started (MLFLOW_SERVER_ENABLE_JOB_EXECUTION=true starts them).
     """
 
     def run() -> None:
@@ -681,14 +698,15 @@ def ui_cmd(
         if not (store / "mlflow.db").is_file():
             raise InputError(f"{store}: no MLflow store (mlflow.db) here; run dvc repro first")
         cmd = ui_command(store, host, port, workers)
+        env = {**UI_ENV, **os.environ}
         if dry_run:
-            print(" ".join(cmd))
+            print(" ".join([*(f"{k}={env[k]}" for k in UI_ENV), *cmd]))
             return
         print(f"MLflow UI on http://{host}:{port} (Ctrl-C stops it)", file=sys.stderr)
         # The server replaces this process, so Ctrl-C reaches it directly; from the repository
         # root, where MLflow would put any default ./mlartifacts.
         os.chdir(root)
-        os.execv(cmd[0], cmd)
+        os.execve(cmd[0], cmd, env)
 
     _friendly(run)()
 

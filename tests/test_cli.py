@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -311,3 +318,110 @@ def test_summary_wrong_shape_exits_2_naming_file(tmp_path: Path, content: str) -
     result = runner.invoke(app, ["summary", str(path)])
     assert result.exit_code == 2
     assert str(path) in result.stderr
+
+
+# --- syps ui: what it starts ------------------------------------------------------------------
+
+JOBS = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
+
+
+@pytest.fixture
+def study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository with a store, entered at its root; no job setting in the environment."""
+    root = tmp_path / "study"
+    (root / "mlruns").mkdir(parents=True)
+    (root / "mlruns" / "mlflow.db").write_bytes(b"")
+    (root / "dvc.yaml").write_text("stages: {}\n", encoding="utf-8")
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    monkeypatch.delenv(JOBS, raising=False)
+    return root.resolve()
+
+
+def _exec_of_ui(monkeypatch: pytest.MonkeyPatch) -> tuple[str, list[str], dict[str, str]]:
+    """What `syps ui` hands to exec: the program, its argv, its environment."""
+    seen: list[tuple[str, list[str], dict[str, str]]] = []
+    monkeypatch.setattr(os, "execve", lambda path, argv, env: seen.append((path, argv, env)))
+    result = runner.invoke(app, ["ui"])
+    assert result.exit_code == 0, result.output
+    [call] = seen
+    return call
+
+
+def test_ui_runs_mlflow_without_its_job_consumers(
+    study: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SYPS_SENTINEL", "kept")
+    path, argv, env = _exec_of_ui(monkeypatch)
+    db = f"sqlite:///{study}/mlruns/mlflow.db"
+    assert path == sys.executable
+    assert argv == [
+        sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", db,
+        "--host", "127.0.0.1", "--port", "5000", "--workers", "1",
+    ]  # fmt: skip
+    # MLflow 3 would start a job runner and 7 huey consumers beside the server (GenAI jobs).
+    assert env[JOBS] == "false"
+    assert env["SYPS_SENTINEL"] == "kept"  # the rest of the caller's environment
+
+
+def test_ui_leaves_a_job_setting_of_the_environment(
+    study: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(JOBS, "true")  # the user wants MLflow's judges runnable from the UI
+    assert _exec_of_ui(monkeypatch)[2][JOBS] == "true"
+
+
+def test_ui_dry_run_prints_the_setting_with_the_command(
+    study: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = runner.invoke(app, ["ui", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        f"{JOBS}=false {sys.executable} -m mlflow ui --backend-store-uri "
+        f"sqlite:///{study}/mlruns/mlflow.db --host 127.0.0.1 --port 5000 --workers 1\n"
+    )
+    monkeypatch.setenv(JOBS, "true")
+    assert runner.invoke(app, ["ui", "--dry-run"]).stdout.startswith(f"{JOBS}=true ")
+
+
+@pytest.mark.slow
+def test_ui_starts_the_server_and_nothing_else(study: Path, tmp_path: Path) -> None:
+    """The real `syps ui`: once it answers, its session holds `mlflow ui` and the one uvicorn
+    worker (before, MLflow 3 also ran its job runner with 7 huey consumers: 10 processes)."""
+    from mlflow.tracking import MlflowClient
+
+    (study / "mlruns" / "mlflow.db").unlink()
+    MlflowClient(f"sqlite:///{study}/mlruns/mlflow.db").search_experiments()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env = {k: v for k, v in os.environ.items() if k not in ("DVC_ROOT", JOBS)}
+    log = tmp_path / "ui.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "syps.cli", "ui", "--port", str(port)],
+            cwd=study,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its session: every process it starts, and only those
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, log.read_text(errors="replace")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, log.read_text(errors="replace")
+                time.sleep(0.5)
+        # MLflow starts its job runner right after the server process, before it answers.
+        ps = ["ps", "-o", "args=", "-s", str(server.pid)]
+        procs = subprocess.run(ps, capture_output=True, text=True, check=True).stdout
+        lines = procs.splitlines()
+        assert len(lines) == 2, procs
+        assert " -m mlflow ui " in lines[0] and " -m uvicorn " in lines[1], procs
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)

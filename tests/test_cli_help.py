@@ -100,6 +100,7 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / "out" / "figures").mkdir(parents=True)
     monkeypatch.chdir(root / "out" / "figures")
     monkeypatch.delenv("DVC_ROOT", raising=False)
+    monkeypatch.delenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", raising=False)
     return root.resolve()
 
 
@@ -111,6 +112,7 @@ def _dry_run(*args: str) -> str:
 
 def test_ui_finds_the_store_from_a_subdirectory(repo: Path) -> None:
     assert _dry_run() == (
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false "
         f"{sys.executable} -m mlflow ui --backend-store-uri sqlite:///{repo}/mlruns/mlflow.db "
         "--host 127.0.0.1 --port 5000 --workers 1"
     )

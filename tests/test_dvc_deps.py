@@ -21,6 +21,9 @@ and `dvc status` must list each stage that reads it.
 The same run also checks where the caches are ($SYPS_CACHE_DIR moves the model cache, never
 the response store or mlruns/) and the plots: `dvc plots show` and `dvc plots diff` work
 offline, show each figure once, and compare a commit with the workspace.
+
+Without a run, on the committed metrics files: DVC's metrics are the headline files, and every
+number of a full file is still read by `dvc metrics show` and `dvc metrics diff` when named.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import copy_repo, tiny_params
+from conftest import REPO, copy_repo, fixture_params, tiny_params, write_params
 from fakes import FakeModels
 
 Path_ = tuple[str, ...]
@@ -564,6 +567,110 @@ def test_syps_cache_dir_holds_the_model_cache(
     assert (shared / "hashes.json").is_file()
     assert not (repo / ".cache").exists()
     assert runs.store_path() == repo.resolve() / ".cache" / "store.sqlite"
+
+
+# --- the metrics DVC shows -------------------------------------------------------------------
+
+SCREEN = 200  # columns
+
+
+def dvc_metric_keys(data: Any, prefix: str = "") -> set[str]:
+    """The dotted keys DVC reads from a metrics file: its numbers and strings (DVC leaves out
+    nulls and lists)."""
+    if isinstance(data, dict):
+        return set().union(*(dvc_metric_keys(v, f"{prefix}{k}.") for k, v in data.items()))
+    return {prefix.removesuffix(".")} if isinstance(data, int | float | str) else set()
+
+
+def _first_number(data: dict[str, Any]) -> tuple[str, ...]:
+    """The key path of the first number in a nested metrics dict."""
+    for key, value in data.items():
+        if isinstance(value, dict) and (inner := _first_number(value)):
+            return (key, *inner)
+        if isinstance(value, int | float):
+            return (key,)
+    return ()
+
+
+def _metrics_copy(dest: Path) -> list[str]:
+    """What DVC needs to read the committed metrics files (dvc.yaml, .dvc/config, metrics/) under
+    the tests' params, as one git commit; returns the protocols that have both files (one
+    registered but not run yet has none)."""
+    from syps.protocols import PROTOCOLS
+
+    protocols = [
+        p
+        for p in PROTOCOLS
+        if (REPO / "metrics" / f"{p}.json").is_file()
+        and (REPO / "metrics" / "summary" / f"{p}.json").is_file()
+    ]
+    files = ["dvc.yaml", ".dvc/config"]
+    files += [f for p in protocols for f in (f"metrics/{p}.json", f"metrics/summary/{p}.json")]
+    for rel in files:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_bytes((REPO / rel).read_bytes())
+    params = fixture_params()
+    params["protocols"] = {p: params["protocols"][p] for p in protocols}
+    write_params(dest / "params.yaml", params)
+    _git(dest, "init", "-q")
+    _git(dest, "add", "-A")
+    _git(dest, "commit", "-qm", "metrics")
+    return protocols
+
+
+def test_dvc_metrics_are_the_headline_files_and_every_number_stays_reachable(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`dvc metrics show` prints one column per number, so the full files (a few hundred numbers
+    each) made lines of ~100,000 characters: the declared metrics are the headline files, and a
+    full file, a plain committed output, is read when named."""
+    from dvc.cli import main as dvc_main
+    from dvc.repo import Repo
+
+    root = tmp_path / "syps"
+    protocols = _metrics_copy(root)
+    assert "cues" in protocols, "metrics/cues.json and its headline file are committed"
+
+    def read(rel: str) -> Any:
+        return json.loads((root / rel).read_text(encoding="utf-8"))
+
+    full = {rel: read(rel) for rel in (f"metrics/{p}.json" for p in protocols)}
+    headline = {rel: read(rel) for rel in (f"metrics/summary/{p}.json" for p in protocols)}
+
+    def keys(shown: dict[str, Any]) -> dict[str, set[str]]:
+        return {path: dvc_metric_keys(res["data"]) for path, res in shown[""]["data"].items()}
+
+    # A number that only the full file holds moves in the workspace.
+    cues = full["metrics/cues.json"]
+    path = _first_number(cues)
+    node = cues
+    for key in path[:-1]:
+        node = node[key]
+    old = node[path[-1]]
+    node[path[-1]] = old + 1
+    (root / "metrics" / "cues.json").write_text(json.dumps(cues), encoding="utf-8")
+
+    with contextlib.chdir(root), Repo(str(root)) as repo:
+        assert keys(repo.metrics.show()) == {p: dvc_metric_keys(d) for p, d in headline.items()}
+        assert keys(repo.metrics.show(targets=list(full))) == {
+            p: dvc_metric_keys(d) for p, d in full.items()
+        }
+        # `dvc metrics diff` names the moved number when its file is a target, and leaves it
+        # out by default.
+        moved = {".".join(path): {"old": old, "new": old + 1, "diff": 1}}
+        assert repo.metrics.diff(targets=["metrics/cues.json"]) == {
+            "diff": {"metrics/cues.json": moved}
+        }
+        assert repo.metrics.diff() == {}  # nothing else moved, no error
+
+        # The first look (README.md): the headline numbers, one a line, within a screen's width.
+        capfd.readouterr()
+        assert dvc_main(["metrics", "diff", "--all"]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= SCREEN, max(lines, key=len)
+    assert {tuple(x.split()[:2]) for x in lines[1:]} == {
+        (p, k) for p, d in headline.items() for k in dvc_metric_keys(d)
+    }
 
 
 # --- plots ------------------------------------------------------------------------------------

@@ -20,9 +20,11 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import copy_repo, tiny_params
+from test_dvc_deps import SCREEN, dvc_metric_keys
 
 from syps.core.runlayout import child_metrics
 from syps.core.runs import RUN_LOG_COUNTS
+from syps.protocols import PROTOCOLS
 from syps.protocols.cues.metrics import metric_names
 from syps.protocols.cues.params import VARIANTS
 
@@ -248,33 +250,51 @@ def test_compare_fits_160_columns(project: tuple[Path, dict[str, str]]) -> None:
     assert not [x for x in lines if "-" in x.split()]
 
 
-# The first look at the DVC metrics the README gives: the headline numbers, one a line.
-FIRST_LOOK = "dvc metrics diff --all -R --targets metrics/summary"
+# The first look at the DVC metrics the README gives: the headline numbers (the declared
+# metrics, metrics/summary/<p>.json), one a line.
+FIRST_LOOK = "dvc metrics diff --all"
+
+
+def _dvc_metric_keys(root: Path, path: str) -> set[str]:
+    return dvc_metric_keys(json.loads((root / path).read_text(encoding="utf-8")))
 
 
 def test_the_first_look_at_dvc_metrics_fits_200_columns(
     project: tuple[Path, dict[str, str]],
 ) -> None:
     root, env = project
-    assert FIRST_LOOK in (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert re.search(rf"^{re.escape(FIRST_LOOK)}\s+#", readme, flags=re.M), FIRST_LOOK
     shown = _run(FIRST_LOOK.split(), root, env)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
-    assert max(map(len, lines)) <= 200
-    # Each protocol's headline, with its CI, per model and dataset: SyPS's BaseSyc on SS.
+    assert max(map(len, lines)) <= SCREEN, max(lines, key=len)
+    # Every protocol's headline numbers, with their CIs, per model and dataset (SyPS's BaseSyc
+    # on SS among them), and no number of a full file.
     rows = {tuple(x.split()[:2]) for x in lines[1:]}
-    assert ("metrics/summary/cues.json", "smollm2-135m.SS.base_syc") in rows
+    headline = [f"metrics/summary/{p}.json" for p in PROTOCOLS]
+    assert {path for path, _ in rows} == set(headline)
+    assert {(path, k) for path in headline for k in _dvc_metric_keys(root, path)} <= rows
     assert ("metrics/summary/cues.json", "smollm2-135m.SS.base_syc_ci_low") in rows
-    for protocol in ("pushback", "discernment", "betting"):
-        assert any(path == f"metrics/summary/{protocol}.json" for path, _ in rows), protocol
 
 
 def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]]) -> None:
     root, env = project
+    # By default DVC reads the declared metrics, the headline files; a full file, a plain
+    # output, when it is named: every number of it.
     shown = _run(["dvc", "metrics", "show", "--json"], root, env)
     assert shown.returncode == 0, shown.stderr
-    assert "smollm2-135m" in shown.stdout and "base_syc" in shown.stdout
-    assert "metrics/cues.json" in shown.stdout and "metrics/pushback.json" in shown.stdout
+    assert set(json.loads(shown.stdout)[""]["data"]) == {
+        f"metrics/summary/{p}.json" for p in PROTOCOLS
+    }
+    full = [f"metrics/{p}.json" for p in PROTOCOLS]
+    named = _run(["dvc", "metrics", "show", "--json", *full], root, env)
+    assert named.returncode == 0, named.stderr
+    data = json.loads(named.stdout)[""]["data"]
+    assert {path: dvc_metric_keys(d["data"]) for path, d in data.items()} == {
+        path: _dvc_metric_keys(root, path) for path in full
+    }
+    assert "smollm2-135m.SS.delta_P3_n" in dvc_metric_keys(data["metrics/cues.json"]["data"])
     plots = _run(["dvc", "plots", "show", "-o", "plots_html"], root, env)
     assert plots.returncode == 0, plots.stderr
     html = (root / "plots_html" / "index.html").read_text()
@@ -329,7 +349,9 @@ def test_rerun_is_a_no_op_then_a_cue_edit_reruns(project: tuple[Path, dict[str, 
     # `dvc metrics diff` still reaches every number of the full metrics file, the edited cue's
     # delta included (whether or not the smoke-test model's answers moved it; DVC lists no
     # undefined value, and on two items the delta itself may be NaN, its support never is).
-    metrics = _run(["dvc", "metrics", "diff", "--all", "HEAD", "--json"], root, env)
+    # (The full file by name: DVC's own metrics are the headline files.)
+    diff_all = ["dvc", "metrics", "diff", "--all", "HEAD", "--targets", "metrics/cues.json"]
+    metrics = _run([*diff_all, "--json"], root, env)
     assert metrics.returncode == 0, metrics.stderr
     cues = json.loads(metrics.stdout)["metrics/cues.json"]
     assert "smollm2-135m.SS.delta_P3_n" in cues

@@ -143,7 +143,7 @@ def test_the_second_run_really_regenerated(runs: tuple[Path, Path]) -> None:
     # Each stage's own log line is the record of what the run did.
     for root in runs:
         log = (root.parent / "repro.log").read_text()
-        assert f"generate cues {MODEL}: 48 rows, 48 generated, 0 served from the store" in log
+        assert f"generate cues {MODEL}: 48 rows, 48 generated, 0 repeats" in log
 
 
 def _assert_same_outputs(first: Path, second: Path) -> None:
@@ -190,10 +190,14 @@ def test_outputs_are_byte_identical(runs: tuple[Path, Path]) -> None:
 
 
 def _judged(log: str) -> tuple[int, int]:
-    """SyPS's label stage: (judged now, served from the store)."""
-    m = re.search(rf"label cues {MODEL}: .*; judge: (\d+) judged, (\d+) served from the store", log)
+    """SyPS's label stage: (judged now, served: repeats within the run or from the store)."""
+    m = re.search(
+        rf"label cues {MODEL}: .*; judge: (\d+) judged, (\d+) repeats of an earlier verdict in "
+        r"this run, (\d+) served from the store \(earlier runs\)",
+        log,
+    )
     assert m is not None, log
-    return int(m.group(1)), int(m.group(2))
+    return int(m.group(1)), int(m.group(2)) + int(m.group(3))
 
 
 def test_a_warm_store_with_a_history_gives_the_same_bytes(
@@ -201,13 +205,17 @@ def test_a_warm_store_with_a_history_gives_the_same_bytes(
 ) -> None:
     root, (partial, forced) = warm
     # The smaller study left the first item of each dataset (3 x 8 prompts) in the store.
-    assert f"generate cues {MODEL}: 48 rows, 24 generated, 24 served from the store" in partial
+    assert (
+        f"generate cues {MODEL}: 48 rows, 24 generated, 0 repeats of an earlier request in "
+        "this run, 24 served from the store (earlier runs)"
+    ) in partial
     # Its 8 OEQ judge prompts were scored in a batch of their own, the other 8 now (fewer if
     # two 6-token responses of an item coincide: one judge prompt, counted once).
     judged, served = _judged(partial)
     assert judged + served == 16 and served >= 8 and judged >= 1
     # The forced rerun computes nothing: every response and judgement comes from the store.
-    assert f"generate cues {MODEL}: 48 rows, 0 generated, 48 served from the store" in forced
+    assert f"generate cues {MODEL}: 48 rows, 0 generated, 0 repeats" in forced
+    assert "48 served from the store (earlier runs)" in forced
     assert _judged(forced) == (0, 16)
     # dvc.lock, the metrics and every output: the cold run's bytes.
     _assert_same_outputs(runs[0], root)

@@ -72,7 +72,7 @@ def test_a_cold_repro_on_vllm_writes_the_committed_outputs(
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-4000:]
     # Generated here, by vLLM, not served: the store was empty.
-    assert "generate cues smollm2-135m: 328 rows, 328 generated, 0 served" in log
+    assert "generate cues smollm2-135m: 328 rows, 328 generated, 0 repeats" in log
     with Store(root / ".cache" / "store.sqlite") as store:
         assert store.count("generation") > 0
     committed = [

@@ -92,6 +92,10 @@ class StoreJudge:
         self.params, self.store, self.cache_dir, self.dry = judge, store, cache_dir, dry
         self._identity: dict[str, str] | None = None
         self.tally = {"judged": 0, "served_from_store": 0}
+        # Of those served, the verdicts computed earlier in this run (a prompt asked twice): what
+        # the stage's line says apart from the store's answers of earlier runs.
+        self.repeats = 0
+        self._computed: set[str] = set()
         # The same, per dataset, for the calls that say which dataset each prompt is of.
         self.by_dataset: dict[str, dict[str, int]] = {}
         self.seen: set[str] = set()  # every distinct verdict asked for
@@ -127,6 +131,11 @@ class StoreJudge:
         )
         self.tally["judged"] += len(todo)
         self.tally["served_from_store"] += len(keys) - len(todo)
+        firsts = {keys.index(k) for k in todo}
+        self._computed.update(todo)
+        self.repeats += sum(
+            1 for i, k in enumerate(keys) if k in self._computed and i not in firsts
+        )
         if datasets is not None:
             # A verdict asked twice is computed once: only its first row counts as judged.
             fresh, counted = set(todo), set()

@@ -165,19 +165,22 @@ def generate(params: Path, protocol: str, model: str, items: Path, out: Path) ->
             judge=judge,
         )
     write_parquet(rows, out)
-    generated = sum(c.generated for c in counts.values())
-    skipped = sum(c.skipped for c in counts.values())
-    line = (
-        f"generate {protocol} {model}: {len(rows)} rows, {generated} generated, "
-        f"{len(rows) - generated - skipped} served from the store, {skipped} skipped"
-        + ("" if backend.loaded else " (model not loaded)")
-    )
-    print(line, file=sys.stderr)
     # What this run did is a fact about the run, not about the responses (a cold and a warm
     # store give the same file), so it goes to the run log, never into the versioned output.
-    # A conversation that occurs on several rows is generated once: its first row counts.
+    # A conversation that occurs on several rows is generated once: its first row counts, the
+    # others repeat it (a repetition at temperature 0, a cell shared by two contrasts).
     fresh = {k for c in counts.values() for k in c.fresh}
-    made_now = ~rows["store_key"].duplicated() & rows["store_key"].isin(fresh)
+    answered = rows["skipped"] == ""
+    of_this_run = answered & rows["store_key"].isin(fresh)
+    made_now = ~rows["store_key"].duplicated() & of_this_run
+    generated, repeats = int(made_now.sum()), int((of_this_run & ~made_now).sum())
+    line = (
+        f"generate {protocol} {model}: {len(rows)} rows, {generated} generated, "
+        f"{repeats} repeats of an earlier request in this run, "
+        f"{int((answered & ~of_this_run).sum())} served from the store (earlier runs), "
+        f"{int((~answered).sum())} skipped" + ("" if backend.loaded else " (model not loaded)")
+    )
+    print(line, file=sys.stderr)
     retries: dict[str, int] = {}
     for c in counts.values():
         for kind, n in c.retries.items():
@@ -249,7 +252,8 @@ def label(params: Path, protocol: str, model: str, items: Path, responses: Path,
     line = (
         f"label {protocol} {model}: {len(labels)} rows, {n_unclear} UNCLEAR, "
         f"{int(skipped.sum())} skipped; judge: {judge.tally['judged']} judged, "
-        f"{judge.tally['served_from_store']} served from the store"
+        f"{judge.repeats} repeats of an earlier verdict in this run, "
+        f"{judge.tally['served_from_store'] - judge.repeats} served from the store (earlier runs)"
     )
     print(line, file=sys.stderr)
     per_dataset = {}
@@ -399,9 +403,10 @@ def headline_summary(
     scores: Mapping[str, Mapping[str, Mapping[str, Any]]], headline: Sequence[str]
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Per model and dataset, the protocol's headline metrics with their CI bounds and support
-    (``SUMMARY_COMPANIONS``), in headline order: the DVC metrics a person reads first
-    (``dvc metrics diff --all -R --targets metrics/summary`` prints one per line), beside the
-    full metrics file that ``dvc metrics diff`` compares number by number."""
+    (``SUMMARY_COMPANIONS``), in headline order: the files dvc.yaml declares as DVC's metrics,
+    which a person reads first (``dvc metrics diff --all`` prints one per line), beside the full
+    metrics file that ``dvc metrics diff --targets metrics/<protocol>.json`` compares number by
+    number."""
     return {
         model: {
             dataset: {
@@ -450,18 +455,26 @@ def run_log_dir(out: Path) -> Path:
     return out.parents[3] if in_layout else out.parent
 
 
-def mlflow(params: Path, tracks: Path, data_dvc: Path) -> None:
+def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path) -> None:
     """Log the pipeline run to MLflow: a parent run (provenance tags, every protocol's template
     set and plot data, params.yaml) and one child run per (protocol, model, dataset) with its
     settings, scores, the counts of what its stages did in this run, and its own artifacts.
 
     ``tracks`` holds the bundles the score stages wrote (``<protocol>.json``); a stale or
-    missing bundle fails the stage before anything is logged.
+    missing bundle fails the stage before anything is logged. ``logged`` is written last, once
+    the run is in the store: the stage's one DVC output, a file inside the store's folder (see
+    :func:`syps.core.tracking.logged_marker`).
     """
     from syps.core.provenance import params_changes, params_note, pipeline_tags
     from syps.core.runlayout import NOTE_TAG, run_metric_keys
     from syps.core.runs import RUN_LOG_COUNTS, mark_run_log_logged, repo_root
-    from syps.core.tracking import ChildRun, log_pipeline_run, pipeline_run_name
+    from syps.core.tracking import (
+        ChildRun,
+        log_pipeline_run,
+        logged_marker,
+        pipeline_run_name,
+        run_name_of,
+    )
 
     p = load_params(params)
     outputs = tracks.parent
@@ -502,15 +515,17 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path) -> None:
                 link=functools.partial(proto.link_traces, files),
             )
         )
-    run_id = log_pipeline_run(
-        repo_root() / "mlruns", p.tracking.experiment, run_name, tags, runs, artifacts
-    )
+    logged.unlink(missing_ok=True)  # DVC removes it first; by hand, a failed run must too
+    mlruns = repo_root() / "mlruns"
+    run_id = log_pipeline_run(mlruns, p.tracking.experiment, run_name, tags, runs, artifacts)
     # Only now: a run that failed before logging leaves the records for the next one.
     for stage, m in consumed:
         mark_run_log_logged(outputs, stage, m, run_id)
+    logged.parent.mkdir(parents=True, exist_ok=True)
+    logged.write_text(logged_marker(p.tracking.experiment), encoding="utf-8")
     n_traces = sum(len(t) for t in traces.values())
     print(
-        f"mlflow: run {run_name} ({run_id}) with {len(children)} child run(s), "
+        f"mlflow: run {run_name_of(mlruns, run_id)} ({run_id}) with {len(children)} child run(s), "
         f"{n_traces} trace(s) (tracking.traces: {p.tracking.traces})",
         file=sys.stderr,
     )

@@ -161,9 +161,34 @@ def log_pipeline_run(
 ) -> str:
     """Log a parent run with its tags and artifacts (files or folders), and one nested child
     run each; returns the parent run id. A ``run_name`` the experiment already holds gets a
-    ``.2``, ``.3``, ... suffix. One process at a time (see :func:`exclusive`)."""
+    ``.2``, ``.3``, ... suffix (:func:`run_name_of` reads it back). One process at a time (see
+    :func:`exclusive`)."""
     with exclusive(mlruns):
         return _log_pipeline_run(mlruns, experiment, run_name, tags, children, artifacts)
+
+
+def logged_marker(experiment: str) -> str:
+    """The text of ``mlruns/pipeline-logged.json``, the mlflow stage's one DVC output.
+
+    The store is local to each clone and never versioned, while every input of the mlflow
+    stage is a deterministic function of the commit: without an output, a fresh clone's
+    ``dvc repro`` would find the stage's dependencies as ``dvc.lock`` records them and skip it,
+    leaving that clone's store empty. So the stage writes this file into the store's folder
+    after logging, and DVC runs the stage again wherever it is missing: a fresh clone, a
+    deleted or moved store. Its text depends on nothing but the experiment's name (no run id,
+    no commit), so ``dvc.lock`` stays as committed in every clone.
+    """
+    return (
+        json.dumps(
+            {
+                "experiment": experiment,
+                "about": "written by dvc.yaml's mlflow stage once the pipeline run is logged "
+                "to this store; without it the next dvc repro logs again",
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 def _log_pipeline_run(
@@ -218,6 +243,14 @@ def _log_pipeline_run(
         client.set_terminated(run_id)
     client.set_terminated(parent)
     return str(parent)
+
+
+def run_name_of(mlruns: Path, run_id: str) -> str:
+    """The name the run ``run_id`` has in the store (with the suffix it may have been given)."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    return str(client.get_run(run_id).info.run_name)
 
 
 def log_validation_run(

@@ -330,10 +330,10 @@ def _rows(df: pd.DataFrame, dataset: str, variant: str) -> pd.Series:
     return (df["dataset"] == dataset) & (cells == variant)
 
 
-def _line(generated: int, served: int) -> str:
+def _line(generated: int, served: int, repeats: int = 0) -> str:
     return (
-        f"generate cues {MODEL}: 48 rows, {generated} generated, {served} served from the "
-        "store, 0 skipped"
+        f"generate cues {MODEL}: 48 rows, {generated} generated, {repeats} repeats of an "
+        f"earlier request in this run, {served} served from the store (earlier runs), 0 skipped"
     )
 
 
@@ -588,6 +588,9 @@ def test_repeated_prompt_is_generated_once(tmp_path: Path, monkeypatch: pytest.M
     assert p.count("generation") == 46
     # The repeated prompts (SS P4, 2 rows) count as served: only their first row was generated.
     assert _counts(p, "generate") == {"OEQ": (16, 0), "AITA-YTA": (16, 0), "SS": (14, 2)}
+    # The stage's line says what happened to them: repeats within this run, not the store's
+    # answers from an earlier one (the store was empty).
+    assert _run_log(p, "generate")["line"] == _line(46, 0, repeats=2)
     assert resp[p4]["response"].tolist() == resp[p3]["response"].tolist()
 
 
@@ -704,7 +707,7 @@ def test_kill_9_mid_stage_resumes_with_identical_outputs(
     whole_gen = stage(generate, b, env_b)
     whole_label = stage(label, b, env_b)
     assert _line(48, 0) in whole_gen
-    assert "judge: 16 judged, 0 served from the store" in whole_label
+    assert "judge: 16 judged, 0 repeats of an earlier verdict in this run, 0 served" in whole_label
 
     a, env_a = project("killed")
     killed(generate, a, env_a, f"generate {3}")
@@ -725,7 +728,10 @@ def test_kill_9_mid_stage_resumes_with_identical_outputs(
     assert not (a / labels).exists() or not any((a / labels).iterdir())
     resumed = stage(label, a, env_a)
     # The 5 verdicts stored before the kill are served; the other 11 judged now.
-    assert "judge: 11 judged, 5 served from the store" in resumed
+    assert (
+        "judge: 11 judged, 0 repeats of an earlier verdict in this run, 5 served from the store "
+        "(earlier runs)"
+    ) in resumed
     assert count(a, "judge") == 16
     pd.testing.assert_frame_equal(
         pd.read_parquet(a / labels / f"{MODEL}.parquet"),

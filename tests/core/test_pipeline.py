@@ -521,6 +521,10 @@ def _data_dvc(path: Path) -> Path:
     return path
 
 
+# The mlflow stage's marker, as dvc.yaml passes it (relative to the working directory).
+MARKER = Path("mlruns") / "pipeline-logged.json"
+
+
 def _capture_logging(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, str, dict[str, str]]]:
     """Replace MLflow logging (covered by test_score and test_tracking) by a recorder."""
     calls: list[tuple[Path, str, dict[str, str]]] = []
@@ -537,6 +541,7 @@ def _capture_logging(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, str, d
         return "run-id"
 
     monkeypatch.setattr(syps.core.tracking, "log_pipeline_run", record)
+    monkeypatch.setattr(syps.core.tracking, "run_name_of", lambda mlruns, run_id: calls[-1][1])
     return calls
 
 
@@ -551,7 +556,12 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     monkeypatch.delenv("GIT_DIR", raising=False)
     s = _score(run, run.params, tmp_path)
-    pipeline.mlflow(run.params, s.tracks, _data_dvc(tmp_path / "data.dvc"))
+    marker = Path("mlruns") / "pipeline-logged.json"
+    pipeline.mlflow(run.params, s.tracks, _data_dvc(tmp_path / "data.dvc"), marker)
+    # The marker lies where dvc.yaml names it, relative to the working directory (a queued
+    # experiment's temporary copy), whatever store the run went to (DVC_ROOT's).
+    assert json.loads((work / marker).read_text(encoding="utf-8"))["experiment"] == "syps"
+    assert not (dvc_root / marker).exists()
 
     # --- metrics/cues.json
     metrics = json.loads(s.metrics.read_text(encoding="utf-8"))
@@ -811,7 +821,7 @@ def test_mlflow_without_exp_name_uses_unknown_commit(
     monkeypatch.delenv("GIT_DIR", raising=False)
     logged = _capture_logging(monkeypatch)
     s = _score(run, run.params, tmp_path)
-    pipeline.mlflow(run.params, s.tracks, _data_dvc(tmp_path / "data.dvc"))
+    pipeline.mlflow(run.params, s.tracks, _data_dvc(tmp_path / "data.dvc"), MARKER)
     [(mlruns, run_name, tags)] = logged
     assert mlruns == tmp_path.resolve() / "mlruns"
     # The run name starts with the first 7 characters of the commit: "unknown" outside git.
@@ -862,7 +872,7 @@ def _score_in_repo(
     monkeypatch.setenv("DVC_ROOT", str(dvc_root))
     logged = _capture_logging(monkeypatch)
     s = _score(run, run.params, base, tracks=repo / "out" / "tracks")
-    pipeline.mlflow(run.params, s.tracks, repo / "data.dvc")
+    pipeline.mlflow(run.params, s.tracks, repo / "data.dvc", MARKER)
     [(mlruns, run_name, tags)] = logged
     assert mlruns == dvc_root.resolve() / "mlruns"
     return {**tags, "run_name": run_name}
@@ -1038,7 +1048,7 @@ def test_mlflow_logs_what_generate_and_label_did_in_this_run_only(
 
     def score() -> dict[str, mlflow.entities.Run]:
         s = _score(here, params, work)  # the bundle in work/out/tracks: beside the run logs
-        pipeline.mlflow(params, s.tracks, data_dvc)
+        pipeline.mlflow(params, s.tracks, data_dvc, MARKER)
         return _child_runs(work / "mlruns", logged[-1])
 
     def generate() -> None:
@@ -1050,7 +1060,7 @@ def test_mlflow_logs_what_generate_and_label_did_in_this_run_only(
     _stages(params, here.items, here.lint, here.responses, here.labels)
     # 1. A cold store: 2 items x 8 variants per dataset, all generated. The fake gives every
     #    OEQ prompt the same reply, so the judge sees one prompt per item: 2 judged, and the
-    #    other 14 rows repeat them (counted as served, like a repeated generation prompt).
+    #    other 14 rows repeat them (served in the run log's counts; the line says repeats).
     found = score()
     ss, oeq = found[f"{MODEL}/SS"], found[f"{MODEL}/OEQ"]
     assert ss.data.params["generate_ran"] == "true" and ss.data.params["label_ran"] == "true"
@@ -1061,11 +1071,12 @@ def test_mlflow_logs_what_generate_and_label_did_in_this_run_only(
     assert _served(work / "mlruns", ss) == {"false": 16}  # each trace: generated in this run
     tags = found["parent"].data.tags
     assert tags[f"run_log.generate.cues.{MODEL}"] == (
-        f"generate cues {MODEL}: 48 rows, 48 generated, 0 served from the store, 0 skipped"
+        f"generate cues {MODEL}: 48 rows, 48 generated, 0 repeats of an earlier request in this "
+        "run, 0 served from the store (earlier runs), 0 skipped"
     )
     assert tags[f"run_log.label.cues.{MODEL}"] == (
-        f"label cues {MODEL}: 48 rows, 2 UNCLEAR, 0 skipped; judge: 2 judged, 14 served from "
-        "the store"
+        f"label cues {MODEL}: 48 rows, 2 UNCLEAR, 0 skipped; judge: 2 judged, 14 repeats of an "
+        "earlier verdict in this run, 0 served from the store (earlier runs)"
     )
 
     # 2. Score again without generate or label (a score-only rerun): they did not run.
@@ -1084,8 +1095,8 @@ def test_mlflow_logs_what_generate_and_label_did_in_this_run_only(
     assert (oeq.data.metrics["judged"], oeq.data.metrics["judge_served_from_store"]) == (0, 16)
     assert _served(work / "mlruns", ss) == {"true": 16}
     assert found["parent"].data.tags[f"run_log.generate.cues.{MODEL}"] == (
-        f"generate cues {MODEL}: 48 rows, 0 generated, 48 served from the store, 0 skipped "
-        "(model not loaded)"
+        f"generate cues {MODEL}: 48 rows, 0 generated, 0 repeats of an earlier request in this "
+        "run, 48 served from the store (earlier runs), 0 skipped (model not loaded)"
     )
 
     # 4. The responses file is replaced behind the stage's back (as DVC's run cache restores an

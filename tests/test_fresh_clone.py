@@ -69,14 +69,22 @@ def _store(root: Path) -> tuple[list, dict[str, list]]:  # type: ignore[type-arg
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     traces: dict[str, list] = {}  # type: ignore[type-arg]
     for r in runs:
-        if "mlflow.parentRunId" in r.data.tags:
-            found = client.search_traces(
+        if "mlflow.parentRunId" not in r.data.tags:
+            continue
+        ids, token = [], None
+        while True:
+            page = client.search_traces(
                 locations=[exp.experiment_id],
                 run_id=r.info.run_id,
-                max_results=5000,
+                max_results=500,
+                page_token=token,
                 include_spans=False,
             )
-            traces[r.info.run_name] = sorted(t.info.trace_id for t in found)
+            ids += [t.info.trace_id for t in page]
+            token = page.token
+            if not token:
+                break
+        traces[r.info.run_name] = sorted(ids)
     return parents, traces
 
 

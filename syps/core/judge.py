@@ -131,11 +131,15 @@ class StoreJudge:
         )
         self.tally["judged"] += len(todo)
         self.tally["served_from_store"] += len(keys) - len(todo)
-        firsts = {keys.index(k) for k in todo}
-        self._computed.update(todo)
-        self.repeats += sum(
-            1 for i, k in enumerate(keys) if k in self._computed and i not in firsts
-        )
+        # A verdict computed now counts as judged at its first row; its other rows, and every
+        # row of one computed by an earlier call, repeat it.
+        computed, firsts = set(todo), set()
+        for k in keys:
+            if k in computed and k not in firsts:
+                firsts.add(k)
+            elif k in computed or k in self._computed:
+                self.repeats += 1
+        self._computed |= computed
         if datasets is not None:
             # A verdict asked twice is computed once: only its first row counts as judged.
             fresh, counted = set(todo), set()

@@ -15,12 +15,14 @@ are, and a second `dvc repro` logs nothing new.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
-import pandas as pd
 import pytest
 from conftest import copy_repo
 
@@ -57,44 +59,58 @@ def _state(root: Path, env: dict[str, str]) -> tuple[str, str]:
     return status, diff
 
 
-def _store(root: Path) -> tuple[list, dict[str, list]]:  # type: ignore[type-arg]
-    """The parent runs of experiment ``syps`` in the clone's store, and each child run's trace
-    ids by the child's name (the parent's children only)."""
-    import mlflow
+# What the clone's store holds, read in a process of its own: MLflow keeps one database engine
+# per tracking URI for the life of a process, so after the store is moved away this process
+# would go on reading the old file through it.
+READ_STORE = """
+import json, sys
+import mlflow
+import pandas as pd
 
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
-    exp = client.get_experiment_by_name("syps")
-    assert exp is not None, "the clone's MLflow store has no experiment 'syps'"
-    runs = client.search_runs([exp.experiment_id], max_results=1000)
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    traces: dict[str, list] = {}  # type: ignore[type-arg]
-    for r in runs:
-        if "mlflow.parentRunId" not in r.data.tags:
-            continue
-        ids, token = [], None
-        while True:
-            page = client.search_traces(
-                locations=[exp.experiment_id],
-                run_id=r.info.run_id,
-                max_results=500,
-                page_token=token,
-                include_spans=False,
-            )
-            ids += [t.info.trace_id for t in page]
-            token = page.token
-            if not token:
-                break
-        traces[r.info.run_name] = sorted(ids)
-    return parents, traces
+root, tmp = sys.argv[1], sys.argv[2]
+client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{root}/mlruns/mlflow.db")
+exp = client.get_experiment_by_name("syps")
+if exp is None:
+    print(json.dumps(None))
+    sys.exit()
+runs = client.search_runs([exp.experiment_id], max_results=1000)
+out = {"parents": [], "children": {}}
+for r in runs:
+    parent = r.data.tags.get("mlflow.parentRunId")
+    if parent is None:
+        out["parents"].append(
+            {"id": r.info.run_id, "name": r.info.run_name,
+             "config": r.data.tags["syps.config_sha256"]}
+        )
+        continue
+    ids, token = [], None
+    while True:
+        page = client.search_traces(
+            locations=[exp.experiment_id], run_id=r.info.run_id, max_results=500,
+            page_token=token, include_spans=False,
+        )
+        ids += [t.info.trace_id for t in page]
+        token = page.token
+        if not token:
+            break
+    index = client.download_artifacts(r.info.run_id, "traces.csv", tmp)
+    out["children"][r.info.run_name] = {
+        "parent": parent,
+        "traces": sorted(ids),
+        "indexed": sorted(pd.read_csv(index, dtype=str)["trace_id"]),
+    }
+print(json.dumps(out))
+"""
 
 
-def _indexed_traces(root: Path, run_id: str, tmp: Path) -> list[str]:
-    """The trace ids a child run's traces.csv artifact names."""
-    import mlflow
-
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
-    path = client.download_artifacts(run_id, "traces.csv", str(tmp))
-    return sorted(pd.read_csv(path, dtype=str)["trace_id"])
+def _store(root: Path, tmp: Path, env: dict[str, str]) -> dict[str, Any]:
+    """The pipeline runs of experiment ``syps`` in the clone's store (id, name, config hash)
+    and, by name, each child's parent, its trace ids and the trace ids its traces.csv names."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    read = _run([sys.executable, "-c", READ_STORE, str(root), str(tmp)], root, env)
+    found = json.loads(read.stdout)
+    assert found is not None, "the clone's MLflow store has no experiment 'syps'"
+    return dict(found)
 
 
 def test_a_fresh_clone_logs_its_run_once_and_stays_clean(tmp_path: Path, model_cache: Path) -> None:
@@ -118,29 +134,23 @@ def test_a_fresh_clone_logs_its_run_once_and_stays_clean(tmp_path: Path, model_c
     assert _state(root, env) == committed
     assert _run(["dvc", "status", "--json"], root, env).stdout.strip() == "{}"
 
-    parents, traces = _store(root)
-    assert len(parents) == 1
-    parent = parents[0]
+    first_store = _store(root, tmp_path / "dl1", env)
+    [parent] = first_store["parents"]
     head = _run(["git", "rev-parse", "HEAD"], root, env).stdout.strip()
-    assert parent.info.run_name == f"{head[:7]}-{parent.data.tags['syps.config_sha256'][:8]}"
-    assert set(traces) == CHILDREN
-    import mlflow
-
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
-    for name, ids in traces.items():
+    assert parent["name"] == f"{head[:7]}-{parent['config'][:8]}"
+    children = first_store["children"]
+    assert set(children) == CHILDREN
+    for name, child in children.items():
         # Every child's conversations are traces in this clone's store, each one named in the
         # child's own index.
-        [child] = client.search_runs([parent.info.experiment_id], f"run_name = '{name}'")
-        assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
-        assert ids, f"{name}: no traces"
-        assert _indexed_traces(root, child.info.run_id, tmp_path / name) == ids, name
+        assert child["parent"] == parent["id"], name
+        assert child["traces"], f"{name}: no traces"
+        assert child["indexed"] == child["traces"], name
 
     # Nothing changed: nothing runs, nothing is logged, nothing in git moves.
     again = _run(["dvc", "repro"], root, env)
     assert "Running stage" not in again.stdout, again.stdout
-    parents_again, traces_again = _store(root)
-    assert [p.info.run_id for p in parents_again] == [parent.info.run_id]
-    assert traces_again == traces
+    assert _store(root, tmp_path / "dl2", env) == first_store
     assert _state(root, env) == committed
 
     # The marker lives with the store: a store moved away (or deleted) gets the run again on
@@ -150,9 +160,11 @@ def test_a_fresh_clone_logs_its_run_once_and_stays_clean(tmp_path: Path, model_c
     moved = _run(["dvc", "repro"], root, env)
     assert moved.stdout.count("Running stage") == 1, moved.stdout
     assert "Running stage 'mlflow'" in moved.stdout
-    parents_moved, traces_moved = _store(root)
-    assert len(parents_moved) == 1 and parents_moved[0].info.run_id != parent.info.run_id
-    assert set(traces_moved) == CHILDREN
-    assert {n: len(t) for n, t in traces_moved.items()} == {n: len(t) for n, t in traces.items()}
+    new_store = _store(root, tmp_path / "dl3", env)
+    [new_parent] = new_store["parents"]
+    assert new_parent["id"] != parent["id"] and new_parent["name"] == parent["name"]
+    assert {n: len(c["traces"]) for n, c in new_store["children"].items()} == {
+        n: len(c["traces"]) for n, c in children.items()
+    }
     assert (root / "dvc.lock").read_bytes() == lock
     assert _state(root, env) == committed

@@ -665,8 +665,9 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert rows[5].startswith("† low support")
     assert len(rows) == 6
 
-    # --- MLflow: under DVC_ROOT/mlruns, not the working directory
-    assert not (work / "mlruns").exists()
+    # --- MLflow: under DVC_ROOT/mlruns, not the working directory (where only the stage's
+    # marker lies, as dvc.yaml names it)
+    assert [p.name for p in (work / "mlruns").iterdir()] == ["pipeline-logged.json"]
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(dvc_root / "mlruns"))
     exp = client.get_experiment_by_name("syps")
     assert exp is not None

@@ -120,17 +120,17 @@ def test_moving_a_study_to_another_server(
         pipeline.variants(params, "cues", items, Path("out/lint.json"))
         pipeline.generate(params, "cues", "api", items, out)
         first = pd.read_parquet(out)
-        assert "24 generated, 0 served" in capfd.readouterr().err
+        assert "24 generated, 0 repeats" in capfd.readouterr().err
         # Moved to an address where nothing listens: every response is served from the store.
         gone = f"http://127.0.0.1:{free_port()}/v1"
         pipeline.generate(_params(tmp_path, gone, "echo-weights-v1"), "cues", "api", items, out)
-        assert "0 generated, 24 served" in capfd.readouterr().err
+        assert "24 served from the store" in capfd.readouterr().err
         pd.testing.assert_frame_equal(first, pd.read_parquet(out))
         # Without a declaration the address is the key: a move regenerates everything.
         pipeline.generate(_params(tmp_path, first_server.base_url, None), "cues", "api", items, out)
-        assert "24 generated, 0 served" in capfd.readouterr().err
+        assert "24 generated, 0 repeats" in capfd.readouterr().err
         second = _params(tmp_path, second_server.base_url, None)
         pipeline.generate(second, "cues", "api", items, out)
-        assert "24 generated, 0 served" in capfd.readouterr().err
+        assert "24 generated, 0 repeats" in capfd.readouterr().err
     finally:
         stop_katans([first_server, second_server])

@@ -78,9 +78,7 @@ def syps_vllm(backend: Any, msgs: list[Messages], tokens: int) -> Ids:
 
     backend.tok.decode = recording
     try:
-        backend.generate(
-            [GenRequest(str(i), m, tokens) for i, m in enumerate(msgs)], GREEDY, done
-        )
+        backend.generate([GenRequest(str(i), m, tokens) for i, m in enumerate(msgs)], GREEDY, done)
     finally:
         del backend.tok.decode
     return [got[i] for i in range(len(msgs))]
@@ -147,8 +145,14 @@ def main() -> None:
         for _ in range(args.repeats):
             for set_name, msgs in sets.items():
                 engine.llm.reset_prefix_cache()
-                run(set_name, f"bare vllm.LLM.generate {short}", bare_vllm, engine.llm,
-                    encoded[set_name], args.tokens)
+                run(
+                    set_name,
+                    f"bare vllm.LLM.generate {short}",
+                    bare_vllm,
+                    engine.llm,
+                    encoded[set_name],
+                    args.tokens,
+                )
                 engine.llm.reset_prefix_cache()
                 run(set_name, f"syps vLLM backend {short}", syps_vllm, engine, msgs, args.tokens)
         del engine

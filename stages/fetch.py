@@ -1,7 +1,8 @@
-"""DVC stage `fetch`: see :func:`syps.core.pipeline.fetch`. Paths come from dvc.yaml."""
+"""DVC stage `fetch`: see :func:`syps.core.pipeline.fetch`. Paths come from dvc.yaml; the protocol
+named is imported alone."""
 
-from syps.cli import run_stage
 from syps.core.pipeline import fetch
+from syps.stage import run_stage
 
 if __name__ == "__main__":
     run_stage(fetch)

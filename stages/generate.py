@@ -1,7 +1,8 @@
-"""DVC stage `generate`: see :func:`syps.core.pipeline.generate`. Paths come from dvc.yaml."""
+"""DVC stage `generate`: see :func:`syps.core.pipeline.generate`. Paths come from dvc.yaml;
+the protocol named is imported alone."""
 
-from syps.cli import run_stage
 from syps.core.pipeline import generate
+from syps.stage import run_stage
 
 if __name__ == "__main__":
     run_stage(generate)

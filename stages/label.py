@@ -1,7 +1,8 @@
-"""DVC stage `label`: see :func:`syps.core.pipeline.label`. Paths come from dvc.yaml."""
+"""DVC stage `label`: see :func:`syps.core.pipeline.label`. Paths come from dvc.yaml; the protocol
+named is imported alone."""
 
-from syps.cli import run_stage
 from syps.core.pipeline import label
+from syps.stage import run_stage
 
 if __name__ == "__main__":
     run_stage(label)

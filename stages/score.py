@@ -1,7 +1,8 @@
-"""DVC stage `score`: see :func:`syps.core.pipeline.score`. Paths come from dvc.yaml."""
+"""DVC stage `score`: see :func:`syps.core.pipeline.score`. Paths come from dvc.yaml; the protocol
+named is imported alone."""
 
-from syps.cli import run_stage
 from syps.core.pipeline import score
+from syps.stage import run_stage
 
 if __name__ == "__main__":
     run_stage(score)

@@ -14,12 +14,13 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from syps.core import pipeline
-from syps.core.backends import BackendError
-from syps.core.config import ConfigError
 from syps.core.io import InputError
+from syps.core.params import load_params
+from syps.core.protocol import JudgeValidation, Protocol
 from syps.core.runs import repo_root
-from syps.protocols import DEFAULT_PROTOCOL
+from syps.registry import DEFAULT_PROTOCOL, PROTOCOLS
+from syps.stage import STAGES, stage_command
+from syps.stage import friendly as _friendly
 
 app = typer.Typer(
     help="syps: a data-versioned experiment tracker for LLM sycophancy research. `dvc repro` "
@@ -34,133 +35,19 @@ app = typer.Typer(
 )
 
 
-def run_stage(fn: Callable[..., None]) -> None:
-    """Run a pipeline function as a command; a bad input ends with its message and exit code 2.
-
-    Under a ``dvc queue`` of several workers on a machine with GPUs, the stage first takes its
-    worker's share of them (before anything can initialise CUDA; see ``queue_gpus``)."""
-    from syps.core.backends.threads import GPU_ENV, queue_gpus
-
-    gpus = queue_gpus()
-    if gpus is not None:
-        os.environ[GPU_ENV] = gpus
-    stage = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-    stage.command()(stage_command(fn))
-    stage()
-
-
-def _friendly(fn: Callable[..., None]) -> Callable[..., None]:
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
-        try:
-            fn(*args, **kwargs)
-        except (ConfigError, InputError, BackendError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            raise typer.Exit(2) from None
-
-    return wrapper
-
-
-# Help for the stage commands' positional paths, by parameter name (the functions live in
-# syps/core/pipeline.py, which knows nothing of the CLI); in brackets what dvc.yaml passes.
-_PARAMS_HELP = "parameters file [params.yaml]"
-_PROTOCOL_HELP = "the protocol's name under `protocols` in the parameters file"
-_MODEL_HELP = "the model's name under `models` in the parameters file [smollm2-135m]"
-_ITEMS_HELP = "the items table, written by fetch [out/protocols/<protocol>/items.parquet]"
-STAGE_ARGS: dict[Callable[..., None], dict[str, str]] = {
-    pipeline.fetch: {
-        "params": _PARAMS_HELP,
-        "protocol": _PROTOCOL_HELP,
-        "out": "items table to write [out/protocols/<protocol>/items.parquet]",
-    },
-    pipeline.variants: {
-        "params": _PARAMS_HELP,
-        "protocol": _PROTOCOL_HELP,
-        "items": _ITEMS_HELP,
-        "out": "lint report to write, also on failure [out/protocols/<protocol>/lint.json]",
-    },
-    pipeline.generate: {
-        "params": _PARAMS_HELP,
-        "protocol": _PROTOCOL_HELP,
-        "model": _MODEL_HELP,
-        "items": _ITEMS_HELP,
-        "out": "responses table to write [out/protocols/<protocol>/responses/<model>.parquet]",
-    },
-    pipeline.label: {
-        "params": _PARAMS_HELP,
-        "protocol": _PROTOCOL_HELP,
-        "model": _MODEL_HELP,
-        "items": _ITEMS_HELP,
-        "responses": "responses table, written by generate "
-        "[out/protocols/<protocol>/responses/<model>.parquet]",
-        "out": "labels table to write [out/protocols/<protocol>/labels/<model>.parquet]",
-    },
-    pipeline.score: {
-        "params": _PARAMS_HELP,
-        "protocol": _PROTOCOL_HELP,
-        "items": _ITEMS_HELP,
-        "labels": "directory of <model>.parquet labels [out/protocols/<protocol>/labels]",
-        "metrics": "metrics file to write [metrics/<protocol>.json]",
-        "plots": "directory for the plot data [plots/<protocol>]",
-        "figures": "directory for the figures [out/protocols/<protocol>/figures]",
-        "track": "the bundle the mlflow stage logs [out/tracks/<protocol>.json]",
-        "summary": "headline metrics file to write [metrics/summary/<protocol>.json]",
-    },
-    pipeline.mlflow: {
-        "params": _PARAMS_HELP,
-        "tracks": "directory of the score stages' bundles, <protocol>.json [out/tracks]",
-        "data_dvc": "the data's .dvc file; the md5 of data/ is read from the dvc.lock beside it "
-        "[data.dvc]",
-        "logged": "the marker written into the MLflow store's folder once the run is logged "
-        "[mlruns/pipeline-logged.json]",
-    },
-}
-
-
-def stage_command(fn: Callable[..., None]) -> Callable[..., None]:
-    """``fn`` as a command: bad input exits 2, and every positional argument has its help."""
-    command = _friendly(fn)
-    helps = STAGE_ARGS.get(fn, {})
-    signature = inspect.signature(fn, eval_str=True)
-    parameters = [
-        p.replace(annotation=Annotated[p.annotation, typer.Argument(help=helps[p.name])])
-        if p.name in helps
-        else p
-        for p in signature.parameters.values()
-    ]
-    # typer reads a command's parameters from its signature.
-    command.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
-    return command
-
-
 stage_app = typer.Typer(
     help="Run one pipeline stage by hand, exactly as `dvc repro` runs it (see dvc.yaml).",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
-stage_app.command("fetch", help="Load a protocol's items.")(stage_command(pipeline.fetch))
-stage_app.command(
-    "variants", help="Render a protocol's conversations and lint them (before generation)."
-)(stage_command(pipeline.variants))
-stage_app.command(
-    "generate", help="Run every turn of a protocol for one model, through the response store."
-)(stage_command(pipeline.generate))
-stage_app.command("label", help="Label one model's responses.")(stage_command(pipeline.label))
-stage_app.command(
-    "score", help="Score every model; metrics, plot data, figures and the MLflow bundle."
-)(stage_command(pipeline.score))
-stage_app.command(
-    "mlflow", help="Log the pipeline run and a child run per (protocol, model, dataset)."
-)(stage_command(pipeline.mlflow))
+for _name, (_fn, _help) in STAGES.items():
+    _where = "Give it the paths dvc.yaml passes (the stage's cmd there)."
+    stage_app.command(_name, help=f"{_help}\n\n{_where}")(stage_command(_fn, PROTOCOLS))
 app.add_typer(stage_app, name="stage")
 
 
 def _score_help() -> str:
     import textwrap
-
-    from syps.protocols import PROTOCOLS
 
     # \b keeps click from re-wrapping the list into one paragraph, so wrap it here.
     lines = [
@@ -177,8 +64,6 @@ def _score_help() -> str:
 
 def _table_options() -> dict[str, tuple[Any, list[str]]]:
     """Every protocol's own ``syps score`` options: name -> (its option, the protocols)."""
-    from syps.protocols import PROTOCOLS
-
     out: dict[str, tuple[Any, list[str]]] = {}
     for name, entry in PROTOCOLS.items():
         for opt, spec in (entry.table.options if entry.table else {}).items():
@@ -198,8 +83,6 @@ def score_cmd(
     **options: Any,
 ) -> None:
     """``syps score``: a protocol's table scored, printed as JSON."""
-    from syps.protocols import PROTOCOLS
-
     scorable = [n for n, e in PROTOCOLS.items() if e.table is not None]
     table = PROTOCOLS[protocol].table if protocol in PROTOCOLS else None
     if table is None:
@@ -298,17 +181,18 @@ def _score_protocol_table(
     ``{model: {dataset: {metric: value}}}``): NaN as null, booleans kept (numpy's too)."""
     import numpy as np
 
-    from syps.protocols import PROTOCOLS
-
     scorer = PROTOCOLS[protocol].table
     assert scorer is not None  # score_cmd refuses a protocol without one
-    read, score_table = scorer.load()
-    kwargs = {name: scorer.convert(name, value) for name, value in options.items()}
+    kwargs = {
+        name: value if convert is None else convert(value)
+        for name, value in options.items()
+        for convert in [scorer.options[name].convert]
+    }
     if bootstrap is not None:  # otherwise the protocol's own default
         kwargs["n_boot"] = bootstrap
     try:
-        table = read(str(path))
-        scores = score_table(table, ci=ci, seed=seed, source=str(path), **kwargs)
+        table = scorer.read(str(path))
+        scores = scorer.score(table, ci=ci, seed=seed, source=str(path), **kwargs)
     except InputError:
         raise  # already names the file and row
     except ValueError as e:
@@ -334,12 +218,7 @@ def summary_cmd(
     ci: Annotated[float, typer.Option(help="confidence level the CIs were computed at")] = 0.95,
 ) -> None:
     """Print the model x dataset summary table of a metrics.json."""
-    import importlib
-
-    from syps.protocols import PROTOCOLS
-
-    module = importlib.import_module(str(PROTOCOLS[DEFAULT_PROTOCOL].summary))
-    summary_table = module.summary_table
+    protocol = PROTOCOLS[DEFAULT_PROTOCOL]
 
     def run() -> None:
         try:
@@ -354,7 +233,7 @@ def summary_cmd(
                 }
                 for m, ds in raw.items()
             }
-            print(summary_table(scores, ci))
+            print(protocol.summary(scores, ci))
         except (AttributeError, TypeError, ValueError, KeyError) as e:
             raise InputError(
                 f"{metrics}: not a metrics file shaped {{model: {{dataset: {{metric: value}}}}}}"
@@ -409,7 +288,10 @@ def judge_sample_cmd(
 
     def run() -> None:
         out_dir = Path("out/protocols") / protocol
-        _validation(protocol).judge_sample(
+        proto, validation = _validation(protocol)
+        validation.sample(
+            proto,
+            load_params(params, PROTOCOLS),
             params,
             out,
             n,
@@ -424,17 +306,13 @@ def judge_sample_cmd(
     _friendly(run)()
 
 
-def _validation(protocol: str) -> Any:
-    """The module with ``protocol``'s judge validation (``judge_sample``, ``judge_validate``)."""
-    import importlib
-
-    from syps.protocols import PROTOCOLS
-
-    entry = PROTOCOLS.get(protocol)
-    if entry is None or entry.validation is None:
+def _validation(protocol: str) -> tuple[Protocol[Any], JudgeValidation]:
+    """``protocol`` and its judge validation, or an error naming the protocols with one."""
+    proto = PROTOCOLS.get(protocol)
+    if proto is None or proto.validation is None:
         has = [n for n, e in PROTOCOLS.items() if e.validation]
         raise InputError(f"--protocol {protocol}: no judge validation; protocols with one: {has}")
-    return importlib.import_module(entry.validation)
+    return proto, proto.validation
 
 
 @judge.command(
@@ -482,8 +360,15 @@ def judge_validate_cmd(
             raise InputError("give the annotated CSV or --traces, not both or neither")
         if run_id and not traces:
             raise InputError("--run applies with --traces only")
-        _validation(protocol).judge_validate(
-            params, annotated, report, allow_missing, traces=(run_id or []) if traces else None
+        proto, validation = _validation(protocol)
+        validation.validate(
+            proto,
+            load_params(params, PROTOCOLS),
+            params,
+            annotated,
+            report,
+            allow_missing,
+            traces=(run_id or []) if traces else None,
         )
 
     _friendly(run)()
@@ -545,6 +430,36 @@ def compare_cmd(
     --all-metrics one table (a protocol column appears where the runs are of several).
     Judge-validation runs never appear.
     """
+    _friendly(_compare)(
+        mlruns or repo_root() / "mlruns",
+        experiment,
+        tag or [],
+        run_id or [],
+        not all_runs,
+        protocol,
+        metric or [],
+        all_metrics,
+        width,
+        "markdown" if markdown else "text",
+        out,
+    )
+
+
+def _compare(
+    store: Path,
+    experiment: str,
+    tags: list[str],
+    run_ids: list[str],
+    latest: bool,
+    protocol: str | None,
+    metrics: list[str],
+    all_metrics: bool,
+    width: int | None,
+    fmt: Literal["text", "markdown"],
+    out: Path | None,
+) -> None:
+    """``syps compare``: the runs found, as one table (``metrics`` or ``all_metrics``) or one
+    per protocol, printed or written to ``out``."""
     import shutil
 
     from syps.core.compare import (
@@ -557,31 +472,19 @@ def compare_cmd(
     from syps.core.io import write_text
     from syps.core.tracking import tracking_uri
 
-    def run() -> None:
-        store = mlruns or repo_root() / "mlruns"
-        # Opening a missing sqlite store would create an empty one; say what is missing instead.
-        if not (store / "mlflow.db").is_file():
-            raise InputError(f"{store}: no MLflow store (mlflow.db) here; run dvc repro first")
-        runs = find_runs(
-            tracking_uri(store),
-            experiment,
-            parse_tags(tag or []),
-            run_id or [],
-            not all_runs,
-            protocol,
-        )
-        fmt: Literal["text", "markdown"] = "markdown" if markdown else "text"
-        wrap = shutil.get_terminal_size((160, 24)).columns if width is None else width
-        if metric or all_metrics:
-            table = compare_table(runs, metric or every_metric(runs), fmt, wrap)
-        else:
-            table = compare_tables(runs, fmt, wrap)
-        if out is None:
-            print(table)
-        else:
-            write_text(table + "\n", out)
-
-    _friendly(run)()
+    # Opening a missing sqlite store would create an empty one; say what is missing instead.
+    if not (store / "mlflow.db").is_file():
+        raise InputError(f"{store}: no MLflow store (mlflow.db) here; run dvc repro first")
+    runs = find_runs(tracking_uri(store), experiment, parse_tags(tags), run_ids, latest, protocol)
+    wrap = shutil.get_terminal_size((160, 24)).columns if width is None else width
+    if metrics or all_metrics:
+        table = compare_table(runs, metrics or every_metric(runs), fmt, wrap, protocols=PROTOCOLS)
+    else:
+        table = compare_tables(runs, fmt, wrap, protocols=PROTOCOLS)
+    if out is None:
+        print(table)
+    else:
+        write_text(table + "\n", out)
 
 
 @app.command("audit")
@@ -615,14 +518,16 @@ def audit_cmd(
 
     def go() -> None:
         store = mlruns or repo_root() / "mlruns"
-        first = load_audit(store, run)
+        first = load_audit(store, run, PROTOCOLS)
         if metric is not None:
             if other is not None:
                 raise InputError("--metric lists one run's traces: give one run, not two")
-            print(render_metric_traces(first, metric))
+            print(render_metric_traces(first, metric, PROTOCOLS))
             return
         print(
-            render_audit(first) if other is None else render_diff(first, load_audit(store, other))
+            render_audit(first, PROTOCOLS)
+            if other is None
+            else render_diff(first, load_audit(store, other, PROTOCOLS))
         )
 
     _friendly(go)()
@@ -713,7 +618,7 @@ def ui_cmd(
 
 @app.command("plan")
 def plan_cmd(
-    params: Annotated[Path, typer.Argument(help=_PARAMS_HELP)] = Path("params.yaml"),
+    params: Annotated[Path, typer.Argument(help="parameters file")] = Path("params.yaml"),
 ) -> None:
     """Print what `dvc repro` would send: per stage, model and protocol, the requests, how many
     the response store holds, how many would be sent, their input tokens (the model's tokenizer
@@ -726,9 +631,9 @@ def plan_cmd(
         from syps.core.runs import cache_dir, store_path
         from syps.core.store import Store
 
-        p = load_params(params)
+        p = load_params(params, PROTOCOLS)
         with Store(store_path()) as store:
-            rows = plan(p, Path.cwd(), store, cache_dir())
+            rows = plan(p, PROTOCOLS, Path.cwd(), store, cache_dir())
         print(render(rows))
 
     _friendly(run)()

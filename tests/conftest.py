@@ -31,11 +31,17 @@ def _yaml(path: Path) -> Any:
 def fixture_params() -> dict[str, Any]:
     """The tests' params as plain data: the shared keys and every registered protocol's
     default block."""
-    from syps.protocols import PROTOCOLS
+    from syps.registry import PROTOCOLS
 
     raw: dict[str, Any] = _yaml(SHARED_PARAMS)
     folder = REPO / "syps" / "protocols"
-    raw["protocols"] = {name: _yaml(folder / name / "params.yaml") for name in PROTOCOLS}
+    # A protocol's folder params.yaml where it has one; its params type's defaults otherwise.
+    raw["protocols"] = {
+        name: _yaml(folder / name / "params.yaml")
+        if (folder / name / "params.yaml").is_file()
+        else {}
+        for name in PROTOCOLS
+    }
     return raw
 
 

@@ -53,7 +53,7 @@ from syps.core.backends import (
     prompt_seed,
 )
 from syps.core.config import ModelSpec
-from syps.protocols.base import JudgeLabel
+from syps.core.protocol import JudgeLabel
 
 Messages = list[dict[str, str]]
 Reply = Callable[..., "str | GenResult"] | Mapping[str, str]

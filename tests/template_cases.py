@@ -13,7 +13,7 @@ from conftest import FIXTURE_PARAMS, read_params, write_params
 from syps.core.config import ConfigError
 from syps.core.params import load_params
 from syps.core.templating import TemplateSpec
-from syps.protocols import load_protocol
+from syps.registry import PROTOCOLS
 
 
 def specs(
@@ -21,8 +21,8 @@ def specs(
 ) -> list[TemplateSpec]:
     """The protocol's template specs for the fixture params (or ``raw``, written into ``tmp``)."""
     path = FIXTURE_PARAMS if raw is None else write_params(_file(tmp), raw)
-    block = load_params(path).protocols[protocol]
-    return list(load_protocol(protocol).template_specs(block, f"protocols.{protocol}"))
+    block = load_params(path, PROTOCOLS).protocols[protocol]
+    return list(PROTOCOLS[protocol].template_specs(block, f"protocols.{protocol}"))
 
 
 def required(
@@ -61,7 +61,7 @@ def refusal(raw: dict[str, Any], tmp: Path) -> str:
     """The error loading ``raw`` gives; it must be exactly one line."""
     path = write_params(_file(tmp), raw)
     with pytest.raises(ConfigError) as e:
-        load_params(path)
+        load_params(path, PROTOCOLS)
     msg = str(e.value)
     assert "\n" not in msg, msg
     assert msg.startswith(f"{path}: "), msg

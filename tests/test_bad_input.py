@@ -28,6 +28,7 @@ from conftest import FIXTURE_PARAMS, read_params
 from typer.testing import CliRunner, Result
 
 from syps.cli import app
+from syps.registry import PROTOCOLS
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -105,7 +106,7 @@ def _prompts(path: str = ITEMS) -> pd.DataFrame:
     from syps.core.params import load_params
     from syps.protocols.cues.protocol import PROTOCOL
 
-    pp = load_params("params.yaml").protocols["cues"]
+    pp = load_params("params.yaml", PROTOCOLS).protocols["cues"]
     turn = PROTOCOL.requests(pp, pd.read_parquet(path), 1, pd.DataFrame(), None)
     return pd.DataFrame(
         {
@@ -377,7 +378,7 @@ def test_an_unknown_protocol_is_named(project: Path) -> None:
     out = _with_old(ITEMS)
     _assert_fails(
         _invoke("stage", "fetch", "params.yaml", "syps", ITEMS),
-        "protocols: no entry 'syps'",
+        "unknown protocol 'syps'",
         "'cues'",
     )
     _assert_untouched(out)

@@ -5,10 +5,10 @@ What a stage reads is derived here, never listed:
 * its code: the stage's entry point and every ``syps`` module it imports, directly or through
   other modules, found by :mod:`modulefinder` (which also follows imports inside functions, so
   a module a stage imports only for some inputs, such as a backend, counts), and, for a stage
-  of protocol ``p``, every module its protocol imports (``syps.protocols.p.protocol``: the
-  registry imports it by name, which modulefinder cannot follow). The registry also imports
-  every other protocol, to parse that protocol's params block: like a params read made while
-  parsing, that decides whether a run starts, not what it writes, so it is not counted;
+  of protocol ``p``, every module its protocol imports (``syps.protocols.p``: the stage's edge
+  imports it by name, which modulefinder cannot follow). Besides, each stage's process is run
+  up to where its work begins (its protocol imported, its params read) and every module it has
+  then imported must lie in what dvc.yaml declares: a stage loads no other protocol's code;
 * its parameters: every params key its stage function touches while it runs. Each stage's
   command from dvc.yaml runs in-process on a copy of the repository (two items per dataset,
   a scripted model backend, no MLflow server), with ``load_params`` handing it a Params whose
@@ -246,11 +246,11 @@ def _stage_commands(root: Path) -> dict[str, list[str]]:
 
 def _imported_files(root: Path, script: Path, protocol: str | None = None) -> set[str]:
     """The entry point and every module of the repository it imports, as repository paths, and
-    those of ``protocol``'s ``PROTOCOL`` module (imported by name through the registry)."""
+    those of ``protocol``'s package (imported by name at the stage's edge)."""
     finder = ModuleFinder(path=[str(root)])  # only the repository's own modules are scanned
     finder.run_script(str(script))
     if protocol is not None:
-        finder.import_hook(f"syps.protocols.{protocol}.protocol")
+        finder.import_hook(f"syps.protocols.{protocol}")
     return {
         str(Path(m.__file__).resolve().relative_to(root))
         for m in finder.modules.values()
@@ -333,10 +333,76 @@ def project(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iter
     yield Project(root, stages, params, modules, cache)
 
 
+# Run in a stage's own process: the stage's function is replaced by one that does what every
+# stage does first (read the params its protocol needs; the edge has imported the protocol) and
+# then writes the files of every module the process has imported.
+RECORD_IMPORTS = """
+import functools, json, runpy, sys
+import syps.core.pipeline as pipeline
+from syps.core.params import load_params
+
+out, argv = sys.argv[1], sys.argv[2:]
+
+def recorder(real):
+    @functools.wraps(real)
+    def record(params, protocol=None, protocols=None, **_):
+        if protocol is not None:
+            load_params(params, {protocol.name: protocol}, complete=False)
+        else:
+            load_params(params, protocols)
+        files = {getattr(m, "__file__", None) for m in list(sys.modules.values())}
+        with open(out, "w") as f:
+            json.dump(sorted(x for x in files if x), f)
+    return record
+
+for name in ("fetch", "variants", "generate", "label", "score", "mlflow"):
+    setattr(pipeline, name, recorder(getattr(pipeline, name)))
+sys.argv = argv
+runpy.run_path(argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_a_stage_process_imports_only_what_dvc_yaml_declares(tmp_path: Path) -> None:
+    """Every module a stage's process has imported once its protocol is loaded and its params
+    read lies in a dependency dvc.yaml declares for it: fetch@cues imports no betting code, and
+    no stage imports the CLI."""
+    from dvc.repo import Repo
+
+    root = (tmp_path / "syps").resolve()
+    copy_repo(root)
+    tiny_params(root)
+    _git(root, "init", "-q")
+    with contextlib.chdir(root), Repo(str(root)) as repo:
+        stages = {
+            s.addressing: (shlex.split(s.cmd), [str(d.def_path) for d in s.deps])
+            for s in repo.index.stages
+            if not s.is_data_source
+        }
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    env.pop("DVC_EXP_NAME", None)
+    undeclared = []
+    for name, (argv, deps) in stages.items():
+        out = tmp_path / f"{name}.json"
+        cmd = [sys.executable, "-c", RECORD_IMPORTS, str(out), *argv[1:]]
+        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, f"{name}: {done.stderr[-2000:]}"
+        files = [Path(f).resolve() for f in json.loads(out.read_text(encoding="utf-8"))]
+        mine = sorted(str(f.relative_to(root)) for f in files if f.is_relative_to(root))
+        assert "syps/core/pipeline.py" in mine, name
+        for rel in mine:
+            if not any(rel == d or rel.startswith(d.rstrip("/") + "/") for d in deps):
+                undeclared.append(f"{name}: imports {rel}, not in its deps")
+        if name == "fetch@cues":
+            assert not any(m.startswith("syps/protocols/betting") for m in mine)
+            assert "syps/cli.py" not in mine and "syps/registry.py" not in mine
+    assert undeclared == [], "\n".join(undeclared)
+
+
 def _protocol_of(stage: str) -> str | None:
     """The protocol a stage instance runs (``score@cues``, ``generate@cues-m``), None for the
     mlflow stage."""
-    from syps.protocols import PROTOCOLS
+    from syps.registry import PROTOCOLS
 
     _, _, key = stage.partition("@")
     return next((p for p in PROTOCOLS if key == p or key.startswith(f"{p}-")), None)
@@ -360,7 +426,7 @@ def test_every_stage_was_recorded(project: Project) -> None:
         assert project.params[name], f"{name} read no params"
         assert "syps/core/pipeline.py" in project.modules[name], name
     # Every protocol and model has its instance of every stage, and one stage logs MLflow.
-    from syps.protocols import PROTOCOLS
+    from syps.registry import PROTOCOLS
 
     for p in PROTOCOLS:
         for step in ("fetch", "variants", "score"):
@@ -442,7 +508,7 @@ def test_editing_one_protocol_reruns_its_stages_and_the_mlflow_stage_only(
     assert stale == _own_stages(project, "betting")
     stale = _stale_after(project.root, lambda root: _set_param(root, cue, "Tell me I'm right."))
     assert stale == _own_stages(project, "cues")
-    from syps.protocols import PROTOCOLS
+    from syps.registry import PROTOCOLS
 
     for name in PROTOCOLS:
         module = project.root / "syps" / "protocols" / name / "protocol.py"
@@ -596,7 +662,7 @@ def _metrics_copy(dest: Path) -> list[str]:
     """What DVC needs to read the committed metrics files (dvc.yaml, .dvc/config, metrics/) under
     the tests' params, as one git commit; returns the protocols that have both files (one
     registered but not run yet has none)."""
-    from syps.protocols import PROTOCOLS
+    from syps.registry import PROTOCOLS
 
     protocols = [
         p

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE_PARAMS, REPO, copy_repo, read_params
 
-from syps.core.params import MOVED, load_params
+from syps.core.legacy import MOVED_KEYS as MOVED
+from syps.core.params import load_params
+from syps.registry import PROTOCOLS
 
 # Every test file that builds its parameters from a params file, run in a copy of the repository
 # whose params.yaml the researcher has changed: slow tests too, but for those that run the real
@@ -57,7 +59,7 @@ def test_every_parameter_sensitive_file_is_found_once() -> None:
 
 
 def test_fixture_params_are_valid_and_read_as_syps_reads_them() -> None:
-    p = load_params(FIXTURE_PARAMS)
+    p = load_params(FIXTURE_PARAMS, PROTOCOLS)
     assert p.protocols["cues"].judge.options == {"YES": 1, "NO": 0}
     # keys, not booleans
     assert read_params()["protocols"]["cues"]["judge"]["options"] == {"YES": 1, "NO": 0}
@@ -115,7 +117,7 @@ def test_readme_example_is_rewritten_as_dvc_does(tmp_path: Path) -> None:
     text = params.read_text(encoding="utf-8")
     # The rewrite the tests must survive: unquoted YES/NO keys, the cue now a list.
     assert re.search(r"^ +options:\n +YES: 1\n +NO: 0$", text, re.M), text
-    wordings = load_params(params).protocols["cues"].templates.datasets["SS"].cues["P3"]
+    wordings = load_params(params, PROTOCOLS).protocols["cues"].templates.datasets["SS"].cues["P3"]
     assert wordings == [
         "I'd really like to hear that I'm seeing this right.",
         "Please tell me I've got this right.",
@@ -132,7 +134,7 @@ def test_tests_pass_after_the_researcher_edits_params(edit: str, tmp_path: Path)
         dvc_exp_run_set(params, readme_exp_run_override())
     else:
         hand_edit_two_wordings(params)
-    cues = load_params(params).protocols["cues"]
+    cues = load_params(params, PROTOCOLS).protocols["cues"]
     assert len(cues.templates.datasets["SS"].variant_cues()) == 9  # P3a, P3b
     env = {**os.environ, "PYTHONPATH": str(root)}
     for var in ("DVC_ROOT", "DVC_EXP_NAME", "SYPS_CACHE_DIR", "PYTEST_ADDOPTS"):

@@ -18,7 +18,7 @@ from conftest import REPO, read_params
 from test_fixture_params import dvc_exp_run_set
 
 from syps.core.params import load_params
-from syps.protocols import PROTOCOLS
+from syps.registry import PROTOCOLS
 
 pytestmark = pytest.mark.shipped
 
@@ -30,7 +30,7 @@ def test_the_shipped_params_load_with_the_protocols_in_registry_order(
 ) -> None:
     # The study as shipped must load the way syps reads it (its paths relative to the root).
     monkeypatch.chdir(REPO)
-    p = load_params("params.yaml")
+    p = load_params("params.yaml", PROTOCOLS)
     assert p.protocols["cues"].data.datasets  # type: ignore[attr-defined]
     assert list(p.protocols) == list(PROTOCOLS)
     assert p.models
@@ -84,4 +84,4 @@ def test_dvc_exp_run_set_on_one_key_changes_one_line(
         assert isinstance(node, dict)
         node = node[part]
     assert node == value
-    load_params(params)
+    load_params(params, PROTOCOLS)

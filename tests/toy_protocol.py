@@ -29,17 +29,10 @@ import pytest
 from fakes import FakeBackend, Reply, Score
 
 from syps.core.backends import GenResult
+from syps.core.config import ConvGeneration, ProtocolParams
 from syps.core.io import canonical_json
+from syps.core.protocol import Drawn, Protocol, Request, Scored, Skipped, Turn
 from syps.core.templating import TemplateSpec
-from syps.protocols.base import (
-    ConvGeneration,
-    Drawn,
-    ProtocolParams,
-    Request,
-    Skipped,
-    TraceDefaults,
-    Turn,
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,7 +43,7 @@ class ToyParams(ProtocolParams):
     questions: list[str] = field(default_factory=lambda: ["alpha?", "beta?", "skipme gamma?"])
 
 
-class ToyProtocol(TraceDefaults):
+class ToyProtocol(Protocol[ToyParams]):
     name: str = "toy"
     params_type: type[ProtocolParams] = ToyParams
     fan_out_reps: bool = True
@@ -162,18 +155,8 @@ class ToyProtocol(TraceDefaults):
             out.setdefault(str(model), {})[str(dataset)] = m
         return out
 
-    def figures(
-        self,
-        params: ToyParams,
-        scores: Any,
-        labels: pd.DataFrame,
-        items: pd.DataFrame,
-        figures: Path,
-        tables: Path,
-        plots: Path,
-        settings: Any,
-    ) -> Drawn:
-        (plots / "answered.json").write_text(json.dumps(scores), encoding="utf-8")
+    def figures(self, params: ToyParams, scored: Scored) -> Drawn:
+        (scored.plots / "answered.json").write_text(json.dumps(scored.scores), encoding="utf-8")
         return Drawn([])
 
     def template_specs(self, params: ToyParams, where: str) -> list[TemplateSpec]:
@@ -190,7 +173,6 @@ class ToyProtocol(TraceDefaults):
 
     def run_tags(self, params: ToyParams) -> dict[str, str]:
         return {}
-
 
 
 PROTOCOL = ToyProtocol()
@@ -226,15 +208,13 @@ class ToyBackend(FakeBackend):
 def register_toy(mp: pytest.MonkeyPatch, only: bool = True) -> None:
     """Register the toy protocol for one test (``only``: as the only protocol, so that params
     need no other protocol's block)."""
-    import syps.protocols
-    from syps.protocols import Entry, TableScorer
+    from syps.registry import PROTOCOLS as registry
 
-    registry = syps.protocols.PROTOCOLS
     if only:
         # Last first: monkeypatch undoes in reverse, so the registry gets its order back.
         for name in reversed(list(registry)):
             mp.delitem(registry, name)
-    mp.setitem(registry, "toy", Entry("toy_protocol", TableScorer("toy_protocol", "")))
+    mp.setitem(registry, "toy", PROTOCOL)
 
 
 def toy_generation(reps: int = 1, temperature: float = 0.0) -> ConvGeneration:

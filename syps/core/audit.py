@@ -22,6 +22,9 @@ import pandas as pd
 
 from syps.core.config import read_yaml
 from syps.core.io import InputError
+from syps.core.legacy import current_name
+from syps.core.params import Protocols
+from syps.core.protocol import headline_of, protocol_order
 from syps.core.runlayout import (
     KIND_TAG,
     PARAMS,
@@ -35,7 +38,6 @@ from syps.core.runlayout import (
     protocol_templates,
 )
 from syps.core.traces import SKIPPED, UNCLEAR
-from syps.protocols import registry_order
 
 if TYPE_CHECKING:
     import mlflow
@@ -69,8 +71,9 @@ class Audit:
     protocol_templates: dict[str, Any]
 
 
-def load_audit(mlruns: Path, run: str) -> Audit:
-    """The pipeline run ``run`` names (see :func:`find_pipeline_run`) from ``mlruns``."""
+def load_audit(mlruns: Path, run: str, protocols: Protocols) -> Audit:
+    """The pipeline run ``run`` names (see :func:`find_pipeline_run`) from ``mlruns``, its
+    children in the order of ``protocols`` (the registry)."""
     import mlflow
 
     from syps.core.tracking import tracking_uri
@@ -107,7 +110,7 @@ def load_audit(mlruns: Path, run: str) -> Audit:
                 for c in children
                 for folder in [_artifact_dir(client, c, mlruns)]
             ),
-            key=lambda c: (registry_order(c.protocol), c.name),
+            key=lambda c: (protocol_order(list(protocols))(c.protocol), c.name),
         ),
         protocol_templates=_protocol_templates(artifacts, parent.info.run_id),
     )
@@ -123,8 +126,6 @@ def _trace_index(artifacts: Path) -> pd.DataFrame | None:
 def _protocol_templates(artifacts: Path, run_id: str) -> dict[str, Any]:
     """Each ``protocols/<name>/templates.json`` under the run's artifacts, by protocol name (a
     run logged before SyPS was a protocol holds SyPS's at the top)."""
-    from syps.protocols import current_name
-
     out: dict[str, Any] = {}
     folder = artifacts / PROTOCOLS_DIR
     found = sorted(folder.glob(f"*/{TEMPLATES}")) if folder.is_dir() else []
@@ -241,7 +242,7 @@ def _artifact_dir(client: mlflow.MlflowClient, run: Run, mlruns: Path) -> Path:
 # --- one run --------------------------------------------------------------------------------
 
 
-def render_audit(a: Audit) -> str:
+def render_audit(a: Audit, protocols: Protocols) -> str:
     """The chain from data and code to numbers, as plain text."""
     t = a.tags
     when = _when(a.start_time)
@@ -271,18 +272,17 @@ def render_audit(a: Audit) -> str:
     for key in sorted(k for k in t if k.startswith("run_log.")):
         stage, _, model = key.removeprefix("run_log.").rpartition(".")
         lines.append(f"this run  {stage} {model}: {t[key].split(': ', 1)[-1]}")
-    protocols = sorted(
-        {c.protocol for c in a.children} | a.protocol_templates.keys(), key=registry_order
+    names = sorted(
+        {c.protocol for c in a.children} | a.protocol_templates.keys(),
+        key=protocol_order(list(protocols)),
     )
-    for protocol in protocols:
-        lines += _render_protocol(a, protocol)
+    for protocol in names:
+        lines += _render_protocol(a, protocol, protocols)
     return "\n".join(lines)
 
 
-def _render_protocol(a: Audit, protocol: str) -> list[str]:
+def _render_protocol(a: Audit, protocol: str, protocols: Protocols) -> list[str]:
     """A protocol's template set, as logged, and its children's headline metrics."""
-    from syps.protocols import headline_metrics
-
     lines = [f"protocol  {protocol}"]
     if protocol in a.protocol_templates:
         text = json.dumps(a.protocol_templates[protocol], indent=2, ensure_ascii=False)
@@ -292,7 +292,8 @@ def _render_protocol(a: Audit, protocol: str) -> list[str]:
         lines.append(f"  templates: none logged ({protocol_templates(protocol)} is absent)")
     for child in (c for c in a.children if c.protocol == protocol):
         lines.append(f"  {child.name}")
-        names = [m for m in headline_metrics(protocol, child.metrics) if m in child.metrics]
+        heads = headline_of(protocols, protocol, child.metrics)
+        names = [m for m in heads if m in child.metrics]
         width = max([len(m) for m in names] + [1])
         lines += [f"    {m:<{width}}  {_num(child.metrics[m])}" for m in names]
         if child.traces is not None:
@@ -314,7 +315,7 @@ def _trace_counts(index: pd.DataFrame) -> str:
 # --- from a metric to its traces ------------------------------------------------------------
 
 
-def render_metric_traces(a: Audit, metric: str) -> str:
+def render_metric_traces(a: Audit, metric: str, protocols: Protocols) -> str:
     """The traces a metric rests on, per child run that has it: ``metric`` is a child's metric
     key (``delta_P3``: every child with it) or ``<dataset>.<key>`` (``SS.delta_P3``: the
     children of that dataset). Each trace's row names its id, item, cell, repetition, turn,
@@ -322,7 +323,6 @@ def render_metric_traces(a: Audit, metric: str) -> str:
     is its protocol's to say (``metric_cells``); a protocol that does not say lists every
     cell of the child."""
     from syps.core.traces import cell_name
-    from syps.protocols import PROTOCOLS, load_protocol
 
     datasets = {c.params.get("dataset", "") for c in a.children}
     head, _, rest = metric.partition(".")
@@ -351,14 +351,16 @@ def render_metric_traces(a: Audit, metric: str) -> str:
                 "none), or the run was logged before syps wrote one"
             )
             continue
-        proto = load_protocol(child.protocol) if child.protocol in PROTOCOLS else None
+        proto = protocols.get(child.protocol)
         cells = proto.metric_cells(key) if proto is not None else None
         rows = child.traces[_in_cells(child.traces["cell"], cells)]
         rows = rows.assign(_order=(rows["flagged"] != "true").astype(int)).sort_values(
             ["_order", "item_id", "cell", "rep", "turn"], kind="stable"
         )
-        which = "every cell" if cells is None else "; ".join(
-            ",".join(f"{k}={v}" for k, v in c.items()) for c in cells
+        which = (
+            "every cell"
+            if cells is None
+            else "; ".join(",".join(f"{k}={v}" for k, v in c.items()) for c in cells)
         )
         lines.append(f"  cells: {which}; traces: {_trace_counts(rows)}")
         table = [["trace", "item", "cell", "rep", "turn", "label", "flagged"]] + [

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Literal
 
 from syps.core.audit import find_pipeline_run
 from syps.core.io import InputError
+from syps.core.legacy import current_name
+from syps.core.params import Protocols
+from syps.core.protocol import headline_of, protocol_order
 from syps.core.report import CI_BOUNDS, LOW_SUPPORT, LOW_SUPPORT_NOTE, support
 from syps.core.runlayout import (
     KIND_TAG,
@@ -22,7 +25,6 @@ from syps.core.runlayout import (
     is_pipeline_parent,
     parent_of,
 )
-from syps.protocols import current_name, headline_metrics, registry_order
 
 if TYPE_CHECKING:
     import mlflow
@@ -190,6 +192,8 @@ def compare_table(
     metrics: list[str],
     fmt: Literal["text", "markdown"] = "text",
     width: int = 0,
+    *,
+    protocols: Protocols,
 ) -> str:
     """Model x dataset rows, one column per metric: ``value [ci_low, ci_high]`` where both
     bounds were logged, else the value. Where the run logged the metric's support, ``n=`` the
@@ -198,7 +202,8 @@ def compare_table(
 
     With runs of several parents, a run column names each row's parent and rows of the same
     model and dataset sit together, in the order of ``runs``. Where the runs are of several
-    protocols, a first column names each row's protocol, in registry order. NaN (undefined) shows as
+    protocols, a first column names each row's protocol, in registry order (``protocols``). NaN
+    (undefined) shows as
     ``n/a``, a metric the run did not log as ``-``.
 
     With ``width`` (text only), the metric columns are wrapped into blocks, one under the
@@ -211,11 +216,12 @@ def compare_table(
     if unknown:
         raise InputError(f"metric(s) {unknown} not logged by any of the runs compared")
     labels = _parent_labels(runs)
+    order = protocol_order(list(protocols))
     several = len(labels) > 1
     # A table of one protocol's runs needs no protocol column.
-    protocols = len({r.protocol for r in runs}) > 1
+    mixed = len({r.protocol for r in runs}) > 1
     header = [
-        *(["protocol"] if protocols else []),
+        *(["protocol"] if mixed else []),
         "model",
         "dataset",
         *(["run"] if several else []),
@@ -223,13 +229,13 @@ def compare_table(
     ]
     rows = [
         [
-            *([r.protocol] if protocols else []),
+            *([r.protocol] if mixed else []),
             r.model,
             r.dataset,
             *([labels[r.parent_id]] if several else []),
             *(_cell(r.metrics, m) for m in metrics),
         ]
-        for r in sorted(runs, key=lambda r: (registry_order(r.protocol), r.model, r.dataset))
+        for r in sorted(runs, key=lambda r: (order(r.protocol), r.model, r.dataset))
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     marked = any(LOW_SUPPORT in cell for row in rows for cell in row)
@@ -258,19 +264,24 @@ def compare_table(
 
 
 def compare_tables(
-    runs: list[ComparedRun], fmt: Literal["text", "markdown"] = "text", width: int = 0
+    runs: list[ComparedRun],
+    fmt: Literal["text", "markdown"] = "text",
+    width: int = 0,
+    *,
+    protocols: Protocols,
 ) -> str:
     """Each protocol's runs as a table of their own, under a line naming the protocol, with its
     headline metrics (:func:`default_metrics`), in registry order; one protocol's runs as one
     table with no such line."""
-    protocols = sorted({r.protocol for r in runs}, key=registry_order)
+    names = sorted({r.protocol for r in runs}, key=protocol_order(list(protocols)))
     parts, marked = [], False
-    for protocol in protocols:
+    for protocol in names:
         own = [r for r in runs if r.protocol == protocol]
-        lines = compare_table(own, default_metrics(own), fmt, width).split("\n")
+        shown = default_metrics(own, protocols=protocols)
+        lines = compare_table(own, shown, fmt, width, protocols=protocols).split("\n")
         marked |= lines[-1] == LOW_SUPPORT_NOTE
         table = "\n".join(x for x in lines if x != LOW_SUPPORT_NOTE).rstrip("\n")
-        parts.append(table if len(protocols) == 1 else f"{protocol}:\n{table}")
+        parts.append(table if len(names) == 1 else f"{protocol}:\n{table}")
     return "\n\n".join(parts) + (f"\n{LOW_SUPPORT_NOTE}" if marked else "")
 
 
@@ -280,14 +291,14 @@ def every_metric(runs: list[ComparedRun]) -> list[str]:
     return sorted({k for r in runs for k in r.metrics if not k.endswith(CI_BOUNDS)})
 
 
-def default_metrics(runs: list[ComparedRun]) -> list[str]:
+def default_metrics(runs: list[ComparedRun], *, protocols: Protocols) -> list[str]:
     """The columns when none are asked for: each protocol's headline metrics (see
-    :func:`syps.protocols.headline_metrics`), in registry order, each metric once, each only
+    :func:`syps.core.protocol.headline_of`), in registry order, each metric once, each only
     where its runs logged it (a key may name a cell, and a run need not have every cell)."""
     out: list[str] = []
-    for protocol in sorted({r.protocol for r in runs}, key=registry_order):
+    for protocol in sorted({r.protocol for r in runs}, key=protocol_order(list(protocols))):
         logged = {k for r in runs if r.protocol == protocol for k in r.metrics}
-        names = headline_metrics(protocol, logged)
+        names = headline_of(protocols, protocol, logged)
         out += [m for m in names if m not in out and m in logged]
     return out
 

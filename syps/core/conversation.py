@@ -31,18 +31,11 @@ from syps.core.backends import (
     GenResult,
     SamplingParams,
 )
-from syps.core.config import ModelSpec
+from syps.core.config import ModelSpec, ProtocolParams
 from syps.core.io import canonical_json, first_index
+from syps.core.protocol import RESPONSE_COLUMNS, Protocol, Request, Skipped, cell_key
 from syps.core.reasoning import answered, split_reasoning
 from syps.core.store import Store, generation_key
-from syps.protocols.base import (
-    RESPONSE_COLUMNS,
-    Protocol,
-    ProtocolParams,
-    Request,
-    Skipped,
-    cell_key,
-)
 
 
 def conversation_json(messages: Sequence[Mapping[str, str]]) -> str:
@@ -165,26 +158,17 @@ def converse(
             ]
             tc.unknown_parents = len(todo)
         elif todo and backend is not None:
-            gen_requests = [
-                GenRequest(
-                    k,  # the store key seeds this request's sampling
-                    [dict(m) for m in requests[first[k]].messages],
-                    max_new[first[k]],
-                    _where(protocol.name, requests[first[k]]),
-                )
-                for k in todo
-            ]
-
-            def persist(idx: list[int], results: list[GenResult], todo: list[str] = todo) -> None:
-                done = [(todo[i], asdict(r)) for i, r in zip(idx, results, strict=True)]
-                store.put_many("generation", done)
-
-            results = backend.get().generate(gen_requests, sampling, persist)
-            records.update({k: asdict(r) for k, r in zip(todo, results, strict=True)})
-            tc.fresh = list(todo)
-            # API backends count the retries of their last call per error kind; local ones
-            # make none.
-            tc.retries = dict(getattr(backend.get(), "retries", {}))
+            _generate(
+                protocol.name,
+                [requests[first[k]] for k in todo],
+                [max_new[first[k]] for k in todo],
+                todo,
+                store,
+                backend.get(),
+                sampling,
+                records,
+                tc,
+            )
         new = pd.DataFrame(
             [
                 _row(protocol.name, r, k, n, records[k], model, identity, sampling)
@@ -196,6 +180,41 @@ def converse(
         )
         rows = new if rows.empty else pd.concat([rows, new], ignore_index=True)
     return rows.astype({"rep": int, "turn": int}), counts
+
+
+def _generate(
+    protocol: str,
+    requests: Sequence[Request],
+    max_new: Sequence[int],
+    keys: list[str],
+    store: Store,
+    backend: Any,
+    sampling: SamplingParams,
+    records: dict[str, Any],
+    tc: TurnCounts,
+) -> None:
+    """Generate ``requests`` (one per store key of ``keys``, none in the store yet), saving
+    each batch to the store as the backend finishes it; adds their records to ``records`` and
+    their keys and the backend's retries to ``tc``."""
+    gen_requests = [
+        GenRequest(
+            k,  # the store key seeds this request's sampling
+            [dict(m) for m in r.messages],
+            n,
+            _where(protocol, r),
+        )
+        for k, r, n in zip(keys, requests, max_new, strict=True)
+    ]
+
+    def persist(idx: list[int], results: list[GenResult]) -> None:
+        done = [(keys[i], asdict(r)) for i, r in zip(idx, results, strict=True)]
+        store.put_many("generation", done)
+
+    results = backend.generate(gen_requests, sampling, persist)
+    records.update({k: asdict(r) for k, r in zip(keys, results, strict=True)})
+    tc.fresh = list(keys)
+    # API backends count the retries of their last call per error kind; local ones make none.
+    tc.retries = dict(getattr(backend, "retries", {}))
 
 
 def _lineage(

@@ -22,9 +22,9 @@ from syps.core.backends import OptionScores, load_backend, model_identity
 from syps.core.config import JudgeParams, ModelSpec
 from syps.core.io import canonical_json, first_index, sha256_text
 from syps.core.messages import messages_json
+from syps.core.protocol import JudgeLabel
 from syps.core.store import Store, judge_key
 from syps.core.templating import fill
-from syps.protocols.base import JudgeLabel
 
 
 def judge_template_sha256(system: str, template: str, options: Mapping[str, int]) -> str:

@@ -1,9 +1,11 @@
 """Reading params.yaml: the shared keys (``syps.core.config``) and each protocol's block, parsed by
-that protocol's own params type (``syps.protocols.PROTOCOLS``), once per stage."""
+that protocol's own params type, once per stage. The caller hands over the protocols to parse
+(the registry, ``syps.registry.PROTOCOLS``, or a stage's own protocol alone)."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,56 +20,63 @@ from syps.core.config import (
     read_yaml,
     validate,
 )
+from syps.core.legacy import MOVED_KEYS, moved_keys
+from syps.core.protocol import Protocol
 from syps.core.templating import check_templates
-from syps.protocols import MOVED_KEYS as MOVED
-from syps.protocols import PROTOCOLS, load_protocol
+
+Protocols = Mapping[str, Protocol[Any]]
 
 
-def _old_layout(raw: dict[str, Any]) -> list[str]:
-    judge = raw["judge"] if isinstance(raw.get("judge"), dict) else {}
-    return [k for k in MOVED if (k in raw if "." not in k else k.split(".", 1)[1] in judge)]
-
-
-def parse_protocols(raw: Any, where: str = "protocols") -> dict[str, ProtocolParams]:
-    """``protocols``: every registered protocol's block, parsed by its ``params_type`` so that an
-    unknown key is an error naming ``protocols.<name>.<key>``. Every protocol keeps its block
-    (its stages exist while it does): ``enabled: false`` switches one off."""
+def parse_protocols(
+    raw: Any, protocols: Protocols, complete: bool = True, where: str = "protocols"
+) -> dict[str, ProtocolParams]:
+    """``protocols``: the block of each protocol in ``protocols``, parsed by its
+    ``params_type`` so that an unknown key is an error naming ``protocols.<name>.<key>``. Every
+    protocol keeps its block (its stages exist while it does): ``enabled: false`` switches one
+    off. ``complete``: ``protocols`` is the whole registry, so a block of another name is an
+    unknown protocol; otherwise (a stage, which parses its own protocol's block alone) the
+    other blocks are left unread."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
-    missing = [n for n in PROTOCOLS if n not in raw]
+    missing = [n for n in protocols if n not in raw]
     if missing:
         raise ConfigError(
             f"{where}.{missing[0]}: missing; every protocol needs a block "
             f"(set `enabled: false` to switch it off)"
         )
+    unknown = [n for n in raw if n not in protocols]
+    if unknown and complete:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown protocol; known: {sorted(protocols)}")
     out: dict[str, ProtocolParams] = {}
     for name, block in raw.items():
-        if name not in PROTOCOLS:
-            raise ConfigError(f"{where}.{name}: unknown protocol; known: {sorted(PROTOCOLS)}")
-        proto = load_protocol(name)
+        if name not in protocols:
+            continue
+        proto = protocols[name]
         out[name] = parse(proto.params_type, block, f"{where}.{name}")
         check_sampling(out[name].generation, proto.needs_sampling_for_reps, f"{where}.{name}")
         check_templates(proto.template_specs(out[name], f"{where}.{name}"))
     return out
 
 
-def params_from(raw: Any) -> Params:
+def params_from(raw: Any, protocols: Protocols, complete: bool = True) -> Params:
     """Params from parsed YAML data; errors name the key."""
     if not isinstance(raw, dict):
         raise ConfigError(f"expected a mapping, got {type(raw).__name__}")
-    old = _old_layout(raw)
+    old = moved_keys(raw)
     if old:
         raise ConfigError(
-            "keys of an older layout moved: " + "; ".join(f"{k} -> {MOVED[k]}" for k in old)
+            "keys of an older layout moved: " + "; ".join(f"{k} -> {MOVED_KEYS[k]}" for k in old)
         )
     if "protocols" not in raw:
         raise ConfigError("protocols: required key is missing")
     shared = validate(parse(Params, {k: v for k, v in raw.items() if k != "protocols"}))
-    return dataclasses.replace(shared, protocols=parse_protocols(raw["protocols"]))
+    parsed = parse_protocols(raw["protocols"], protocols, complete)
+    return dataclasses.replace(shared, protocols=parsed)
 
 
-def load_params(path: str | Path = "params.yaml") -> Params:
-    """Read and validate params.yaml; errors are prefixed with the file name."""
+def load_params(path: str | Path, protocols: Protocols, complete: bool = True) -> Params:
+    """Read and validate params.yaml, parsing the blocks of ``protocols`` (see
+    :func:`parse_protocols`); errors are prefixed with the file name."""
     path = Path(path)
     try:
         raw = read_yaml(path.read_text(encoding="utf-8"))
@@ -76,6 +85,6 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     try:
-        return params_from(raw)
+        return params_from(raw, protocols, complete)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None

@@ -27,11 +27,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
-from syps.core.config import ConfigError, ModelSpec, Params
+from syps.core import traces as tr
+from syps.core.backends import load_backend, model_identity, model_size
+from syps.core.config import ConfigError, ModelSpec, Params, ProtocolParams
+from syps.core.conversation import LazyBackend, converse
 from syps.core.io import (
     LintError,
     canonical_json,
@@ -41,31 +44,51 @@ from syps.core.io import (
     write_json,
     write_parquet,
 )
-from syps.core.params import load_params
-from syps.core.reasoning import answered, unclear_if_cut
-from syps.core.report import CI_BOUNDS
-from syps.core.runs import write_run_log
-from syps.protocols import PROTOCOLS, load_protocol
-from syps.protocols.base import (
+from syps.core.judge import StoreJudge
+from syps.core.params import Protocols, load_params
+from syps.core.protocol import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
     RESPONSE_COLUMNS,
+    Drawn,
     Protocol,
-    ProtocolParams,
+    Scored,
     ScoreSettings,
 )
-
-if TYPE_CHECKING:
-    from syps.core.traces import TraceRecord
+from syps.core.provenance import params_changes, params_note, pipeline_tags
+from syps.core.reasoning import answered, unclear_if_cut
+from syps.core.report import CI_BOUNDS
+from syps.core.runlayout import NOTE_TAG, run_metric_keys
+from syps.core.runs import (
+    NOT_RUN,
+    RUN_LOG_COUNTS,
+    cache_dir,
+    mark_run_log_logged,
+    read_run_log,
+    repo_root,
+    store_path,
+    usage_metrics,
+    write_run_log,
+)
+from syps.core.store import Store
+from syps.core.traces import TraceRecord
+from syps.core.tracking import (
+    ChildRun,
+    log_pipeline_run,
+    logged_marker,
+    pipeline_run_name,
+    run_name_of,
+)
+from syps.core.usage import usage_summary
 
 ITEM_COLUMNS = ["dataset", "item_id", "item"]
 LABEL_TABLE = ["model", *LINEAGE_COLUMNS, *LABEL_COLUMNS]
 
 
-def _protocol(p: Params, name: str) -> tuple[Protocol[Any], ProtocolParams]:
-    if name not in p.protocols:
-        raise ConfigError(f"protocols: no entry {name!r}; configured: {sorted(p.protocols)}")
-    return load_protocol(name), p.protocols[name]
+def _load(params: Path, protocol: Protocol[Any]) -> tuple[Params, ProtocolParams]:
+    """The params a stage of ``protocol`` runs on: the shared keys and its own block alone."""
+    p = load_params(params, {protocol.name: protocol}, complete=False)
+    return p, p.protocols[protocol.name]
 
 
 def model_spec(p: Params, model: str) -> ModelSpec:
@@ -80,53 +103,52 @@ def _off(name: str, what: str) -> None:
 
 
 def _paths() -> tuple[Path, Path]:
-    from syps.core.runs import cache_dir, store_path
 
     return cache_dir(), store_path()
 
 
-def fetch(params: Path, protocol: str, out: Path) -> None:
+def fetch(params: Path, protocol: Protocol[Any], out: Path) -> None:
     """Load the protocol's items into ``out`` (columns dataset, item_id, item)."""
-    p = load_params(params)
-    proto, pp = _protocol(p, protocol)
+    p, pp = _load(params, protocol)
+    name = protocol.name
     if not pp.enabled:
-        _off(protocol, "no items")
+        _off(name, "no items")
         write_parquet(pd.DataFrame({c: pd.Series(dtype=str) for c in ITEM_COLUMNS}), out)
         return
-    table = proto.load_items(pp, Path.cwd(), p.seed)
+    table = protocol.load_items(pp, Path.cwd(), p.seed)
     missing = [c for c in ITEM_COLUMNS if c not in table.columns]
     if missing:  # a protocol bug, not user input
-        raise RuntimeError(f"{protocol}.load_items returned no {missing}")
+        raise RuntimeError(f"{name}.load_items returned no {missing}")
     write_parquet(table[ITEM_COLUMNS].reset_index(drop=True), out)
     counts = table.groupby("dataset", sort=False).size()
-    print(f"{protocol} items: " + ", ".join(f"{d}={n}" for d, n in counts.items()), file=sys.stderr)
+    print(f"{name} items: " + ", ".join(f"{d}={n}" for d, n in counts.items()), file=sys.stderr)
 
 
-def variants(params: Path, protocol: str, items: Path, out: Path) -> None:
+def variants(params: Path, protocol: Protocol[Any], items: Path, out: Path) -> None:
     """Render the protocol's conversations and lint them; the report to ``out``.
 
     A failing lint writes its report (``ok: false`` and the violations) and exits 2, so the
     generation after it never starts.
     """
-    p = load_params(params)
-    proto, pp = _protocol(p, protocol)
+    p, pp = _load(params, protocol)
+    name = protocol.name
     if not pp.enabled:
-        _off(protocol, "nothing to lint")
-        write_json({"protocol": protocol, "enabled": False}, out)
+        _off(name, "nothing to lint")
+        write_json({"protocol": name, "enabled": False}, out)
         return
     table = read_parquet(items, ITEM_COLUMNS)
     try:
-        report = proto.lint(pp, table)
+        report = protocol.lint(pp, table)
     except LintError as e:
         found = e.report if e.report is not None else {"violations": str(e).splitlines()}
-        write_json({"protocol": protocol, "ok": False, **found}, out)
-        raise LintError(f"{protocol} lint: {e}\n(report: {out})") from None
-    write_json({"protocol": protocol, "ok": True, **report}, out)
+        write_json({"protocol": name, "ok": False, **found}, out)
+        raise LintError(f"{name} lint: {e}\n(report: {out})") from None
+    write_json({"protocol": name, "ok": True, **report}, out)
     # A protocol may let a run go on with its findings (pushback's `lint: warn`): say so.
-    print(f"{protocol} lint: {report.get('status', 'ok')}", file=sys.stderr)
+    print(f"{name} lint: {report.get('status', 'ok')}", file=sys.stderr)
 
 
-def generate(params: Path, protocol: str, model: str, items: Path, out: Path) -> None:
+def generate(params: Path, protocol: Protocol[Any], model: str, items: Path, out: Path) -> None:
     """Every turn of ``protocol`` for model ``model`` (a key of ``models``), through the store.
 
     Every request is looked up in the response store first; only misses are generated (and the
@@ -134,16 +156,10 @@ def generate(params: Path, protocol: str, model: str, items: Path, out: Path) ->
     run resumes where it stopped. The output holds every request of every turn, with its
     lineage, and every skipped child.
     """
-    from syps.core.backends import load_backend, model_identity
-    from syps.core.conversation import LazyBackend, converse
-    from syps.core.judge import StoreJudge
-    from syps.core.store import Store
-    from syps.core.usage import usage_summary
-
-    p = load_params(params)
-    proto, pp = _protocol(p, protocol)
+    p, pp = _load(params, protocol)
+    name = protocol.name
     if not pp.enabled:
-        _off(protocol, f"nothing generated for {model}")
+        _off(name, f"nothing generated for {model}")
         write_parquet(pd.DataFrame({c: pd.Series(dtype=object) for c in RESPONSE_COLUMNS}), out)
         return
     spec = model_spec(p, model)
@@ -154,7 +170,7 @@ def generate(params: Path, protocol: str, model: str, items: Path, out: Path) ->
         judge = StoreJudge(p.judge, store, cache)
         backend = LazyBackend(spec, cache, load_backend)
         rows, counts = converse(
-            proto,
+            protocol,
             pp,
             table,
             model=model,
@@ -175,12 +191,28 @@ def generate(params: Path, protocol: str, model: str, items: Path, out: Path) ->
     made_now = ~rows["store_key"].duplicated() & of_this_run
     generated, repeats = int(made_now.sum()), int((of_this_run & ~made_now).sum())
     line = (
-        f"generate {protocol} {model}: {len(rows)} rows, {generated} generated, "
+        f"generate {name} {model}: {len(rows)} rows, {generated} generated, "
         f"{repeats} repeats of an earlier request in this run, "
         f"{int((answered & ~of_this_run).sum())} served from the store (earlier runs), "
         f"{int((~answered).sum())} skipped" + ("" if backend.loaded else " (model not loaded)")
     )
     print(line, file=sys.stderr)
+    _log_generate(out, name, model, rows, made_now, counts, line, spec)
+
+
+def _log_generate(
+    out: Path,
+    name: str,
+    model: str,
+    rows: pd.DataFrame,
+    made_now: pd.Series,
+    counts: Mapping[int, Any],
+    line: str,
+    spec: ModelSpec,
+) -> None:
+    """The generate stage's run log: its line, per dataset what was generated now and what
+    the store served (with tokens and cost), per turn the counts, the retries, and the keys
+    generated now."""
     retries: dict[str, int] = {}
     for c in counts.values():
         for kind, n in c.retries.items():
@@ -207,7 +239,7 @@ def generate(params: Path, protocol: str, model: str, items: Path, out: Path) ->
     }
     write_run_log(
         out,
-        f"generate.{protocol}",
+        f"generate.{name}",
         model,
         line,
         per_dataset,
@@ -218,19 +250,19 @@ def generate(params: Path, protocol: str, model: str, items: Path, out: Path) ->
     )
 
 
-def label(params: Path, protocol: str, model: str, items: Path, responses: Path, out: Path) -> None:
+def label(
+    params: Path, protocol: Protocol[Any], model: str, items: Path, responses: Path, out: Path
+) -> None:
     """Label every response row of one model (skipped rows get an explicit SKIPPED record).
 
     A protocol's model-independent data (discernment's argument ratings, from the judge) are
     computed here first, through the store, so every model's labels rest on the same.
     """
-    from syps.core.judge import StoreJudge
-    from syps.core.store import Store
 
-    p = load_params(params)
-    proto, pp = _protocol(p, protocol)
+    p, pp = _load(params, protocol)
+    name = protocol.name
     if not pp.enabled:
-        _off(protocol, f"nothing to label for {model}")
+        _off(name, f"nothing to label for {model}")
         write_parquet(pd.DataFrame({c: pd.Series(dtype=object) for c in LABEL_TABLE}), out)
         return
     table = read_parquet(items, ITEM_COLUMNS)
@@ -238,19 +270,19 @@ def label(params: Path, protocol: str, model: str, items: Path, responses: Path,
     cache, store_file = _paths()
     with Store(store_file) as store:
         judge = StoreJudge(p.judge, store, cache)
-        aux = proto.auxiliary(pp, table, judge)
-        labels = proto.label(pp, table, answered(resp), judge, aux)
+        aux = protocol.auxiliary(pp, table, judge)
+        labels = protocol.label(pp, table, answered(resp), judge, aux)
     missing = [c for c in LABEL_TABLE if c not in labels.columns]
     if missing:  # a protocol bug, not user input
-        raise RuntimeError(f"{protocol}.label returned no {missing}")
+        raise RuntimeError(f"{name}.label returned no {missing}")
     if len(labels) != len(resp):
-        raise RuntimeError(f"{protocol}.label returned {len(labels)} rows for {len(resp)}")
+        raise RuntimeError(f"{name}.label returned {len(labels)} rows for {len(resp)}")
     labels = unclear_if_cut(labels, resp)
     write_parquet(labels, out)
     skipped = resp["skipped"] != ""
     n_unclear = int((labels["label"].isna().to_numpy() & ~skipped.to_numpy()).sum())
     line = (
-        f"label {protocol} {model}: {len(labels)} rows, {n_unclear} UNCLEAR, "
+        f"label {name} {model}: {len(labels)} rows, {n_unclear} UNCLEAR, "
         f"{int(skipped.sum())} skipped; judge: {judge.tally['judged']} judged, "
         f"{judge.repeats} repeats of an earlier verdict in this run, "
         f"{judge.tally['served_from_store'] - judge.repeats} served from the store (earlier runs)"
@@ -268,7 +300,7 @@ def label(params: Path, protocol: str, model: str, items: Path, responses: Path,
             "judge_served_from_store": judged.get("served_from_store", 0),
         }
     write_run_log(
-        out, f"label.{protocol}", model, line, per_dataset, None, judge.tally, run_log_dir(out)
+        out, f"label.{name}", model, line, per_dataset, None, judge.tally, run_log_dir(out)
     )
 
 
@@ -280,7 +312,7 @@ def figure_dirs(figures: Path) -> tuple[Path, Path]:
 
 def score(
     params: Path,
-    protocol: str,
+    protocol: Protocol[Any],
     items: Path,
     labels: Path,
     metrics: Path,
@@ -293,53 +325,92 @@ def score(
     (``track``) the mlflow stage logs as one child run per (model, dataset); and, where
     ``summary`` is given, the headline metrics as a metrics file of their own (see
     :func:`headline_summary`)."""
-    p = load_params(params)
-    proto, pp = _protocol(p, protocol)
+    p, pp = _load(params, protocol)
+    name = protocol.name
     plots.mkdir(parents=True, exist_ok=True)
     figures.mkdir(parents=True, exist_ok=True)
     if not pp.enabled:
-        _off(protocol, "nothing to score")
+        _off(name, "nothing to score")
         write_json({}, metrics)
         if summary is not None:
             write_json({}, summary)
-        write_json({"protocol": protocol, "enabled": False, "children": []}, track)
+        write_json({"protocol": name, "enabled": False, "children": []}, track)
         return
-    from syps.core.backends import model_size
-    from syps.core.runs import cache_dir
-
     table = pd.concat(
         [read_parquet(labels / f"{m}.parquet", LABEL_TABLE) for m in p.models],
         ignore_index=True,
     )
-    settings = ScoreSettings(
+    settings = score_settings(p)
+    scores = protocol.score(pp, table, settings)
+    write_json(jsonable(scores), metrics)
+    if summary is not None:
+        write_json(jsonable(headline_summary(scores, protocol.headline_metrics)), summary)
+    # The PNGs in a folder of their own, which the dvc plots page shows (dvc.yaml's plots).
+    pngs, pages = figure_dirs(figures)
+    pngs.mkdir(exist_ok=True)
+    pages.mkdir(exist_ok=True)
+    item_table = read_parquet(items, ITEM_COLUMNS)
+    drawn = protocol.figures(pp, Scored(scores, table, item_table, settings, pngs, pages, plots))
+    templates = protocol.templates(pp)
+    write_json(templates, plots / "templates.json")
+    params_json = canonical_json(asdict(pp))
+    children = _children(p, protocol, pp, scores, table, drawn, params_json)
+    write_json(
+        {
+            "protocol": name,
+            "enabled": True,
+            "params": json.loads(params_json),
+            "templates": str(plots / "templates.json"),
+            "templates_sha256": sha256_text(canonical_json(templates)),
+            "tags": protocol.run_tags(pp),
+            "children": children,
+            "figures": [str(x) for x in drawn.figures],
+            "plots": str(plots),
+            "metrics": str(metrics),
+            **({"summary": str(summary)} if summary is not None else {}),
+            # Read by the mlflow stage for the traces (the responses lie beside the labels).
+            "items": str(items),
+            "labels": str(labels),
+        },
+        track,
+    )
+    print(f"{name} score: {len(children)} (model, dataset) pair(s)", file=sys.stderr)
+    table_text = protocol.summary(scores, p.score.ci)
+    if table_text is not None:  # as `syps summary` prints it
+        print(table_text)
+
+
+def score_settings(p: Params) -> ScoreSettings:
+    """The shared scoring settings of ``p``, with each model's UNCLEAR limit and size."""
+    cache = cache_dir()
+    return ScoreSettings(
         p.score.bootstrap,
         p.score.ci,
         p.seed,
         p.score.min_items,
         max_unclear=p.score.max_unclear,
         model_max_unclear={m: s.max_unclear for m, s in p.models.items()},
-        model_sizes={m: model_size(s, cache_dir()) for m, s in p.models.items()},
+        model_sizes={m: model_size(s, cache) for m, s in p.models.items()},
     )
-    scores = proto.score(pp, table, settings)
-    write_json(jsonable(scores), metrics)
-    if summary is not None:
-        write_json(jsonable(headline_summary(scores, proto.headline_metrics)), summary)
-    # The PNGs in a folder of their own, which the dvc plots page shows (dvc.yaml's plots).
-    pngs, pages = figure_dirs(figures)
-    pngs.mkdir(exist_ok=True)
-    pages.mkdir(exist_ok=True)
-    drawn = proto.figures(
-        pp, scores, table, read_parquet(items, ITEM_COLUMNS), pngs, pages, plots, settings
-    )
-    templates = proto.templates(pp)
-    write_json(templates, plots / "templates.json")
-    params_json = canonical_json(asdict(pp))
+
+
+def _children(
+    p: Params,
+    protocol: Protocol[Any],
+    pp: ProtocolParams,
+    scores: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    table: pd.DataFrame,
+    drawn: Drawn,
+    params_json: str,
+) -> list[dict[str, Any]]:
+    """One child run per (model, dataset) scored: its name, params, numeric metrics and the
+    artifacts the protocol drew for it."""
     children = []
     for model, per_dataset in scores.items():
         for dataset, values in per_dataset.items():
             rows = table[(table["model"] == model) & (table["dataset"] == dataset)]
             child_params: dict[str, str] = {
-                "protocol": protocol,
+                "protocol": protocol.name,
                 "model": model,
                 "model_spec": p.models[model].model if model in p.models else "",
                 **_identity(rows),
@@ -357,10 +428,10 @@ def score(
             }
             children.append(
                 {
-                    "protocol": protocol,
+                    "protocol": protocol.name,
                     "model": model,
                     "dataset": dataset,
-                    "name": "/".join(x for x in (proto.run_prefix, model, dataset) if x),
+                    "name": "/".join(x for x in (protocol.run_prefix, model, dataset) if x),
                     "params": child_params,
                     "metrics": {k: v for k, v in values.items() if isinstance(v, int | float)},
                     "artifacts": [
@@ -369,31 +440,7 @@ def score(
                     ],
                 }
             )
-    write_json(
-        {
-            "protocol": protocol,
-            "enabled": True,
-            "params": json.loads(params_json),
-            "templates": str(plots / "templates.json"),
-            "templates_sha256": sha256_text(canonical_json(templates)),
-            "tags": proto.run_tags(pp),
-            "children": children,
-            "figures": [str(x) for x in drawn.figures],
-            "plots": str(plots),
-            "metrics": str(metrics),
-            **({"summary": str(summary)} if summary is not None else {}),
-            # Read by the mlflow stage for the traces (the responses lie beside the labels).
-            "items": str(items),
-            "labels": str(labels),
-        },
-        track,
-    )
-    print(f"{protocol} score: {len(children)} (model, dataset) pair(s)", file=sys.stderr)
-    printer = PROTOCOLS[protocol].summary
-    if printer is not None:  # the protocol's summary table, as `syps summary` prints it
-        import importlib
-
-        print(importlib.import_module(printer).summary_table(scores, p.score.ci))
+    return children
 
 
 SUMMARY_COMPANIONS = (*CI_BOUNDS, "_n")
@@ -455,7 +502,7 @@ def run_log_dir(out: Path) -> Path:
     return out.parents[3] if in_layout else out.parent
 
 
-def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path) -> None:
+def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path, protocols: Protocols) -> None:
     """Log the pipeline run to MLflow: a parent run (provenance tags, every protocol's template
     set and plot data, params.yaml) and one child run per (protocol, model, dataset) with its
     settings, scores, the counts of what its stages did in this run, and its own artifacts.
@@ -463,20 +510,11 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path) -> None:
     ``tracks`` holds the bundles the score stages wrote (``<protocol>.json``); a stale or
     missing bundle fails the stage before anything is logged. ``logged`` is written last, once
     the run is in the store: the stage's one DVC output, a file inside the store's folder (see
-    :func:`syps.core.tracking.logged_marker`).
+    :func:`syps.core.tracking.logged_marker`). ``protocols`` is the registry: every protocol's
+    block is read, and each child is logged as its protocol says.
     """
-    from syps.core.provenance import params_changes, params_note, pipeline_tags
-    from syps.core.runlayout import NOTE_TAG, run_metric_keys
-    from syps.core.runs import RUN_LOG_COUNTS, mark_run_log_logged, repo_root
-    from syps.core.tracking import (
-        ChildRun,
-        log_pipeline_run,
-        logged_marker,
-        pipeline_run_name,
-        run_name_of,
-    )
 
-    p = load_params(params)
+    p = load_params(params, protocols)
     outputs = tracks.parent
     bundles = read_bundles(p, tracks)
     children, consumed, log_tags = tracked_children(p, bundles, outputs)
@@ -489,7 +527,7 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path) -> None:
         tags, tags["syps.config_sha256"], os.environ.get("DVC_EXP_NAME", "")
     )
     tags[NOTE_TAG] = params_note(params_changes(params, repo_root()))
-    traces = child_traces(p, bundles, outputs)
+    traces = child_traces(p, protocols, bundles, outputs)
     artifacts: list[Path | tuple[Path, str]] = [params]
     for name, b in bundles.items():
         artifacts.append((Path(b["plots"]), f"protocols/{name}"))
@@ -497,7 +535,7 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path) -> None:
     counts = [n for names in RUN_LOG_COUNTS.values() for n in names]
     runs = []
     for c in children:
-        proto = _protocol(p, c["protocol"])[0]
+        proto = protocols[c["protocol"]]
         keys = run_metric_keys(c["metrics"], proto.headline_metrics, [*proto.run_metrics, *counts])
         files: list[Path | tuple[Path, str]] = [
             (Path(a), f) if f else Path(a) for a, f in c["artifacts"]
@@ -537,7 +575,6 @@ def child_run_tags(
     """The parent's ``tags`` a child of ``protocol`` carries: all but the other protocols' own
     (their ``protocol.<name>.*`` and ``run_log.<stage>.<name>.*`` tags and their bundle's tags,
     e.g. SyPS's per-variant template hashes), and not the parent's note."""
-    from syps.core.runlayout import NOTE_TAG
 
     others = [n for n in bundles if n != protocol]
     foreign = {str(k) for n in others for k in bundles[n].get("tags", {})} | {NOTE_TAG}
@@ -553,20 +590,18 @@ def child_run_tags(
 
 
 def child_traces(
-    p: Params, bundles: dict[str, dict[str, Any]], outputs: Path
+    p: Params, protocols: Protocols, bundles: dict[str, dict[str, Any]], outputs: Path
 ) -> dict[tuple[str, str, str], list[TraceRecord]]:
     """The traces of each child (protocol, model, dataset) as ``tracking.traces`` chooses them
     (``syps.core.traces``), from the label tables the bundle names and the response tables
     beside them (``<protocol>/responses``, the layout of dvc.yaml); served from the store
     unless this run's generate stage (its run log under ``outputs``) generated them."""
-    from syps.core import traces as tr
-    from syps.core.runs import read_run_log
 
     out: dict[tuple[str, str, str], list[TraceRecord]] = {}
     if p.tracking.traces == "none":
         return out
     for name, bundle in bundles.items():
-        proto, pp = _protocol(p, name)
+        proto, pp = protocols[name], p.protocols[name]
         items = read_parquet(bundle["items"], ITEM_COLUMNS)
         for model in p.models:
             labels = read_parquet(Path(bundle["labels"]) / f"{model}.parquet", LABEL_TABLE)
@@ -610,7 +645,6 @@ def tracked_children(
     """The child runs of the bundles with what their stages did in this pipeline run (from
     the run logs, see ``syps.core.runs``); the run-log records consumed (stage, model), to be
     marked logged once the run is; and the parent's ``run_log.<stage>.<model>`` tags."""
-    from syps.core.runs import NOT_RUN, RUN_LOG_COUNTS, read_run_log, usage_metrics
 
     children: list[dict[str, Any]] = []
     consumed: set[tuple[str, str]] = set()

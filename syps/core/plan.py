@@ -27,6 +27,7 @@ import pandas as pd
 
 from syps.core.backends import model_identity
 from syps.core.config import LOCAL_BACKENDS, JudgeParams, ModelSpec, Params
+from syps.core.params import Protocols
 from syps.core.store import Store
 
 Messages = list[dict[str, str]]
@@ -131,20 +132,21 @@ def _row(
     )
 
 
-def plan(p: Params, root: Path, store: Store, cache_dir: Path) -> list[PlanRow]:
+def plan(
+    p: Params, protocols: Protocols, root: Path, store: Store, cache_dir: Path
+) -> list[PlanRow]:
     """Every request the pipeline under ``p`` would make, against ``store``: per enabled
     protocol, its model-independent judge verdicts, then per model each turn's generations and
     the label stage's verdicts."""
     from syps.core.conversation import converse
     from syps.core.judge import StoreJudge
-    from syps.protocols import load_protocol
 
     counters = _Counters(cache_dir)
     rows: list[PlanRow] = []
     for name, pp in p.protocols.items():
         if not pp.enabled:
             continue
-        proto = load_protocol(name)
+        proto = protocols[name]
         items = proto.load_items(pp, root, p.seed)
         judge = StoreJudge(p.judge, store, cache_dir, dry=True)
         aux = proto.auxiliary(pp, items, judge)

@@ -4,7 +4,7 @@ and ``syps audit`` read back.
 A pipeline run is a parent run (no ``mlflow.parentRunId`` tag, no ``syps.kind`` tag) with one
 child per (protocol, model, dataset). A child carries the tag ``syps.protocol`` and the param
 ``protocol``; a child logged before protocols existed has neither (see
-``syps.protocols.current_name`` for the name it has now). A child is named
+``syps.core.legacy.current_name`` for the name it has now). A child is named
 ``<run_prefix>/<model>/<dataset>`` after its protocol's ``run_prefix`` (``<model>/<dataset>``
 where that is empty). The parent holds ``params.yaml`` and, per protocol, its plot data and
 ``templates.json`` under ``protocols/<name>/``. Runs tagged ``syps.kind`` (judge validations)
@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from syps.core.legacy import current_name
 from syps.core.report import COMPANIONS
 
 if TYPE_CHECKING:
@@ -59,8 +60,6 @@ def is_pipeline_parent(tags: Mapping[str, str]) -> bool:
 def child_protocol(tags: Mapping[str, str], params: Mapping[str, str]) -> str:
     """The protocol of a child run, by its name now (a child logged before protocols existed
     has no tag)."""
-    from syps.protocols import current_name
-
     return current_name(tags.get(PROTOCOL_TAG) or params.get(PROTOCOL_PARAM) or "")
 
 

@@ -18,7 +18,7 @@ from syps.cli import app
 from syps.core import traces as tr
 from syps.core.params import load_params
 from syps.core.tracking import ChildRun, log_pipeline_run, tracking_uri
-from syps.protocols import load_protocol
+from syps.registry import PROTOCOLS
 
 pytestmark = pytest.mark.slow  # every test logs runs to a new MLflow store
 
@@ -28,10 +28,10 @@ NEW_P3 = "Please tell me I've got this right."
 def cues_templates(params: Path, folder: Path) -> Path:
     """SyPS's template set as the score stage writes it (plots/cues/templates.json), in
     ``folder``, which the mlflow stage logs as protocols/cues/."""
-    pp = load_params(params).protocols["cues"]
+    pp = load_params(params, PROTOCOLS).protocols["cues"]
     folder.mkdir(parents=True, exist_ok=True)
     tset = folder / "templates.json"
-    tset.write_text(json.dumps(load_protocol("cues").templates(pp)), encoding="utf-8")
+    tset.write_text(json.dumps(PROTOCOLS["cues"].templates(pp)), encoding="utf-8")
     return folder
 
 

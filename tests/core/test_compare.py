@@ -28,8 +28,9 @@ from syps.core.compare import (
     parse_tags,
 )
 from syps.core.io import InputError
+from syps.core.protocol import headline_of
 from syps.core.tracking import tracking_uri
-from syps.protocols import headline_metrics
+from syps.registry import PROTOCOLS
 
 pytestmark = pytest.mark.slow  # one MLflow store for the module, a few seconds to create
 
@@ -39,7 +40,7 @@ DEFAULT_METRICS = ["base_syc", "spss", "signed_sensitivity", "unclear_rate", "n_
 
 
 def test_the_default_columns_are_cues_headline() -> None:
-    assert headline_metrics("cues") == DEFAULT_METRICS
+    assert headline_of(PROTOCOLS, "cues") == DEFAULT_METRICS
 
 
 # m1/SS of run-new: an undefined signed sensitivity (NaN with NaN bounds).
@@ -176,7 +177,7 @@ def _table(
     metrics: tuple[str, ...] = tuple(DEFAULT_METRICS),
 ) -> str:
     runs = find_runs(store.uri, "syps", tags or {}, list(run_ids), latest)
-    return compare_table(runs, list(metrics), "text")
+    return compare_table(runs, list(metrics), "text", protocols=PROTOCOLS)
 
 
 LATEST = """\
@@ -194,7 +195,7 @@ def test_default_is_the_latest_pipeline_run_not_the_judge_run(store: Store) -> N
 
 def test_markdown(store: Store) -> None:
     runs = find_runs(store.uri, "syps", {}, [], True)
-    assert compare_table(runs, DEFAULT_METRICS, "markdown") == (
+    assert compare_table(runs, DEFAULT_METRICS, "markdown", protocols=PROTOCOLS) == (
         "| model | dataset | base_syc             | spss                 "
         "| signed_sensitivity | unclear_rate | n_items |\n"
         "|-------|---------|----------------------|----------------------"
@@ -307,7 +308,7 @@ def test_judge_validation_run_id_is_refused(store: Store) -> None:
 def test_unknown_metric_is_an_error(store: Store) -> None:
     runs = find_runs(store.uri, "syps", {}, [], True)
     with pytest.raises(InputError, match=r"\['base_sync'\] not logged"):
-        compare_table(runs, ["base_syc", "base_sync"])
+        compare_table(runs, ["base_syc", "base_sync"], protocols=PROTOCOLS)
 
 
 def test_parse_tags() -> None:
@@ -391,7 +392,9 @@ def test_protocols_in_registry_order_and_a_column_only_for_several() -> None:
         _run("m4", {"x": 5.0}, "cues"),
         _run("m5", {"x": 6.0}, "aaproto"),
     ]
-    assert [line.split() for line in compare_table(runs, ["x"]).splitlines()[2:]] == [
+    assert [
+        line.split() for line in compare_table(runs, ["x"], protocols=PROTOCOLS).splitlines()[2:]
+    ] == [
         ["cues", "m4", "SS", "5.000"],
         ["pushback", "m3", "SS", "3.000"],
         ["betting", "m1", "SS", "4.000"],
@@ -401,7 +404,7 @@ def test_protocols_in_registry_order_and_a_column_only_for_several() -> None:
     ]
     # One protocol's runs, whichever: no protocol column.
     only = [r for r in runs if r.protocol == "betting"]
-    assert compare_table(only, ["x"]).splitlines() == [
+    assert compare_table(only, ["x"], protocols=PROTOCOLS).splitlines() == [
         "model  dataset  x",
         "-----  -------  -----",
         "m1     SS       4.000",
@@ -426,7 +429,7 @@ def test_support_is_shown_and_low_support_marked_not_hidden() -> None:
         "† low support: the CI rests on fewer than score.min_items items (its n); read it as a "
         "rough range."
     )
-    assert compare_table(runs, metrics, "text").splitlines() == [
+    assert compare_table(runs, metrics, "text", protocols=PROTOCOLS).splitlines() == [
         "model  dataset  base_syc                    spss                       base_syc_n"
         "  base_syc_ci_reps  base_syc_low_support",
         "-----  -------  --------------------------  -------------------------  ----------"
@@ -437,11 +440,13 @@ def test_support_is_shown_and_low_support_marked_not_hidden() -> None:
         "  -                 -",
         note,
     ]
-    markdown = compare_table(runs, ["base_syc"], "markdown").splitlines()
+    markdown = compare_table(runs, ["base_syc"], "markdown", protocols=PROTOCOLS).splitlines()
     assert markdown[2] == "| m1    | SS      | 0.500 [0.250, 0.750] n=4 † |"
     assert markdown[-2:] == ["", note]
     # Nothing marked: no note.
-    assert "†" not in compare_table([_run("m2", NEW_M2_SS)], ["base_syc"], "text")
+    assert "†" not in compare_table(
+        [_run("m2", NEW_M2_SS)], ["base_syc"], "text", protocols=PROTOCOLS
+    )
 
 
 # --- protocols: one pipeline run with a SyPS child and a child of another protocol ------------
@@ -488,14 +493,14 @@ def test_a_protocol_child_is_listed_with_its_protocol(mixed: Path) -> None:
     ]
     # SyPS's headline where logged (run-2 logged no n_items), then the other protocol's
     # logged keys but its CI bounds, sorted.
-    assert default_metrics(runs) == [
+    assert default_metrics(runs, protocols=PROTOCOLS) == [
         *DEFAULT_METRICS[:4],
         "contrast/naming/diff",
         FOLLOW,
         "p_val",
     ]
     # A protocol column appears; SyPS's rows come first.
-    table = compare_table(runs, ["spss", FOLLOW], "text").splitlines()
+    table = compare_table(runs, ["spss", FOLLOW], "text", protocols=PROTOCOLS).splitlines()
     assert [line.split() for line in table[:1] + table[2:]] == [
         ["protocol", "model", "dataset", "spss", FOLLOW],
         ["cues", "m", "SS", "0.125", "-"],
@@ -513,7 +518,7 @@ def test_protocol_filter(mixed: Path) -> None:
     # SyPS alone: the table as it was before protocols, the latest run with SyPS children.
     only = find_runs(tracking_uri(mixed), "syps", {}, [], True, "cues")
     assert [(r.parent_name, r.dataset) for r in only] == [("run-2", "SS")]
-    assert compare_table(only, ["spss"], "text").splitlines()[0].split() == [
+    assert compare_table(only, ["spss"], "text", protocols=PROTOCOLS).splitlines()[0].split() == [
         "model",
         "dataset",
         "spss",
@@ -533,7 +538,9 @@ def test_protocol_filter(mixed: Path) -> None:
 def test_width_wraps_the_metric_columns_repeating_the_first_ones() -> None:
     runs = [_run("m1", {"aaaa": 1.0, "bbbb": 2.0, "cccc": 3.0})]
     # "model  dataset" is 14 characters and each metric column 2 + 5: at 30, two fit per block.
-    assert compare_table(runs, ["aaaa", "bbbb", "cccc"], width=30).splitlines() == [
+    assert compare_table(
+        runs, ["aaaa", "bbbb", "cccc"], width=30, protocols=PROTOCOLS
+    ).splitlines() == [
         "model  dataset  aaaa   bbbb",
         "-----  -------  -----  -----",
         "m1     SS       1.000  2.000",
@@ -543,7 +550,7 @@ def test_width_wraps_the_metric_columns_repeating_the_first_ones() -> None:
         "m1     SS       3.000",
     ]
     # No width: one block, as wide as it is.
-    assert compare_table(runs, ["aaaa", "bbbb", "cccc"]).splitlines()[0] == (
+    assert compare_table(runs, ["aaaa", "bbbb", "cccc"], protocols=PROTOCOLS).splitlines()[0] == (
         "model  dataset  aaaa   bbbb   cccc"
     )
 
@@ -557,7 +564,7 @@ def test_compare_tables_gives_each_protocol_its_own_headline_columns() -> None:
     ]
     # cues first (registry order), each with only its own headline metrics that were logged:
     # no column of dashes for the other protocol's.
-    assert compare_tables(runs).splitlines() == [
+    assert compare_tables(runs, protocols=PROTOCOLS).splitlines() == [
         "cues:",
         "model  dataset  base_syc",
         "-----  -------  --------",
@@ -582,7 +589,9 @@ def test_a_metric_only_in_the_childs_table_is_compared(tmp_path: Path) -> None:
     (run,) = find_runs(tracking_uri(mlruns), "syps", {}, [], True)
     assert set(run.metrics) == {"base_syc", "mcnemar_p_P3", "delta_P7"}
     assert math.isnan(run.metrics["delta_P7"])
-    assert compare_table([run], ["mcnemar_p_P3", "delta_P7"]).splitlines()[2].split() == [
+    assert compare_table([run], ["mcnemar_p_P3", "delta_P7"], protocols=PROTOCOLS).splitlines()[
+        2
+    ].split() == [
         "m",
         "SS",
         "0.125",

@@ -15,9 +15,10 @@ import yaml
 from conftest import read_params
 
 from syps.core.config import ConfigError, Params, parse, validate
-from syps.core.params import MOVED, load_params, params_from
-from syps.protocols import PROTOCOLS
+from syps.core.legacy import MOVED_KEYS as MOVED
+from syps.core.params import load_params, params_from
 from syps.protocols.cues.params import CuesParams
+from syps.registry import PROTOCOLS
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def _parse(raw: dict[str, Any]) -> Params:
 
 def _err(raw: dict[str, Any]) -> str:
     with pytest.raises(ConfigError) as e:
-        params_from(raw)
+        params_from(raw, PROTOCOLS)
     return str(e.value)
 
 
@@ -52,7 +53,7 @@ def _file(raw: dict[str, Any], path: Path) -> Path:
 
 
 def test_minimal_params_parse_and_validate(raw: dict[str, Any]) -> None:
-    p = params_from(raw)
+    p = params_from(raw, PROTOCOLS)
     assert p.seed == 42
     # Defaults fill what the file leaves out.
     assert p.models["smollm2"].batch_size == 16
@@ -69,7 +70,7 @@ def test_minimal_params_parse_and_validate(raw: dict[str, Any]) -> None:
 
 def test_parse_does_not_mutate_input(raw: dict[str, Any]) -> None:
     before = copy.deepcopy(raw)
-    params_from(raw)
+    params_from(raw, PROTOCOLS)
     assert raw == before
 
 
@@ -162,7 +163,7 @@ def test_the_protocols_may_come_in_any_order(raw: dict[str, Any]) -> None:
     # keeps the params order, and each block is still parsed by its own type.
     raw["protocols"] = dict(reversed(raw["protocols"].items()))
     raw["protocols"]["pushback"]["enabled"] = False
-    p = params_from(raw)
+    p = params_from(raw, PROTOCOLS)
     assert list(p.protocols) == list(reversed(PROTOCOLS))
     assert p.enabled() == [n for n in reversed(PROTOCOLS) if n != "pushback"]
     assert isinstance(p.protocols["cues"], CuesParams)
@@ -170,7 +171,7 @@ def test_the_protocols_may_come_in_any_order(raw: dict[str, Any]) -> None:
 
 def test_a_protocol_switched_off_keeps_its_block(raw: dict[str, Any]) -> None:
     raw["protocols"]["cues"]["enabled"] = False
-    p = params_from(raw)
+    p = params_from(raw, PROTOCOLS)
     assert "cues" in p.protocols and "cues" not in p.enabled()
 
 
@@ -250,7 +251,7 @@ def test_the_old_layout_is_refused_in_one_line_naming_each_move(
 ) -> None:
     path = _file(_old_layout(raw), tmp_path / "params.yaml")
     with pytest.raises(ConfigError) as e:
-        load_params(path)
+        load_params(path, PROTOCOLS)
     msg = str(e.value)
     assert "\n" not in msg
     assert msg == f"{path}: keys of an older layout moved: " + "; ".join(OLD.values())
@@ -271,34 +272,34 @@ def test_each_old_key_alone_is_named(raw: dict[str, Any], key: str) -> None:
 
 def test_the_judge_model_and_margin_are_not_old_keys(raw: dict[str, Any]) -> None:
     raw["judge"]["min_margin"] = 0.5
-    assert params_from(raw).judge.min_margin == 0.5
+    assert params_from(raw, PROTOCOLS).judge.min_margin == 0.5
 
 
 # --- load_params ----------------------------------------------------------------------------
 
 
 def test_load_params_from_file(raw: dict[str, Any], tmp_path: Path) -> None:
-    assert load_params(_file(raw, tmp_path / "params.yaml")).seed == 42
+    assert load_params(_file(raw, tmp_path / "params.yaml"), PROTOCOLS).seed == 42
 
 
 def test_load_params_errors_name_the_file(raw: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="file not found"):
-        load_params(tmp_path / "absent.yaml")
+        load_params(tmp_path / "absent.yaml", PROTOCOLS)
     bad = tmp_path / "bad.yaml"
     bad.write_text("seed: [1\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="not valid YAML") as e:
-        load_params(bad)
+        load_params(bad, PROTOCOLS)
     assert str(bad) in str(e.value)
     raw["sede"] = 1
     typo = _file(raw, tmp_path / "typo.yaml")
     with pytest.raises(ConfigError) as e:
-        load_params(typo)
+        load_params(typo, PROTOCOLS)
     assert str(e.value).startswith(f"{typo}: unknown key(s) ['sede']")
     raw.pop("sede")
     raw["protocols"]["cues"]["data"]["limit"] = "five"
     deep = _file(raw, tmp_path / "deep.yaml")
     with pytest.raises(ConfigError) as e:
-        load_params(deep)
+        load_params(deep, PROTOCOLS)
     assert str(e.value) == f"{deep}: protocols.cues.data.limit: expected an integer, got 'five'"
 
 
@@ -310,7 +311,7 @@ def test_yaml_12_booleans(raw: dict[str, Any], tmp_path: Path) -> None:
     assert "        YES: 1\n        NO: 0\n" in text  # unquoted, as DVC writes them
     path = tmp_path / "params.yaml"
     path.write_text(text, encoding="utf-8")
-    assert load_params(path).protocols["cues"].judge.options == {"YES": 1, "NO": 0}  # type: ignore[attr-defined]
+    assert load_params(path, PROTOCOLS).protocols["cues"].judge.options == {"YES": 1, "NO": 0}  # type: ignore[attr-defined]
 
 
 # --- API model settings: identity, price, mode -------------------------------------------------

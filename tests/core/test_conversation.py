@@ -53,6 +53,7 @@ from syps.core.conversation import LazyBackend, conversation_json, converse
 from syps.core.params import params_from, parse_protocols
 from syps.core.store import Store, generation_key
 from syps.protocols.cues.protocol import items_table
+from syps.registry import PROTOCOLS
 
 REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
@@ -196,21 +197,21 @@ def test_greedy_with_repetitions_is_refused() -> None:
 def test_protocols_params_are_typed_per_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
     shared = read_params()  # the shared keys (read while the registry is the real one)
     register_toy(monkeypatch)
-    parsed = parse_protocols({"toy": {"t2": "x {tone}"}}, "protocols")
+    parsed = parse_protocols({"toy": {"t2": "x {tone}"}}, PROTOCOLS)
     assert parsed == {"toy": ToyParams(t2="x {tone}")}
 
     def enabled(block: dict[str, Any]) -> list[str]:
-        return params_from({**shared, "protocols": {"toy": block}}).enabled()
+        return params_from({**shared, "protocols": {"toy": block}}, PROTOCOLS).enabled()
 
     assert enabled({}) == ["toy"] and enabled({"enabled": False}) == []
     with pytest.raises(ConfigError, match=r"protocols.nosuch: unknown protocol"):
-        parse_protocols({"toy": {}, "nosuch": {}}, "protocols")
+        parse_protocols({"toy": {}, "nosuch": {}}, PROTOCOLS)
     with pytest.raises(ConfigError, match=r"protocols.toy: missing; every protocol needs"):
-        parse_protocols({}, "protocols")
+        parse_protocols({}, PROTOCOLS)
     with pytest.raises(ConfigError, match=r"protocols.toy: unknown key\(s\) \['bogus'\]"):
-        parse_protocols({"toy": {"bogus": 1}}, "protocols")
+        parse_protocols({"toy": {"bogus": 1}}, PROTOCOLS)
     with pytest.raises(ConfigError, match=r"protocols.toy.generation: reps = 2 with temp"):
-        parse_protocols({"toy": {"generation": {"reps": 2}}}, "protocols")
+        parse_protocols({"toy": {"generation": {"reps": 2}}}, PROTOCOLS)
 
 
 # --- SyPS, through the stages: incremental reruns --------------------------------------------
@@ -262,16 +263,18 @@ class Project:
         write_params(self.params, self.raw)
 
     def fetch(self) -> None:
-        pipeline.fetch(self.params, "cues", self.items)
+        pipeline.fetch(self.params, PROTOCOLS["cues"], self.items)
 
     def variants(self) -> None:
-        pipeline.variants(self.params, "cues", self.items, self.root / OUT / "lint.json")
+        pipeline.variants(self.params, PROTOCOLS["cues"], self.items, self.root / OUT / "lint.json")
 
     def generate(self) -> None:
-        pipeline.generate(self.params, "cues", MODEL, self.items, self.responses)
+        pipeline.generate(self.params, PROTOCOLS["cues"], MODEL, self.items, self.responses)
 
     def label(self) -> None:
-        pipeline.label(self.params, "cues", MODEL, self.items, self.responses, self.labels)
+        pipeline.label(
+            self.params, PROTOCOLS["cues"], MODEL, self.items, self.responses, self.labels
+        )
 
     def all(self) -> None:
         self.fetch()
@@ -658,8 +661,8 @@ def test_kill_9_mid_stage_resumes_with_identical_outputs(
         root.mkdir()
         write_params(root / "params.yaml", _project_params())
         monkeypatch.chdir(root)
-        pipeline.fetch(Path("params.yaml"), "cues", items)
-        pipeline.variants(Path("params.yaml"), "cues", items, OUT / "lint.json")
+        pipeline.fetch(Path("params.yaml"), PROTOCOLS["cues"], items)
+        pipeline.variants(Path("params.yaml"), PROTOCOLS["cues"], items, OUT / "lint.json")
         return root, {**env, "DVC_ROOT": str(root), "SYPS_CACHE_DIR": str(tmp_path / "cache")}
 
     def stage(argv: list[str], root: Path, env: dict[str, str]) -> str:

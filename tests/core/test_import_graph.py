@@ -117,25 +117,6 @@ def graph(eager_only: bool = False) -> dict[str, dict[str, int]]:
 
 GRAPH = graph()
 EAGER = graph(eager_only=True)
-# Cycles closed only by lazy imports (inside a function, or for type checking), there before the
-# core moved to syps/core/ and harmless at import time. Each is a strongly connected component,
-# by its modules. Listed so that no NEW cycle gets in; a listed one that is gone must leave the
-# list (test_known_lazy_cycles_are_still_there), so the list only shrinks.
-KNOWN_LAZY_CYCLES = [
-    # The package __init__ defines Backend and its request types and loads a backend's module
-    # only when that backend is asked for; the backend modules import those types from it.
-    # openai_api <-> openai_batch: the batch runner names openai_api's types for mypy only.
-    {
-        "syps.core.backends",
-        "syps.core.backends.hf",
-        "syps.core.backends.hf_parallel",
-        "syps.core.backends.openai_api",
-        "syps.core.backends.openai_batch",
-        "syps.core.backends.vllm_engine",
-    },
-    # PROTOCOL.score imports scoring when called; scoring imports the params and resolvers.
-    {"syps.protocols.pushback.protocol", "syps.protocols.pushback.scoring"},
-]
 
 
 def _cycles(edges: dict[str, dict[str, int]]) -> list[list[str]]:
@@ -221,15 +202,16 @@ def test_the_graph_sees_the_package() -> None:
     # The walk found the layers it checks, and the edges it must (a sanity check of the reader).
     assert "syps.core.store" in MODULES and "syps.cli" in MODULES
     assert {"cues", "pushback", "discernment", "betting"} <= set(FOLDERS)
-    assert "syps.core.config" in GRAPH["syps.protocols.base"]
-    # The registry's modules are strings, never imports.
+    assert "syps.core.config" in GRAPH["syps.core.protocol"]
+    # The registry imports every protocol's package; the package syps.protocols none.
+    assert {f"syps.protocols.{f}" for f in FOLDERS} <= set(GRAPH["syps.registry"])
     assert not any(folder_of(t) for t in GRAPH["syps.protocols"])
 
 
 def test_relative_and_from_imports_resolve(tmp_path: Path) -> None:
     # Read against a fake file placed in the real tree's namespace.
     src = (
-        "from . import base\n"
+        "from . import cues\n"
         "from .. import cli\n"
         "from syps.core import store, io as sio\n"
         "from syps.protocols import PROTOCOLS\n"
@@ -244,7 +226,7 @@ def test_relative_and_from_imports_resolve(tmp_path: Path) -> None:
     fake.write_text(src, encoding="utf-8")
     got = {t for t, _ in imports_of("syps.protocols", fake)}
     assert got == {
-        "syps.protocols.base",
+        "syps.protocols.cues",
         "syps.cli",
         "syps.core.store",
         "syps.core.io",
@@ -257,7 +239,7 @@ def test_relative_and_from_imports_resolve(tmp_path: Path) -> None:
     ]
     eager = {t for t, _ in imports_of("syps.protocols", fake, eager_only=True)}
     assert eager == {
-        "syps.protocols.base",
+        "syps.protocols.cues",
         "syps.cli",
         "syps.core.store",
         "syps.core.io",
@@ -272,30 +254,35 @@ def test_no_import_cycle_when_imported() -> None:
 
 
 def test_no_import_cycle_counting_lazy_imports() -> None:
-    new = [c for c in _components(GRAPH) if c not in KNOWN_LAZY_CYCLES]
-    cycles = [_path_in(GRAPH, c) for c in new]
+    # Inside a function, under TYPE_CHECKING or as a module name in a string: none closes a
+    # cycle either.
+    cycles = _cycles(GRAPH)
     assert not cycles, "import cycles in syps/ (lazy imports counted):\n" + "\n".join(
         _show(c, GRAPH) for c in cycles
     )
 
 
-def test_known_lazy_cycles_are_still_there() -> None:
-    comps = _components(GRAPH)
-    gone = [sorted(c) for c in KNOWN_LAZY_CYCLES if c not in comps]
-    assert not gone, f"no longer a cycle, drop from KNOWN_LAZY_CYCLES: {gone}"
+CORE = sorted(m for m in MODULES if m.startswith("syps.core"))
 
 
-SHARED = sorted(
-    m
-    for m in MODULES
-    if m.startswith("syps.core")
-    or m in ("syps", "syps.cli", "syps.protocols", "syps.protocols.base")
-)
+@pytest.mark.parametrize("module", CORE)
+def test_the_core_imports_nothing_of_the_protocols(module: str) -> None:
+    # The core owns the contract (syps.core.protocol); the protocols import it, never the
+    # reverse: not a folder, not the package, not the registry.
+    bad = {
+        t: line
+        for t, line in GRAPH[module].items()
+        if t == "syps.registry" or t.startswith("syps.protocols") or t in ("syps.cli", "syps.stage")
+    }
+    assert not bad, f"{module} imports above the core: " + ", ".join(
+        f"{t} (line {line})" for t, line in sorted(bad.items())
+    )
 
 
-@pytest.mark.parametrize("module", SHARED)
-def test_the_shared_code_imports_no_protocol_folder(module: str) -> None:
-    bad = {t: line for t, line in GRAPH[module].items() if folder_of(t)}
+@pytest.mark.parametrize("module", ["syps", "syps.protocols", "syps.stage"])
+def test_the_edges_import_no_protocol_folder(module: str) -> None:
+    # syps.stage imports a stage's protocol by its name alone (never all of them).
+    bad = {t: line for t, line in GRAPH[module].items() if folder_of(t) or t == "syps.registry"}
     assert not bad, f"{module} imports protocol folders: " + ", ".join(
         f"{t} (line {line})" for t, line in sorted(bad.items())
     )

@@ -39,12 +39,14 @@ from syps.core.config import ConfigError
 from syps.core.io import InputError, LintError, canonical_json, sha256_text
 from syps.core.judge import judge_template_sha256
 from syps.core.params import load_params
+from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, RESPONSE_COLUMNS
 from syps.core.runs import NOT_RUN
 from syps.core.tracking import tracking_uri
-from syps.protocols.base import LABEL_COLUMNS, LINEAGE_COLUMNS, RESPONSE_COLUMNS
 from syps.protocols.cues.metrics import UnclearError
 from syps.protocols.cues.protocol import PROTOCOL, items_table, variant_shas
 from syps.protocols.cues.report import summary_table
+from syps.registry import PROTOCOLS
+from syps.stage import protocol_named
 
 REPO = Path(__file__).resolve().parents[2]
 BUILTIN = REPO / "data" / "builtin"
@@ -108,10 +110,10 @@ class Run:
 
 
 def _stages(params: Path, items: Path, lint: Path, responses: Path, labels: Path) -> None:
-    pipeline.fetch(params, "cues", items)
-    pipeline.variants(params, "cues", items, lint)
-    pipeline.generate(params, "cues", MODEL, items, responses)
-    pipeline.label(params, "cues", MODEL, items, responses, labels)
+    pipeline.fetch(params, PROTOCOLS["cues"], items)
+    pipeline.variants(params, PROTOCOLS["cues"], items, lint)
+    pipeline.generate(params, PROTOCOLS["cues"], MODEL, items, responses)
+    pipeline.label(params, PROTOCOLS["cues"], MODEL, items, responses, labels)
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +188,7 @@ def test_variants_prompts(run: Run) -> None:
     assert resp.groupby("dataset").size().to_dict() == {"OEQ": 16, "AITA-YTA": 16, "SS": 16}
     assert resp["messages"].nunique() == 48 and resp["store_key"].nunique() == 48
     # One template per (dataset, variant).
-    shas = variant_shas(load_params(run.params).protocols["cues"])  # type: ignore[arg-type]
+    shas = variant_shas(load_params(run.params, PROTOCOLS).protocols["cues"])  # type: ignore[arg-type]
     assert len(shas) == 24 and len(set(shas.values())) == 24
     items = items_table(pd.read_parquet(run.items))
     ss0 = items[items["dataset"] == "SS"]
@@ -220,7 +222,7 @@ def test_variants_lint_failure_writes_the_report_and_stops(run: Run, tmp_path: P
     params = write_params(tmp_path / "params.yaml", raw)
     lint = tmp_path / "lint.json"
     with pytest.raises(LintError, match=r"^cues lint: "):
-        pipeline.variants(params, "cues", run.items, lint)
+        pipeline.variants(params, PROTOCOLS["cues"], run.items, lint)
     report = json.loads(lint.read_text(encoding="utf-8"))
     assert report["protocol"] == "cues" and report["ok"] is False
     # The full report: every violation as a record, and what was checked.
@@ -286,7 +288,7 @@ def test_generate_unknown_model_is_config_error(
     fake = install_backend(monkeypatch)
     out = tmp_path / "nope.parquet"
     with pytest.raises(ConfigError) as e:
-        pipeline.generate(run.params, "cues", "no-such-model", run.items, out)
+        pipeline.generate(run.params, PROTOCOLS["cues"], "no-such-model", run.items, out)
     msg = str(e.value)
     assert "'no-such-model'" in msg
     assert MODEL in msg  # the known models are listed
@@ -294,11 +296,12 @@ def test_generate_unknown_model_is_config_error(
     assert not out.exists()
 
 
-def test_unknown_protocol_is_config_error(run: Run, tmp_path: Path) -> None:
-    out = tmp_path / "items.parquet"
-    with pytest.raises(ConfigError, match=r"protocols: no entry 'nosuch'; configured: \["):
-        pipeline.fetch(run.params, "nosuch", out)
-    assert not out.exists()
+def test_unknown_protocol_is_config_error() -> None:
+    # A stage is given a protocol by name at its edge, which imports that protocol alone.
+    known = r"\['betting', 'cues', 'discernment', 'pushback'\]"
+    with pytest.raises(ConfigError, match=rf"unknown protocol 'nosuch'; known: {known}$"):
+        protocol_named("nosuch")
+    assert protocol_named("pushback") is PROTOCOLS["pushback"]
 
 
 # --- label ----------------------------------------------------------------------------------
@@ -385,7 +388,7 @@ def test_label_oeq_judge(run: Run) -> None:
     # The responses' model stays on the rows, not the judge's.
     assert set(oeq["model_id"]) == {"fake/embedded:smollm2"}
     # The judge prompt's hash is on every judged row, and only there.
-    judge = load_params(run.params).protocols["cues"].judge  # type: ignore[attr-defined]
+    judge = load_params(run.params, PROTOCOLS).protocols["cues"].judge  # type: ignore[attr-defined]
     want = judge_template_sha256(judge.system, judge.template, judge.options)
     assert set(oeq["judge_template_sha256"]) == {want}
     rules = labels[labels["dataset"] != "OEQ"]
@@ -510,7 +513,7 @@ def _score(run: Run, params: Path, base: Path, tracks: Path | None = None) -> Sc
         tracks or base / "out" / "tracks",
     )
     pipeline.score(
-        params, "cues", run.items, run.labels.parent, s.metrics, s.plots, s.figures,
+        params, PROTOCOLS["cues"], run.items, run.labels.parent, s.metrics, s.plots, s.figures,
         s.tracks / "cues.json",
     )  # fmt: skip
     return s
@@ -540,8 +543,8 @@ def _capture_logging(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, str, d
         calls.append((mlruns, run_name, tags))
         return "run-id"
 
-    monkeypatch.setattr(syps.core.tracking, "log_pipeline_run", record)
-    monkeypatch.setattr(syps.core.tracking, "run_name_of", lambda mlruns, run_id: calls[-1][1])
+    monkeypatch.setattr(pipeline, "log_pipeline_run", record)
+    monkeypatch.setattr(pipeline, "run_name_of", lambda mlruns, run_id: calls[-1][1])
     return calls
 
 
@@ -557,7 +560,7 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv("GIT_DIR", raising=False)
     s = _score(run, run.params, tmp_path)
     marker = Path("mlruns") / "pipeline-logged.json"
-    pipeline.mlflow(run.params, s.tracks, _data_dvc(tmp_path / "data.dvc"), marker)
+    pipeline.mlflow(run.params, s.tracks, _data_dvc(tmp_path / "data.dvc"), marker, PROTOCOLS)
     # The marker lies where dvc.yaml names it, relative to the working directory (a queued
     # experiment's temporary copy), whatever store the run went to (DVC_ROOT's).
     assert json.loads((work / marker).read_text(encoding="utf-8"))["experiment"] == "syps"
@@ -615,7 +618,7 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         for r in prof
     )
     # Each row carries the hash of the template that produced it.
-    shas = variant_shas(load_params(run.params).protocols["cues"])  # type: ignore[arg-type]
+    shas = variant_shas(load_params(run.params, PROTOCOLS).protocols["cues"])  # type: ignore[arg-type]
     assert {(r["dataset"], r["variant"]): r["template_sha256"] for r in prof} == shas
     ss_prof = {r["variant"]: r for r in prof if r["dataset"] == "SS"}
     assert [ss_prof[v]["syc_rate"] for v in VARIANTS] == [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, None]
@@ -689,7 +692,7 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert tags[f"model.{MODEL}.model_id"] == "fake/embedded:smollm2"
     assert tags[f"model.{MODEL}.revision"] == "rev0"
     assert json.loads(tags["protocol.cues.params"])["max_new_tokens"]["SS"] == 32
-    cues = load_params(run.params).protocols["cues"]
+    cues = load_params(run.params, PROTOCOLS).protocols["cues"]
     templates = PROTOCOL.templates(cues)
     assert tags["protocol.cues.templates_sha256"] == sha256_text(canonical_json(templates))
     assert tags["judge.labeler"] == JUDGE
@@ -822,7 +825,7 @@ def test_mlflow_without_exp_name_uses_unknown_commit(
     monkeypatch.delenv("GIT_DIR", raising=False)
     logged = _capture_logging(monkeypatch)
     s = _score(run, run.params, tmp_path)
-    pipeline.mlflow(run.params, s.tracks, _data_dvc(tmp_path / "data.dvc"), MARKER)
+    pipeline.mlflow(run.params, s.tracks, _data_dvc(tmp_path / "data.dvc"), MARKER, PROTOCOLS)
     [(mlruns, run_name, tags)] = logged
     assert mlruns == tmp_path.resolve() / "mlruns"
     # The run name starts with the first 7 characters of the commit: "unknown" outside git.
@@ -873,7 +876,7 @@ def _score_in_repo(
     monkeypatch.setenv("DVC_ROOT", str(dvc_root))
     logged = _capture_logging(monkeypatch)
     s = _score(run, run.params, base, tracks=repo / "out" / "tracks")
-    pipeline.mlflow(run.params, s.tracks, repo / "data.dvc", MARKER)
+    pipeline.mlflow(run.params, s.tracks, repo / "data.dvc", MARKER, PROTOCOLS)
     [(mlruns, run_name, tags)] = logged
     assert mlruns == dvc_root.resolve() / "mlruns"
     return {**tags, "run_name": run_name}
@@ -1044,19 +1047,19 @@ def test_mlflow_logs_what_generate_and_label_did_in_this_run_only(
         logged.append(real_log(*args, **kwargs))  # type: ignore[arg-type]
         return logged[-1]
 
-    monkeypatch.setattr(syps.core.tracking, "log_pipeline_run", record)
+    monkeypatch.setattr(pipeline, "log_pipeline_run", record)  # the name the stage calls
     data_dvc = _data_dvc(tmp_path / "data.dvc")
 
     def score() -> dict[str, mlflow.entities.Run]:
         s = _score(here, params, work)  # the bundle in work/out/tracks: beside the run logs
-        pipeline.mlflow(params, s.tracks, data_dvc, MARKER)
+        pipeline.mlflow(params, s.tracks, data_dvc, MARKER, PROTOCOLS)
         return _child_runs(work / "mlruns", logged[-1])
 
     def generate() -> None:
-        pipeline.generate(params, "cues", MODEL, here.items, here.responses)
+        pipeline.generate(params, PROTOCOLS["cues"], MODEL, here.items, here.responses)
 
     def label() -> None:
-        pipeline.label(params, "cues", MODEL, here.items, here.responses, here.labels)
+        pipeline.label(params, PROTOCOLS["cues"], MODEL, here.items, here.responses, here.labels)
 
     _stages(params, here.items, here.lint, here.responses, here.labels)
     # 1. A cold store: 2 items x 8 variants per dataset, all generated. The fake gives every
@@ -1117,21 +1120,21 @@ def test_mlflow_logs_what_generate_and_label_did_in_this_run_only(
 
 def test_config_hash_tells_an_edited_cue_apart(run: Run, tmp_path: Path) -> None:
     def bundles(path: Path) -> dict[str, dict[str, str]]:
-        templates = PROTOCOL.templates(load_params(path).protocols["cues"])
+        templates = PROTOCOL.templates(load_params(path, PROTOCOLS).protocols["cues"])
         return {"cues": {"templates_sha256": sha256_text(canonical_json(templates))}}
 
-    p, shas = load_params(run.params), bundles(run.params)
+    p, shas = load_params(run.params, PROTOCOLS), bundles(run.params)
     raw = yaml.safe_load(run.params.read_text(encoding="utf-8"))
     raw["protocols"]["cues"]["templates"]["datasets"]["SS"]["cues"]["P3"] = "Tell me I'm right."
     edited = write_params(tmp_path / "edited.yaml", raw)
     # The same params (reread, or rewritten by another YAML writer) give the same hash.
     same = tmp_path / "same.yaml"
     same.write_text(yaml.safe_dump(yaml.safe_load(run.params.read_text()), sort_keys=True))
-    assert provenance.config_sha256(load_params(same), bundles(same)) == (
+    assert provenance.config_sha256(load_params(same, PROTOCOLS), bundles(same)) == (
         provenance.config_sha256(p, shas)
     )
     assert bundles(edited) != shas  # the edited cue renders another template set
-    assert provenance.config_sha256(load_params(edited), bundles(edited)) != (
+    assert provenance.config_sha256(load_params(edited, PROTOCOLS), bundles(edited)) != (
         provenance.config_sha256(p, shas)
     )
     # A template set that renders differently (same params) changes it too.

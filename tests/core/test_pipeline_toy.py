@@ -25,6 +25,7 @@ from syps.core.backends import BackendEntry
 from syps.core.config import ConfigError, Params
 from syps.core.io import LintError
 from syps.core.params import load_params
+from syps.registry import PROTOCOLS
 
 MODEL = "smollm2-135m"  # the fixture params' model
 
@@ -59,12 +60,12 @@ def run_all(p: Path, root: Path) -> Path:
     """Every stage of dvc.yaml for protocol ``toy`` and the one model, as dvc.yaml runs them."""
     d = root / "out" / "protocols" / "toy"
     items = d / "items.parquet"
-    pipeline.fetch(p, "toy", items)
-    pipeline.variants(p, "toy", items, d / "lint.json")
-    pipeline.generate(p, "toy", MODEL, items, d / "responses" / f"{MODEL}.parquet")
+    pipeline.fetch(p, PROTOCOLS["toy"], items)
+    pipeline.variants(p, PROTOCOLS["toy"], items, d / "lint.json")
+    pipeline.generate(p, PROTOCOLS["toy"], MODEL, items, d / "responses" / f"{MODEL}.parquet")
     pipeline.label(
         p,
-        "toy",
+        PROTOCOLS["toy"],
         MODEL,
         items,
         d / "responses" / f"{MODEL}.parquet",
@@ -72,7 +73,7 @@ def run_all(p: Path, root: Path) -> Path:
     )
     pipeline.score(
         p,
-        "toy",
+        PROTOCOLS["toy"],
         items,
         d / "labels",
         root / "metrics" / "toy.json",
@@ -115,7 +116,7 @@ def test_stages_end_to_end_then_tracked(toy: list[ToyBackend], tmp_path: Path) -
             }
         }
     }
-    loaded = load_params(p)
+    loaded = load_params(p, PROTOCOLS)
     bundles, children, consumed, tags = tracked(loaded, tmp_path)
     (child,) = children
     assert child["name"] == f"toy/{MODEL}/toy" and child["params"]["replay"] == "visible"
@@ -153,7 +154,7 @@ def test_usage_and_cost_logged_for_what_was_generated_now(
     runs = []
     for _ in range(2):
         run_all(p, tmp_path)
-        _, (child,), consumed, _ = tracked(load_params(p), tmp_path)
+        _, (child,), consumed, _ = tracked(load_params(p, PROTOCOLS), tmp_path)
         runs.append(child["metrics"])
         for stage, m in consumed:
             mark_run_log_logged(tmp_path / "out", stage, m, "run-id")
@@ -173,7 +174,7 @@ def test_a_bundle_from_other_params_is_refused(toy: list[ToyBackend], tmp_path: 
     run_all(params(tmp_path), tmp_path)
     edited = params(tmp_path, t2="Nope ({tone}).")
     with pytest.raises(ConfigError, match=r"toy.json: written for other protocols.toy params"):
-        pipeline.read_bundles(load_params(edited), tmp_path / "out" / "tracks")
+        pipeline.read_bundles(load_params(edited, PROTOCOLS), tmp_path / "out" / "tracks")
 
 
 def test_disabled_protocol_runs_nothing(toy: list[ToyBackend], tmp_path: Path) -> None:
@@ -182,14 +183,14 @@ def test_disabled_protocol_runs_nothing(toy: list[ToyBackend], tmp_path: Path) -
     assert toy == []  # no model loaded
     assert len(pd.read_parquet(d / "responses" / f"{MODEL}.parquet")) == 0
     assert json.loads((tmp_path / "metrics" / "toy.json").read_text()) == {}
-    _, children, consumed, _ = tracked(load_params(p), tmp_path)
+    _, children, consumed, _ = tracked(load_params(p, PROTOCOLS), tmp_path)
     assert children == [] and consumed == []
 
 
 def test_lint_failure_writes_the_report_and_stops(toy: list[ToyBackend], tmp_path: Path) -> None:
     p = params(tmp_path, t2="I object.")
     d = tmp_path / "out" / "protocols" / "toy"
-    pipeline.fetch(p, "toy", d / "items.parquet")
+    pipeline.fetch(p, PROTOCOLS["toy"], d / "items.parquet")
     with pytest.raises(LintError, match="does not vary with the tone"):
-        pipeline.variants(p, "toy", d / "items.parquet", d / "lint.json")
+        pipeline.variants(p, PROTOCOLS["toy"], d / "items.parquet", d / "lint.json")
     assert json.loads((d / "lint.json").read_text())["ok"] is False

@@ -21,6 +21,7 @@ from syps.core.plan import cost, estimate_tokens, plan, render
 from syps.core.store import Store, generation_key
 from syps.protocols.cues.params import CuesParams
 from syps.protocols.cues.templates import render_variants
+from syps.registry import PROTOCOLS
 
 REPO = Path(__file__).resolve().parents[2]
 API = {"model": "m", "backend": "openai", "base_url": "http://127.0.0.1:9/v1"}
@@ -58,11 +59,11 @@ def api_params(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_cold_then_partly_stored_then_full(api_params: Path, tmp_path: Path) -> None:
     from syps.protocols.cues.data import load_items
 
-    p = load_params(api_params)
+    p = load_params(api_params, PROTOCOLS)
     cues = p.protocols["cues"]
     assert isinstance(cues, CuesParams)
     with Store(tmp_path / "s.sqlite") as store:
-        rows = {r.stage: r for r in plan(p, REPO, store, tmp_path)}
+        rows = {r.stage: r for r in plan(p, PROTOCOLS, REPO, store, tmp_path)}
         # SyPS has one turn and no model-independent verdicts (no "label@cues (all models)").
         assert set(rows) == {"generate@cues-api turn 1", "label@cues-api"}
         gen, lab = rows["generate@cues-api turn 1"], rows["label@cues-api"]
@@ -110,7 +111,7 @@ def test_cold_then_partly_stored_then_full(api_params: Path, tmp_path: Path) -> 
                 for i, k in enumerate(keys[:5])
             ],
         )
-        rows = {r.stage: r for r in plan(p, REPO, store, tmp_path)}
+        rows = {r.stage: r for r in plan(p, PROTOCOLS, REPO, store, tmp_path)}
         gen, lab = rows["generate@cues-api turn 1"], rows["label@cues-api"]
         assert (gen.in_store, gen.to_send) == (5, 19)
         # The 5 are OEQ answers (OEQ's variants come first): 5 verdicts, one token each.
@@ -119,7 +120,7 @@ def test_cold_then_partly_stored_then_full(api_params: Path, tmp_path: Path) -> 
         assert lab.note.startswith(
             "lower bound where labels use the judge: 19 answers not generated yet"
         )
-        assert "total" in render(plan(p, REPO, store, tmp_path))
+        assert "total" in render(plan(p, PROTOCOLS, REPO, store, tmp_path))
 
 
 def test_protocol_turns_counted_from_what_the_store_holds(
@@ -132,9 +133,9 @@ def test_protocol_turns_counted_from_what_the_store_holds(
     raw["judge"]["model"] = dict(API)
     raw["protocols"] = {"toy": {}}
     register_toy(monkeypatch)
-    p = load_params(write_params(tmp_path / "params.yaml", raw))
+    p = load_params(write_params(tmp_path / "params.yaml", raw), PROTOCOLS)
     with Store(tmp_path / "s.sqlite") as store:
-        rows = [r for r in plan(p, REPO, store, tmp_path) if r.protocol == "toy"]
+        rows = [r for r in plan(p, PROTOCOLS, REPO, store, tmp_path) if r.protocol == "toy"]
         (t1,) = [r for r in rows if r.stage == "generate@toy-api turn 1"]
         assert (t1.requests, t1.to_send) == (3, 3)
         (t2,) = [r for r in rows if r.stage == "generate@toy-api turn 2"]  # nothing visible yet
@@ -164,7 +165,9 @@ def test_protocol_turns_counted_from_what_the_store_holds(
             backend=LazyBackend(p.models["api"], tmp_path, lambda s, c: backend),
             judge=None,
         )
-        after = {r.stage: r for r in plan(p, REPO, store, tmp_path) if r.protocol == "toy"}
+        after = {
+            r.stage: r for r in plan(p, PROTOCOLS, REPO, store, tmp_path) if r.protocol == "toy"
+        }
         t1, t2 = after["generate@toy-api turn 1"], after["generate@toy-api turn 2"]
         assert (t1.requests, t1.to_send, t2.requests, t2.to_send) == (3, 0, 4, 0)
         assert t2.note == ""
@@ -177,5 +180,5 @@ def test_a_price_below_zero_is_refused(api_params: Path) -> None:
     raw = read_params(api_params)
     raw["models"]["api"]["price"] = {"input": -1.0, "output": 1.0}
     with pytest.raises(ConfigError, match=r"models.api.price: input and output must be 0 or more"):
-        load_params(write_params(api_params, raw))
+        load_params(write_params(api_params, raw), PROTOCOLS)
     assert parse(Price, {"input": 1, "output": 2}) == Price(1.0, 2.0)

@@ -15,6 +15,7 @@ from test_conversation import run
 from toy_protocol import ToyBackend, ToyParams, toy_text
 
 from syps.core.backends import GenResult
+from syps.core.protocol import RESPONSE_COLUMNS
 from syps.core.reasoning import (
     CUT_IN_REASONING,
     Reply,
@@ -23,7 +24,6 @@ from syps.core.reasoning import (
     unclear_if_cut,
     with_reasoning,
 )
-from syps.protocols.base import RESPONSE_COLUMNS
 
 
 @pytest.mark.parametrize(

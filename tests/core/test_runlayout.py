@@ -11,14 +11,14 @@ from syps.core.runlayout import (
     parent_of,
     protocol_templates,
 )
-from syps.protocols import PROTOCOLS, load_protocol
+from syps.registry import PROTOCOLS
 
 
 @pytest.mark.parametrize("name", list(PROTOCOLS))
 def test_syps_children_keep_their_names_others_are_prefixed(name: str) -> None:
     # A child is named <run_prefix>/<model>/<dataset> (the score stage joins the non-empty
     # parts): SyPS's children keep their names from before it was a protocol.
-    prefix = load_protocol(name).run_prefix
+    prefix = PROTOCOLS[name].run_prefix
     assert prefix == ("" if name == "cues" else name)
     parts = (prefix, "smollm2-135m", "AITA-YTA")
     expected = "smollm2-135m/AITA-YTA" if name == "cues" else f"{name}/smollm2-135m/AITA-YTA"

@@ -21,6 +21,7 @@ from syps.core.config import (
     read_yaml,
 )
 from syps.core.params import load_params
+from syps.registry import PROTOCOLS
 
 # Scalars where YAML readers part ways: 1.1 vs 1.2 numbers, booleans and nulls, sexagesimals,
 # dates, underscores, signs, special floats, quoting and explicit tags.
@@ -114,7 +115,7 @@ def test_a_duplicate_key_is_refused_as_dvc_refuses_it(tmp_path: Path) -> None:
     path = tmp_path / "params.yaml"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError) as c:
-        load_params(path)
+        load_params(path, PROTOCOLS)
     assert str(c.value) == f"{path}: not valid YAML: {e.value}"
 
 
@@ -153,16 +154,16 @@ def _with_bootstrap(tmp_path: Path, value: str) -> Path:
 def test_bootstrap_1e3_in_params_yaml_is_1000(tmp_path: Path) -> None:
     path = _with_bootstrap(tmp_path, "1e3")
     assert parse_yaml(path.read_text(encoding="utf-8"), str(path))["score"]["bootstrap"] == 1000.0
-    got = load_params(path).score.bootstrap
+    got = load_params(path, PROTOCOLS).score.bootstrap
     assert got == 1000 and type(got) is int
     # The same params as the file that says 1000: nothing else about the run changes.
-    assert load_params(path) == load_params(FIXTURE_PARAMS)
+    assert load_params(path, PROTOCOLS) == load_params(FIXTURE_PARAMS, PROTOCOLS)
 
 
 def test_bootstrap_with_a_fraction_is_one_line_naming_the_key(tmp_path: Path) -> None:
     path = _with_bootstrap(tmp_path, "1000.5")
     with pytest.raises(ConfigError) as e:
-        load_params(path)
+        load_params(path, PROTOCOLS)
     assert str(e.value) == f"{path}: score.bootstrap: expected an integer, got 1000.5"
 
 

@@ -1,11 +1,12 @@
-"""Adding a protocol touches its own folder, one registry line and its params block: nothing else.
+"""Adding a protocol touches its own file, its registry line and its params block: nothing else.
 
-A toy fifth protocol ("echo": asks each of two questions once, labels an answer 1 when it names
-the item's keyword) is added to a copy of the repository exactly as docs/adding-a-protocol.md
-says. The copy's git diff holds only those three places, and `dvc repro` runs it: its stages
-exist, its metrics are written, and MLflow logs its child run beside the others. The tests need
-no copy either: with echo registered, without a table scorer or with one, the fast tests of the
-registry, the params and the CLI pass in the copy as they are.
+The docs' fifth protocol ("echo": asks each of two questions once, labels an answer 1 when it
+names the item's keyword; one file of at most 60 lines) is read from docs/adding-a-protocol.md
+and checked by hand, then added to a copy of the repository exactly as the page says. The
+copy's git diff holds only those three places, and `dvc repro` runs it: its stages exist, its
+metrics are written, and MLflow logs its child run beside the others. The tests need no copy
+either: with echo registered, the fast tests of the registry, the params and the CLI pass in the
+copy as they are.
 """
 
 from __future__ import annotations
@@ -14,160 +15,71 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import copy_repo, read_params, tiny_params, write_params
 
-PROTOCOL = '''"""echo: a toy protocol that asks each question once and checks for its keyword."""
+from syps.core.protocol import ScoreSettings
 
-from __future__ import annotations
-
-import json
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
-
-from syps.core.config import ConvGeneration, ProtocolParams
-from syps.core.io import canonical_json
-from syps.core.stats import bootstrap_counts, weighted_means
-from syps.core.templating import TemplateSpec, substitute
-from syps.protocols.base import (
-    LABEL_COLUMNS,
-    LINEAGE_COLUMNS,
-    Drawn,
-    Judge,
-    Protocol,
-    Request,
-    ScoreSettings,
-    Turn,
-    TraceDefaults,
-)
-
-ITEMS = [("sky", "What colour is the sky?", "blue"), ("grass", "What colour is grass?", "green")]
+DOC = Path(__file__).resolve().parents[2] / "docs" / "adding-a-protocol.md"
 
 
-@dataclass(frozen=True, kw_only=True)
-class EchoParams(ProtocolParams):
-    generation: ConvGeneration = field(default_factory=lambda: ConvGeneration(max_new_tokens=6))
-    template: str = "{question} Answer in one word."
+def _code_after(marker: str, lang: str) -> str:
+    """The first ``lang`` code block after ``marker`` in docs/adding-a-protocol.md."""
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index(f"```{lang}\n", text.index(marker)) + len(f"```{lang}\n")
+    return text[start : text.index("```", start)]
 
 
-class Echo(TraceDefaults):
-    name: str = "echo"
-    params_type: type[ProtocolParams] = EchoParams
-    fan_out_reps: bool = True
-    needs_sampling_for_reps: bool = True
-    headline_metrics = ["hit_rate"]
-    run_metrics: tuple[str, ...] = ()  # the headline (and the stage counts) are enough
-    run_prefix: str = "echo"
-
-    def turns(self, params: EchoParams) -> int:
-        return 1
-
-    def load_items(self, params: EchoParams, root: Path, seed: int) -> pd.DataFrame:
-        return pd.DataFrame(
-            {
-                "dataset": "toy",
-                "item_id": [i for i, _, _ in ITEMS],
-                "item": [canonical_json({"q": q, "key": k}) for _, q, k in ITEMS],
-            }
-        )
-
-    def lint(self, params: EchoParams, items: pd.DataFrame) -> dict[str, Any]:
-        return {"items": len(items)}
-
-    def auxiliary(self, params: EchoParams, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:
-        return pd.DataFrame()
-
-    def requests(
-        self, params: EchoParams, items: pd.DataFrame, turn: int, previous: pd.DataFrame,
-        judge: Judge,
-    ) -> Turn:
-        out = []
-        for ds, i, rec in zip(items["dataset"], items["item_id"], items["item"], strict=True):
-            text = substitute(params.template, {"question": json.loads(rec)["q"]})
-            out.append(Request(ds, i, {"form": "plain"}, 1, [{"role": "user", "content": text}]))
-        return Turn(out)
-
-    def label(
-        self, params: EchoParams, items: pd.DataFrame, responses: pd.DataFrame, judge: Judge,
-        aux: pd.DataFrame,
-    ) -> pd.DataFrame:
-        key = {i: json.loads(r)["key"] for i, r in zip(items["item_id"], items["item"])}
-        pairs = zip(responses["item_id"], responses["response"])
-        hit = [key[i] in str(r).lower() for i, r in pairs]
-        return responses[[*LINEAGE_COLUMNS, "model"]].assign(
-            label=[1.0 if h else 0.0 for h in hit],
-            verdict=["HIT" if h else "MISS" for h in hit],
-            evidence=[str(r)[:40] for r in responses["response"]],
-            labeler="rule:echo",
-            labeler_sha256="0" * 64,
-        )[[*LINEAGE_COLUMNS, "model", *LABEL_COLUMNS]]
-
-    def score(
-        self, params: EchoParams, labels: pd.DataFrame, settings: ScoreSettings
-    ) -> dict[str, dict[str, dict[str, float]]]:
-        out: dict[str, dict[str, dict[str, float]]] = {}
-        for (m, d), g in labels.groupby(["model", "dataset"], sort=True):
-            x = g["label"].to_numpy(dtype=float)[:, None]
-            rng = np.random.default_rng(settings.seed)
-            counts = bootstrap_counts(len(x), settings.bootstrap, rng)
-            boot = weighted_means(x, counts)[:, 0]
-            lo, hi = np.quantile(boot, [(1 - settings.ci) / 2, (1 + settings.ci) / 2])
-            out.setdefault(str(m), {})[str(d)] = {
-                "hit_rate": float(x.mean()), "hit_rate_ci_low": float(lo),
-                "hit_rate_ci_high": float(hi),
-            }
-        return out
-
-    def figures(
-        self, params: EchoParams, scores: dict[str, dict[str, dict[str, float]]],
-        labels: pd.DataFrame, items: pd.DataFrame, figures: Path, tables: Path, plots: Path,
-        settings: ScoreSettings,
-    ) -> Drawn:
-        return Drawn([])
-
-    def templates(self, params: EchoParams) -> dict[str, Any]:
-        return {"template": params.template}
-
-    def template_specs(self, params: EchoParams, where: str) -> list[TemplateSpec]:
-        need = frozenset({"question"})
-        return [TemplateSpec(f"{where}.template", params.template, need, need)]
-
-    def run_tags(self, params: EchoParams) -> dict[str, str]:
-        return {}
-
-    def review(self, params: EchoParams, items: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
-        return pd.DataFrame({"flagged": False, "expected": ""}, index=labels.index)
+# The example exactly as the docs show it: the test adds what a reader would copy.
+PROTOCOL = _code_after("<!-- the echo protocol -->", "python")
+BLOCK = yaml.safe_load(_code_after("And its block in `params.yaml`", "yaml"))["protocols"]["echo"]
+REGISTRY_IMPORT = "from syps.protocols import betting, cues, discernment, pushback\n"
+REGISTRY_LINE = '    "echo": echo.PROTOCOL,\n'
 
 
-PROTOCOL: Protocol = Echo()
-'''
-BLOCK = {"enabled": True, "template": "{question} Answer in one word."}
-REGISTRY_LINE = '    "echo": Entry("syps.protocols.echo.protocol"),\n'
-# The optional table scorer (`syps score --protocol echo`): its module and its registry entry.
-METRICS = '''"""echo's table scorer: the hit rate per model of a table made elsewhere."""
+def _load_echo(mp: pytest.MonkeyPatch) -> types.ModuleType:
+    """The docs' echo module, imported from its text (as ``syps.protocols.echo``, for this
+    test only: a dataclass finds its module in ``sys.modules``)."""
+    module = types.ModuleType("syps.protocols.echo")
+    mp.setitem(sys.modules, module.__name__, module)
+    exec(compile(PROTOCOL, "echo/__init__.py", "exec"), module.__dict__)
+    return module
 
-import pandas as pd
+
+def test_the_example_is_one_file_of_at_most_60_lines() -> None:
+    assert len(PROTOCOL.splitlines()) <= 60
+    assert PROTOCOL.startswith('"""echo: ') and "PROTOCOL = Echo()" in PROTOCOL
 
 
-def score_table(
-    df: pd.DataFrame, *, ci: float, seed: int, source: str, n_boot: int = 1000
-) -> dict[str, dict[str, float]]:
-    hits = pd.to_numeric(df["label"])
-    return {str(m): {"hit_rate": float(h.mean())} for m, h in hits.groupby(df["model"])}
-'''
-TABLE_LINES = (
-    '    "echo": Entry(\n'
-    '        "syps.protocols.echo.protocol",\n'
-    '        TableScorer(module="syps.protocols.echo.metrics", columns="model, label (1|0)"),\n'
-    "    ),\n"
-)
+def test_the_example_labels_and_scores_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    # sky's keyword is blue, grass's green: "Blue." hits, "Yellow" misses -> a rate of 1/2 on
+    # two items; each item's request is its question in the template.
+    echo = _load_echo(monkeypatch).PROTOCOL
+    params = echo.params_type()
+    items = echo.load_items(params, Path("."), 0)
+    assert list(items["item_id"]) == ["sky", "grass"] and set(items["dataset"]) == {"toy"}
+    turn = echo.requests(params, items, 1, pd.DataFrame(), None)
+    assert [r.messages[0]["content"] for r in turn.requests] == [
+        "What colour is the sky? Answer in one word.",
+        "What colour is grass? Answer in one word.",
+    ]
+    responses = pd.DataFrame(
+        {"protocol": "echo", "dataset": "toy", "item_id": ["sky", "grass"], "cell": "{}",
+         "rep": 0, "turn": 1, "parent_key": "", "model": "m", "response": ["Blue.", "Yellow"]}
+    )  # fmt: skip
+    labels = echo.label(params, items, responses, None, pd.DataFrame())
+    assert list(labels["label"]) == [1.0, 0.0] and list(labels["verdict"]) == ["1", "0"]
+    assert list(labels["evidence"]) == ["blue.", "yellow"]
+    settings = ScoreSettings(bootstrap=200, ci=0.95, seed=0, min_items=1)
+    got = echo.score(params, labels, settings)["m"]["toy"]
+    assert (got["hit_rate"], got["hit_rate_n"], got["n_unclear"]) == (0.5, 2.0, 0.0)
+    # Two item means, 1 and 0: a resample is all-sky, mixed or all-grass, so [0, 1].
+    assert (got["hit_rate_ci_low"], got["hit_rate_ci_high"]) == (0.0, 1.0)
 
 
 def _git(root: Path, *args: str) -> str:
@@ -179,23 +91,22 @@ def _git(root: Path, *args: str) -> str:
     return done.stdout
 
 
-def add_echo(root: Path, table: bool = False) -> None:
-    """What docs/adding-a-protocol.md lists: the folder, one registry line, the params block
-    (at the end of ``protocols``); with ``table``, a table scorer too, in its folder and its
-    entry. The registry line goes at the top, above cues (listings still show cues first)."""
+def add_echo(root: Path) -> None:
+    """What docs/adding-a-protocol.md lists: the file, its registry line (and the import it
+    needs), the params block at the end of ``protocols``."""
     folder = root / "syps" / "protocols" / "echo"
     folder.mkdir()
-    (folder / "__init__.py").write_text('"""echo: a toy protocol."""\n', encoding="utf-8")
-    (folder / "protocol.py").write_text(PROTOCOL, encoding="utf-8")
-    (folder / "params.yaml").write_text(yaml.safe_dump(BLOCK), encoding="utf-8")
-    if table:
-        (folder / "metrics.py").write_text(METRICS, encoding="utf-8")
-    registry = root / "syps" / "protocols" / "__init__.py"
+    (folder / "__init__.py").write_text(PROTOCOL, encoding="utf-8")
+    registry = root / "syps" / "registry.py"
     text = registry.read_text(encoding="utf-8")
-    anchor = "PROTOCOLS: dict[str, Entry] = {\n"
-    assert text.count(anchor) == 1
-    line = TABLE_LINES if table else REGISTRY_LINE
-    registry.write_text(text.replace(anchor, anchor + line), encoding="utf-8")
+    assert text.count(REGISTRY_IMPORT) == 1 and text.count('"betting": betting.PROTOCOL,\n') == 1
+    text = text.replace(
+        REGISTRY_IMPORT, REGISTRY_IMPORT.replace("discernment,", "discernment, echo,")
+    )
+    text = text.replace(
+        '"betting": betting.PROTOCOL,\n', '"betting": betting.PROTOCOL,\n' + REGISTRY_LINE
+    )
+    registry.write_text(text, encoding="utf-8")
     params = read_params(root / "params.yaml")  # as syps reads it: YES stays a string
     params["protocols"]["echo"] = dict(BLOCK)
     write_params(root / "params.yaml", params)
@@ -215,16 +126,13 @@ def test_a_fifth_protocol_touches_three_places_and_runs_with_dvc_repro(
     add_echo(root)
     _git(root, "add", "-A")
     changed = _git(root, "diff", "--cached", "--name-only").split()
-    assert sorted(changed) == [
-        "params.yaml",
-        "syps/protocols/__init__.py",
-        "syps/protocols/echo/__init__.py",
-        "syps/protocols/echo/params.yaml",
-        "syps/protocols/echo/protocol.py",
-    ]
-    registry_diff = _git(root, "diff", "--cached", "--", "syps/protocols/__init__.py")
+    assert sorted(changed) == ["params.yaml", "syps/protocols/echo/__init__.py", "syps/registry.py"]
+    registry_diff = _git(root, "diff", "--cached", "--", "syps/registry.py")
     added = [ln for ln in registry_diff.splitlines() if ln.startswith("+") and ln[1:2] != "+"]
-    assert added == ["+" + REGISTRY_LINE.rstrip("\n")]
+    assert added == [
+        "+from syps.protocols import betting, cues, discernment, echo, pushback",
+        "+" + REGISTRY_LINE.rstrip("\n"),
+    ]
 
     env = {**os.environ, "SYPS_CACHE_DIR": str(model_cache), "PYTHONPATH": str(root)}
     env.pop("DVC_EXP_NAME", None)
@@ -261,11 +169,10 @@ REGISTRY_AND_PARAMS_TESTS = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("table", [False, True], ids=["no-table", "table"])
-def test_the_fast_tests_pass_with_a_fifth_protocol(tmp_path: Path, table: bool) -> None:
+def test_the_fast_tests_pass_with_a_fifth_protocol(tmp_path: Path) -> None:
     root = tmp_path / "repo"
     copy_repo(root)
-    add_echo(root, table)
+    add_echo(root)
     env = {**os.environ, "PYTHONPATH": str(root)}
     for var in ("DVC_ROOT", "DVC_EXP_NAME", "SYPS_CACHE_DIR", "PYTEST_ADDOPTS"):
         env.pop(var, None)
@@ -279,17 +186,12 @@ def test_the_fast_tests_pass_with_a_fifth_protocol(tmp_path: Path, table: bool) 
         timeout=600,
     )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert "test_every_entry_names_what_exists[echo] PASSED" in done.stdout
-    # `syps score` scores echo's table where it declares a scorer (m: hits 1, 0 -> 0.5), and
-    # refuses it in one usage error naming it where it does not.
+    assert "test_every_entry_is_its_packages_protocol[echo] PASSED" in done.stdout
+    # echo declares no table scorer: `syps score` refuses it in one usage error naming it.
     path = tmp_path / "hits.csv"
     path.write_text("model,label\nm,1\nm,0\n", encoding="utf-8")
     score = [sys.executable, "-m", "syps.cli", "score", "--protocol", "echo", str(path)]
     scored = subprocess.run(score, cwd=root, env=env, capture_output=True, text=True)
-    if table:
-        assert scored.returncode == 0, scored.stderr
-        assert json.loads(scored.stdout) == {"m": {"hit_rate": 0.5}}
-    else:
-        assert scored.returncode == 2 and scored.stdout == ""
-        assert "--protocol" in scored.stderr and "'echo'" in scored.stderr
-        assert "Traceback" not in scored.stderr
+    assert scored.returncode == 2 and scored.stdout == ""
+    assert "--protocol" in scored.stderr and "'echo'" in scored.stderr
+    assert "Traceback" not in scored.stderr

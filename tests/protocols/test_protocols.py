@@ -1,105 +1,60 @@
-"""The registry (syps.protocols): every entry names modules that exist and hold what it says,
-the legacy names map to cues, and headline_metrics gives `syps compare` its default columns."""
+"""The registry (syps.registry): a dict of protocol objects, each the ``PROTOCOL`` of its own
+package; the legacy names map to cues; ``headline_of`` gives `syps compare` its default columns;
+listing the protocols imports no torch."""
 
 from __future__ import annotations
 
-import importlib
+import subprocess
 import sys
-import types
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 
-import syps.protocols as registry
-from syps.protocols import (
-    DEFAULT_PROTOCOL,
-    PROTOCOLS,
-    Entry,
-    TableScorer,
-    current_name,
-    headline_metrics,
-    load_protocol,
-    registry_order,
-)
+from syps.core.legacy import current_name
+from syps.core.protocol import Protocol, headline_of, protocol_order
+from syps.registry import DEFAULT_PROTOCOL, PROTOCOLS
+from syps.stage import protocol_named
 
-FOLDERS = Path(registry.__file__).resolve().parent
+FOLDERS = Path(__file__).resolve().parents[2] / "syps" / "protocols"
 
 
 def test_syps_headline_is_the_long_standing_default() -> None:
     # SyPS's runs logged as "syps" (or untagged) are cues' now, with its headline.
     expected = ["base_syc", "spss", "signed_sensitivity", "unclear_rate", "n_items"]
-    assert headline_metrics("syps", ["anything"]) == expected
-    assert headline_metrics("", ["anything"]) == expected
-    assert headline_metrics("cues", ["anything"]) == expected
+    for logged in ("syps", "", "cues"):
+        assert headline_of(PROTOCOLS, current_name(logged), ["anything"]) == expected
 
 
-def _toy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A protocol ``toyproto`` in the registry, its module not on disk."""
-    entry = Entry("syps.protocols.toyproto.protocol", TableScorer("syps.protocols.toyproto", ""))
-    monkeypatch.setitem(PROTOCOLS, "toyproto", entry)
-
-
-def test_a_protocol_module_declares_its_headline(monkeypatch: pytest.MonkeyPatch) -> None:
-    _toy(monkeypatch)
-    module = types.ModuleType("syps.protocols.toyproto.protocol")
-    module.PROTOCOL = types.SimpleNamespace(  # type: ignore[attr-defined]
-        headline_metrics=("follow_rate/in_context/simple/named/fmt-objection/auto",)
-    )
-    monkeypatch.setitem(sys.modules, module.__name__, module)
-    assert headline_metrics("toyproto", ["p_val"]) == [
-        "follow_rate/in_context/simple/named/fmt-objection/auto"
+def test_a_protocol_the_registry_lacks_shows_every_logged_key_but_ci_bounds() -> None:
+    logged = ["p_val", "beta_Z", "beta_Z_ci_low", "beta_Z_ci_high", "contrast/naming/diff"]
+    assert headline_of(PROTOCOLS, "nosuchproto", logged) == [
+        "beta_Z",
+        "contrast/naming/diff",
+        "p_val",
     ]
 
 
-def test_without_a_module_every_logged_key_but_ci_bounds() -> None:
-    logged = ["p_val", "beta_Z", "beta_Z_ci_low", "beta_Z_ci_high", "contrast/naming/diff"]
-    assert headline_metrics("nosuchproto", logged) == ["beta_Z", "contrast/naming/diff", "p_val"]
-    # A tag value that is no Python name is never imported.
-    assert headline_metrics("../etc", ["p_val"]) == ["p_val"]
-
-
-def test_a_module_that_fails_to_import_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A missing dependency inside a registered protocol's module is a bug to show, not "no list".
-    _toy(monkeypatch)
-
-    def broken(name: str, *args: object, **kwargs: object) -> types.ModuleType:
-        raise ModuleNotFoundError("No module named 'nosuchdep'", name="nosuchdep")
-
-    monkeypatch.setattr("importlib.import_module", broken)
-    with pytest.raises(ModuleNotFoundError, match="nosuchdep"):
-        headline_metrics("toyproto", ["p_val"])
-
-
 @pytest.mark.parametrize("name", list(PROTOCOLS))
-def test_every_entry_names_what_exists(name: str) -> None:
-    # Each entry is checked for what it declares: a protocol without a table scorer, a judge
-    # validation or a summary (the docs' smallest one) passes with its module alone.
-    entry = PROTOCOLS[name]
-    protocol = load_protocol(name)
-    assert protocol.name == name
-    # Its module lies in its own folder, and the folder carries its default params block.
-    assert entry.module.startswith(f"syps.protocols.{name}.")
-    assert (FOLDERS / name / "params.yaml").is_file()
-    assert list(protocol.headline_metrics) == headline_metrics(name)
-    table = entry.table
-    for module in (table.module if table else None, entry.validation, entry.summary):
-        assert module is None or module.startswith(f"syps.protocols.{name}.")
+def test_every_entry_is_its_packages_protocol(name: str) -> None:
+    protocol = PROTOCOLS[name]
+    assert isinstance(protocol, Protocol) and protocol.name == name
+    # A stage imports the same object by its folder's name.
+    assert protocol_named(name) is protocol
+    assert type(protocol).__module__ == f"syps.protocols.{name}.protocol"
+    table = protocol.table
     if table is not None:
-        reader, score_table = table.load()
-        assert callable(reader) and callable(score_table)
-        scorer = importlib.import_module(table.module)
+        assert callable(table.read) and callable(table.score) and table.columns
         for option in table.options.values():
-            assert option.convert is None or callable(getattr(scorer, option.convert))
-    if entry.validation is not None:
-        validation = importlib.import_module(entry.validation)
-        assert callable(validation.judge_sample) and callable(validation.judge_validate)
-    if entry.summary is not None:
-        assert callable(importlib.import_module(entry.summary).summary_table)
+            assert option.convert is None or callable(option.convert)
+    if protocol.validation is not None:
+        assert callable(protocol.validation.sample) and callable(protocol.validation.validate)
 
 
-def test_the_shipped_protocols_are_registered() -> None:
+def test_the_shipped_protocols_are_registered_in_order() -> None:
     # A researcher's own protocols come beside these, never instead of them.
-    assert {"cues", "pushback", "discernment", "betting"} <= set(PROTOCOLS)
+    assert list(PROTOCOLS)[:4] == ["cues", "pushback", "discernment", "betting"]
     assert DEFAULT_PROTOCOL == "cues"
     assert [current_name(n) for n in ("", "syps", "cues", "pushback")] == [
         "cues",
@@ -107,26 +62,24 @@ def test_the_shipped_protocols_are_registered() -> None:
         "cues",
         "pushback",
     ]
-    with pytest.raises(KeyError, match="unknown protocol 'nope'"):
-        load_protocol("nope")
 
 
-def test_registry_order_puts_cues_first_then_the_registry_then_unknown_by_name(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # SyPS first, as it was the study before it was a protocol, even when a line was added above
-    # its own; the others as the registry lists them; names it does not know after, by name.
-    toy = {name: Entry(f"syps.protocols.{name}.protocol") for name in ("echo", "cues", "bet")}
-    monkeypatch.setattr(registry, "PROTOCOLS", toy)
-    names = ["zeta", "bet", "alpha", "cues", "echo"]
-    assert sorted(names, key=registry_order) == ["cues", "echo", "bet", "alpha", "zeta"]
-
-
-def test_the_shipped_protocols_sort_in_their_registry_order() -> None:
-    # However many protocols a researcher adds, the shipped four keep their order among them.
+def test_protocols_sort_in_registry_order_then_unknown_by_name() -> None:
     names = ["zz-unknown", "betting", "discernment", "aa-unknown", "pushback", "cues"]
-    assert sorted(names, key=registry_order)[:4] == ["cues", "pushback", "discernment", "betting"]
-    assert sorted(names, key=registry_order)[4:] == ["aa-unknown", "zz-unknown"]
+    assert sorted(names, key=protocol_order(list(PROTOCOLS))) == [
+        "cues",
+        "pushback",
+        "discernment",
+        "betting",
+        "aa-unknown",
+        "zz-unknown",
+    ]
+    assert sorted(["b", "z", "a"], key=protocol_order(["z"])) == ["z", "a", "b"]
+
+
+class _Tableless(Protocol[Any]):
+    name = "toyless"
+    headline_metrics = ("x",)
 
 
 def test_a_protocol_without_a_table_is_refused_by_syps_score(
@@ -138,7 +91,7 @@ def test_a_protocol_without_a_table_is_refused_by_syps_score(
 
     from syps.cli import _score_help, _table_options, app
 
-    monkeypatch.setitem(PROTOCOLS, "toyless", Entry("syps.protocols.toyless.protocol"))
+    monkeypatch.setitem(PROTOCOLS, "toyless", _Tableless())
     assert "toyless" not in _score_help() and "\ncues: " in _score_help()
     assert all("toyless" not in users for _, users in _table_options().values())
     table = tmp_path / "t.csv"
@@ -150,7 +103,42 @@ def test_a_protocol_without_a_table_is_refused_by_syps_score(
     assert result.stdout == ""
 
 
-def test_a_table_option_converts_with_its_module() -> None:
+def test_a_table_option_converts_with_its_function(tmp_path: Path) -> None:
     # --weights names a file: discernment's converter reads it; --margin is taken as given.
-    assert PROTOCOLS["pushback"].table.convert("margin", 0.1) == 0.1
-    assert PROTOCOLS["discernment"].table.options["weights"].convert == "read_weights"
+    assert PROTOCOLS["pushback"].table is not None
+    assert PROTOCOLS["pushback"].table.options["margin"].convert is None
+    weights = PROTOCOLS["discernment"].table.options["weights"]  # type: ignore[union-attr]
+    path = tmp_path / "w.csv"
+    path.write_text("arg_id,q\na,0.75\nb,0.25\n", encoding="utf-8")
+    assert weights.convert is not None
+    assert weights.convert(path) == {"a": 0.75, "b": 0.25}
+
+
+def test_the_defaults_of_a_minimal_protocol() -> None:
+    # What a design need not write: one turn, no lint beyond the templates, no auxiliary data,
+    # no figures, no tags, nothing flagged, the artifacts as they are, every cell per metric.
+    p = _Tableless()
+    labels = pd.DataFrame({"label": [1.0, 0.0]}, index=[3, 7])
+    assert p.turns(None) == 1 and p.run_prefix == "toyless" and p.run_metrics == ()
+    assert p.fan_out_reps and p.needs_sampling_for_reps
+    assert p.template_specs(None, "protocols.toyless") == [] and p.templates(None) == {}
+    assert p.lint(None, pd.DataFrame({"x": [1, 2]})) == {
+        "protocol": "toyless",
+        "items": 2,
+        "checks": ["template placeholders"],
+    }
+    assert p.auxiliary(None, pd.DataFrame(), None).empty  # type: ignore[arg-type]
+    assert p.run_tags(None) == {} and p.metric_cells("x") is None
+    review = p.review(None, pd.DataFrame(), labels)
+    assert list(review.index) == [3, 7] and not review["flagged"].any()
+    assert list(review["expected"]) == ["", ""]
+    assert p.link_traces([Path("a")], pd.DataFrame(), Path("o")) == [Path("a")]
+    assert p.summary({}, 0.95) is None
+    with pytest.raises(NotImplementedError, match="_Tableless.requests"):
+        p.requests(None, pd.DataFrame(), 1, pd.DataFrame(), None)  # type: ignore[arg-type]
+
+
+def test_listing_the_protocols_imports_no_torch() -> None:
+    code = "import sys, syps.registry, syps.cli; sys.exit('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr or "importing the registry imported torch"

@@ -25,7 +25,7 @@ from transformers import (
     StaticCache,
 )
 
-from syps.core.backends import (
+from syps.core.backends.base import (
     FIX_JUDGE,
     GenRequest,
     GenResult,
@@ -527,28 +527,7 @@ class HFBackend:
         mask = mask.to(self.device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
 
-        prefix: list[tuple[torch.Tensor, torch.Tensor]] = []
-        if shared:
-            ids, pmask = self._pad_left([seqs[members[0]][:n] for members, n in shared])
-            pcache = DynamicCache()
-            self.model(
-                input_ids=ids,
-                attention_mask=pmask,
-                position_ids=(pmask.cumsum(-1) - 1).clamp(min=0),
-                logits_to_keep=1,
-                **{self._cache_kw: pcache},
-            )
-            # Row len(shared) is all zeros: the prefix of a row that shares none, never
-            # attended to (masked), but it keeps the blocks rectangular.
-            for cached in pcache.layers:
-                k, v = cached.keys, cached.values  # type: ignore[union-attr]
-                assert k is not None and v is not None  # filled by the forward pass above
-                prefix.append(
-                    (
-                        torch.cat([k, k.new_zeros(k[:1].shape)]),
-                        torch.cat([v, v.new_zeros(v[:1].shape)]),
-                    )
-                )
+        prefix = self._prefix_kv(seqs, shared)
 
         chunks, last = [], []
         for start in range(0, len(seqs), PREFILL_CHUNK):
@@ -576,6 +555,45 @@ class HFBackend:
             chunks.append((cache, skip))
             last.append(out.logits[:, -1, :])
 
+        return self._merged(chunks, p, p + s, p + s + max_new), torch.cat(last), mask
+
+    def _prefix_kv(
+        self, seqs: list[list[int]], shared: list[tuple[list[int], int]]
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Each layer's keys and values of the shared prefixes (``shared``: members and
+        prefix length), prefilled once, with one all-zero row appended; empty if none."""
+        prefix: list[tuple[torch.Tensor, torch.Tensor]] = []
+        if not shared:
+            return prefix
+        ids, pmask = self._pad_left([seqs[members[0]][:n] for members, n in shared])
+        pcache = DynamicCache()
+        self.model(
+            input_ids=ids,
+            attention_mask=pmask,
+            position_ids=(pmask.cumsum(-1) - 1).clamp(min=0),
+            logits_to_keep=1,
+            **{self._cache_kw: pcache},
+        )
+        # Row len(shared) is all zeros: the prefix of a row that shares none, never
+        # attended to (masked), but it keeps the blocks rectangular.
+        for cached in pcache.layers:
+            k, v = cached.keys, cached.values  # type: ignore[union-attr]
+            assert k is not None and v is not None  # filled by the forward pass above
+            prefix.append(
+                (
+                    torch.cat([k, k.new_zeros(k[:1].shape)]),
+                    torch.cat([v, v.new_zeros(v[:1].shape)]),
+                )
+            )
+        return prefix
+
+    def _merged(
+        self, chunks: list[tuple[DynamicCache, int]], p: int, width: int, capacity: int
+    ) -> StaticCache:
+        """The prefilled chunks (each a cache and the padding columns it skipped after the
+        ``p`` prefix columns) as one static cache of ``capacity`` positions, the first
+        ``width`` of them filled."""
+
         def widened(t: torch.Tensor | None, skip: int) -> torch.Tensor:
             assert t is not None  # filled by the forward pass above
             gap = t.new_zeros(
@@ -583,13 +601,13 @@ class HFBackend:
             )  # (batch, heads, time, dim)
             return torch.cat([t[:, :, :p], gap, t[:, :, p:]], dim=2)
 
-        merged = StaticCache(config=self.model.config, max_cache_len=p + s + max_new)
-        where = {"cache_position": torch.arange(p + s, device=self.device)}
+        merged = StaticCache(config=self.model.config, max_cache_len=capacity)
+        where = {"cache_position": torch.arange(width, device=self.device)}
         for layer in range(len(chunks[0][0].layers)):
             keys = torch.cat([widened(c.layers[layer].keys, k) for c, k in chunks])  # type: ignore[union-attr]
             values = torch.cat([widened(c.layers[layer].values, k) for c, k in chunks])  # type: ignore[union-attr]
             merged.update(keys, values, layer, where)
-        return merged, torch.cat(last), mask
+        return merged
 
     def _pick(
         self,

@@ -45,7 +45,7 @@ from openai.types.chat import ChatCompletion
 from openai.types.chat.chat_completion import Choice
 from tqdm import tqdm
 
-from syps.core.backends import (
+from syps.core.backends.base import (
     FIX_JUDGE,
     BackendError,
     GenRequest,
@@ -58,7 +58,14 @@ from syps.core.backends import (
     judge_prompt_name,
     prompt_seed,
 )
-from syps.core.backends.openai_batch import POLL_BASE_S, POLL_CAP_S, run_batch
+from syps.core.backends.openai_batch import (
+    POLL_BASE_S,
+    POLL_CAP_S,
+    BodyOf,
+    Done,
+    NameOf,
+    run_batch,
+)
 from syps.core.config import ConfigError, ModelSpec
 from syps.core.reasoning import with_reasoning
 
@@ -527,12 +534,6 @@ class OpenAIBackend:
             completion_tokens=completion_tokens,
             finish_reason=finish_reason(choice.finish_reason),
         )
-
-
-# Request i's name for people; request i's chat-completions body; what to do with completions.
-NameOf = Callable[[int], str]
-BodyOf = Callable[[int], dict[str, Any]]
-Done = Callable[[list[tuple[int, ChatCompletion]]], None]
 
 
 # Where OpenAI-compatible servers put a reasoning model's reasoning: vLLM, SGLang and DeepSeek's

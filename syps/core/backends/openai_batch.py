@@ -29,20 +29,17 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from openai import NotFoundError, OpenAI
 from openai.types import Batch
 from openai.types.chat import ChatCompletion
 
-from syps.core.backends import BackendError
+from syps.core.backends.base import BackendError
 from syps.core.io import sha256_text
-
-if TYPE_CHECKING:
-    from syps.core.backends.openai_api import BodyOf, Done, NameOf, OpenAIBackend
 
 ENDPOINT: Final[Literal["/v1/chat/completions"]] = "/v1/chat/completions"
 WINDOW: Final[Literal["24h"]] = "24h"
@@ -54,6 +51,27 @@ POLL_CAP_S = 300.0
 ROUNDS = 2
 _SHOW = 5
 _CONTEXT_WORDS = ("context length", "context_length_exceeded", "context size", "context window")
+
+# Request i's name for people; request i's chat-completions body; what to do with completions.
+NameOf = Callable[[int], str]
+BodyOf = Callable[[int], dict[str, Any]]
+Done = Callable[[list[tuple[int, ChatCompletion]]], None]
+
+
+class BatchBackend(Protocol):
+    """What a batch needs of ``openai_api.OpenAIBackend``: its server, model and settings
+    (typed here so this module does not import the one that imports it)."""
+
+    model_id: str
+    base_url: str
+    max_retries: int
+    timeout_s: float
+    batch_dir: Path | None
+    poll_base_s: float
+    poll_cap_s: float
+    _api_key: str
+
+    def _scrub(self, text: str) -> str: ...
 
 
 @dataclass
@@ -129,7 +147,7 @@ def _is_overflow(message: str, code: str) -> bool:
 
 
 def run_batch(
-    backend: OpenAIBackend, n: int, name_of: NameOf, body: BodyOf, done: Done, what: str, fix: str
+    backend: BatchBackend, n: int, name_of: NameOf, body: BodyOf, done: Done, what: str, fix: str
 ) -> None:
     """Complete requests 0..n-1 through the Batch API; see the module docstring."""
     if backend.batch_dir is None:
@@ -168,7 +186,7 @@ def run_batch(
 
 
 def _failure_message(
-    backend: OpenAIBackend, n: int, failed: dict[int, str], name_of: NameOf, fix: str
+    backend: BatchBackend, n: int, failed: dict[int, str], name_of: NameOf, fix: str
 ) -> str:
     shown = [f"  {name_of(i)}: {failed[i]}" for i in sorted(failed)[:_SHOW]]
     if len(failed) > _SHOW:
@@ -182,7 +200,7 @@ def _failure_message(
 
 
 def _one_batch(
-    backend: OpenAIBackend,
+    backend: BatchBackend,
     client: OpenAI,
     batch_dir: Path,
     indices: list[int],

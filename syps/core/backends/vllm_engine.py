@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from syps.core.backends import (
+from syps.core.backends.base import (
     BackendError,
     GenRequest,
     GenResult,

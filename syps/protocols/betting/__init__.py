@@ -15,42 +15,6 @@ and recency bias (rho) can be told apart; remorse is beta_N - beta_Z.
 - ``metrics``: ``score_table`` on a choices table, ``read_choices``, ``metric_names``.
 """
 
-from syps.protocols.betting.items import BUILTIN_SUBSET, BetItem, load_items, stratified_subset
-from syps.protocols.betting.metrics import metric_names, read_choices, score_table
-from syps.protocols.betting.parse import SideLabel, parse_side
-from syps.protocols.betting.prompts import (
-    DEFAULT_TEMPLATES,
-    BetRequest,
-    BetTemplates,
-    Condition,
-    Framing,
-    Rendered,
-    conditions,
-    lint_pair,
-    lint_templates,
-    render,
-    requests,
-)
+from syps.protocols.betting.protocol import PROTOCOL
 
-__all__ = [
-    "BUILTIN_SUBSET",
-    "DEFAULT_TEMPLATES",
-    "BetItem",
-    "BetRequest",
-    "BetTemplates",
-    "Condition",
-    "Framing",
-    "Rendered",
-    "SideLabel",
-    "conditions",
-    "lint_pair",
-    "lint_templates",
-    "load_items",
-    "metric_names",
-    "parse_side",
-    "read_choices",
-    "render",
-    "requests",
-    "score_table",
-    "stratified_subset",
-]
+__all__ = ["PROTOCOL"]

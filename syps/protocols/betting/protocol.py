@@ -19,23 +19,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from syps.core.config import ConfigError
+from syps.core.config import ConfigError, ConvGeneration, ProtocolParams
 from syps.core.io import InputError, LintError, canonical_json, sha256_text
-from syps.core.report import COMPANIONS
-from syps.core.templating import TemplateSpec
-from syps.protocols.base import (
+from syps.core.protocol import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
-    ConvGeneration,
     Drawn,
     Judge,
     Protocol,
-    ProtocolParams,
     Request,
+    Scored,
     ScoreSettings,
-    TraceDefaults,
+    TableScorer,
     Turn,
 )
+from syps.core.report import COMPANIONS
+from syps.core.templating import TemplateSpec
 from syps.protocols.betting import parse
 from syps.protocols.betting.items import (
     BUILTIN_SUBSET,
@@ -44,7 +43,12 @@ from syps.protocols.betting.items import (
     load_items,
     stratified_subset,
 )
-from syps.protocols.betting.metrics import CHOICE_COLUMNS, CONDITIONS, score_table
+from syps.protocols.betting.metrics import (
+    CHOICE_COLUMNS,
+    CONDITIONS,
+    read_choices,
+    score_table,
+)
 from syps.protocols.betting.prompts import (
     DEFAULT_TEMPLATES,
     FIELDS,
@@ -202,14 +206,12 @@ def _cell_name(c: Condition) -> str:
     )
 
 
-class BettingProtocol(TraceDefaults):
+class BettingProtocol(Protocol[BettingParams]):
     """The betting-game judge (Ben-Natan and Tsur, arXiv 2601.15436) as a ``base.Protocol``."""
 
     # Annotated as base.Protocol declares them, so that mypy checks PROTOCOL against it.
     name: str = "betting"
-    params_type: type[ProtocolParams] = BettingParams
-    fan_out_reps: bool = True
-    needs_sampling_for_reps: bool = True
+    params_type = BettingParams
     headline_metrics: Sequence[str] = HEADLINE_METRICS
     # Each condition's values, the items behind them, and the tests' p-values.
     run_metrics: Sequence[str] = (
@@ -219,11 +221,12 @@ class BettingProtocol(TraceDefaults):
         "remorse_p",
         "overcompensation_p",
     )
-    run_prefix: str = "betting"
-
-    def turns(self, params: BettingParams) -> int:
-        """One prompt per condition and repetition."""
-        return 1
+    table = TableScorer(
+        columns="model, item_id, condition (F|Z|N), rep, user_correct, user_first (1|0), "
+        "choice (user|other; empty: UNCLEAR)",
+        read=read_choices,
+        score=score_table,
+    )
 
     def load_items(self, params: BettingParams, root: Path, seed: int) -> pd.DataFrame:
         """The items: the built-in subset or a CSV, sampled to ``n_items`` by category."""
@@ -270,10 +273,6 @@ class BettingProtocol(TraceDefaults):
         if out:
             raise LintError(f"{WHERE}: the prompts differ beyond their factors:\n" + "\n".join(out))
         return {"items": len(items), "pairs_checked": pairs, "violations": []}
-
-    def auxiliary(self, params: BettingParams, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:
-        """None: the judge's side is read by rule."""
-        return pd.DataFrame()
 
     def requests(
         self,
@@ -388,23 +387,13 @@ class BettingProtocol(TraceDefaults):
             out.setdefault(str(model), {})[str(ds)] = scores
         return out
 
-    def figures(
-        self,
-        params: BettingParams,
-        scores: dict[str, dict[str, dict[str, float]]],
-        labels: pd.DataFrame,
-        items: pd.DataFrame,
-        figures: Path,
-        tables: Path,
-        plots: Path,
-        settings: ScoreSettings,
-    ) -> Drawn:
+    def figures(self, params: BettingParams, scored: Scored) -> Drawn:
         """``beta.png`` (beta per condition and model) and ``bias.png``
         (recency vs user bias), with ``beta.csv`` / ``bias.csv`` in ``plots``."""
         # matplotlib is imported only here, so that labelling and scoring run without it.
         from syps.protocols.betting.figures import write_figures
 
-        return Drawn(write_figures(scores, figures, plots))
+        return Drawn(write_figures(scored.scores, scored.figures, scored.plots))
 
     def template_specs(self, params: BettingParams, where: str) -> list[TemplateSpec]:
         """The body of each premise needs every field; the other texts are sent as is."""
@@ -420,10 +409,6 @@ class BettingProtocol(TraceDefaults):
         }
         raw = dataclasses.asdict(params.templates)
         return {"templates": raw, "rendered": rendered, "sha256": sha256_text(canonical_json(raw))}
-
-    def run_tags(self, params: BettingParams) -> dict[str, str]:
-        """None beyond the template set's hash."""
-        return {}
 
     def review(
         self, params: BettingParams, items: pd.DataFrame, labels: pd.DataFrame
@@ -453,7 +438,7 @@ class BettingProtocol(TraceDefaults):
 # The metrics computed per premise, keyed <metric>_<premise> (BettingProtocol.score).
 _PER_PREMISE = ("accuracy", "beta", "interaction", "p_user", "rho", "unclear_rate", "n_items")
 
-PROTOCOL: Protocol[BettingParams] = BettingProtocol()
+PROTOCOL = BettingProtocol()
 
 
 def _choices(labels: pd.DataFrame) -> pd.DataFrame:

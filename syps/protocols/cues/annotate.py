@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +37,11 @@ from syps.core.io import (
     sha256_text,
     write_json,
 )
-from syps.core.params import load_params
+from syps.core.protocol import Protocol, cell_key
 from syps.core.runs import repo_root
-from syps.protocols.base import cell_key
-from syps.protocols.cues.data import item_id
+from syps.protocols.cues.data import item_id, items_table
 from syps.protocols.cues.datasets import DATASETS
 from syps.protocols.cues.params import WHERE, CuesParams
-from syps.protocols.cues.protocol import items_table
 
 SAMPLE_COLUMNS = [
     "sample_id",
@@ -66,6 +65,8 @@ ALL = "all"
 
 
 def judge_sample(
+    protocol: Protocol[Any],
+    p: Params,
     params: Path,
     out_csv: Path,
     n: int = 500,
@@ -77,11 +78,11 @@ def judge_sample(
     force: bool = False,
 ) -> None:
     """Write ``n`` responses, stratified by model, dataset and variant, as a CSV to annotate.
+    ``p`` is the params the caller read from the file ``params`` (named in errors).
 
     ``seed`` defaults to the params seed; ``datasets`` and ``models`` default to all in params.
     An existing ``out_csv`` is kept unless ``force``: it may already hold human labels.
     """
-    p = load_params(params)
     cues = _cues(p)
     models = models or list(p.models)
     datasets = datasets or list(cues.data.datasets)
@@ -192,6 +193,8 @@ def read_annotations(path: Path, allow_missing: bool) -> tuple[pd.DataFrame, int
 
 
 def judge_validate(
+    protocol: Protocol[Any],
+    p: Params,
     params: Path,
     annotated_csv: Path | None,
     report_json: Path | None = None,
@@ -206,10 +209,6 @@ def judge_validate(
     ``<stem>.validation.json`` beside the CSV; ``judge-traces.validation.json`` for traces),
     logs one MLflow run, and returns the report.
     """
-    from syps.core.provenance import git_info
-    from syps.core.tracking import log_validation_run
-
-    p = load_params(params)
     if traces is not None:
         report_json = report_json or Path("judge-traces.validation.json")
         annotated_csv = report_json.with_name(f"{report_json.stem}.annotations.csv")
@@ -224,7 +223,7 @@ def judge_validate(
     table, skipped = read_annotations(annotated_csv, allow_missing)
     if table.empty:
         raise InputError(f"{annotated_csv}: no row has a human_label yet")
-    machine = machine_labels(p, table)
+    machine = machine_labels(protocol, p, table)
     both = table.merge(
         machine[[*ROW_KEY, "label", "labeler", "labeler_sha256", "judge_template_sha256"]],
         on=ROW_KEY,
@@ -245,6 +244,22 @@ def judge_validate(
     print(validation_table(report))
     write_json(report, report_json)
 
+    _log_validation(p, report, annotated_csv, report_json, tables)
+    return report
+
+
+def _log_validation(
+    p: Params,
+    report: dict[str, Any],
+    annotated_csv: Path,
+    report_json: Path,
+    tables: Mapping[str, pd.DataFrame],
+) -> None:
+    """Log one MLflow run of a judge validation: the labellers' identities as tags, the
+    agreement of each dataset as metrics, the CSV, the report and the confusion tables."""
+    from syps.core.provenance import git_info
+    from syps.core.tracking import log_validation_run
+
     tags = {
         **git_info(Path.cwd()),
         "annotated_file": str(annotated_csv),
@@ -261,7 +276,7 @@ def judge_validate(
         "bootstrap_B": str(p.score.bootstrap),
         "ci": str(p.score.ci),
         "seed": str(p.seed),
-        "n_skipped": str(skipped),
+        "n_skipped": str(report["n_skipped"]),
         "judge_model": p.judge.model.model,
         "judge_min_margin": str(p.judge.min_margin),
     }
@@ -280,7 +295,6 @@ def judge_validate(
         [annotated_csv, report_json],
         {f"confusion_{d}.csv": t for d, t in tables.items()},
     )
-    return report
 
 
 def annotations_from_traces(p: Params, run_ids: list[str]) -> pd.DataFrame:
@@ -346,14 +360,13 @@ def _cues(p: Params) -> CuesParams:
     return pp
 
 
-def machine_labels(p: Params, table: pd.DataFrame) -> pd.DataFrame:
+def machine_labels(protocol: Protocol[Any], p: Params, table: pd.DataFrame) -> pd.DataFrame:
     """The labels SyPS's labellers give now (rules, and the judge through the response store,
     so a response judged before costs nothing) to the annotated rows (``ROW_KEY``,
     ``situation``, ``response``)."""
     from syps.core.judge import StoreJudge
     from syps.core.runs import cache_dir, store_path
     from syps.core.store import Store
-    from syps.protocols.cues.protocol import PROTOCOL
 
     rows = table.reset_index(drop=True)
     items = pd.DataFrame(
@@ -379,7 +392,7 @@ def machine_labels(p: Params, table: pd.DataFrame) -> pd.DataFrame:
     )
     with Store(store_path()) as store:
         judge = StoreJudge(p.judge, store, cache_dir())
-        return PROTOCOL.label(_cues(p), items, responses, judge, pd.DataFrame())
+        return protocol.label(_cues(p), items, responses, judge, pd.DataFrame())
 
 
 def agreement_by_dataset(

@@ -169,3 +169,19 @@ def load_items(params: DataParams, root: Path) -> pd.DataFrame:
         items = normalise(df, dataset, columns, value, str(files[dataset]))
         tables.append(items.head(params.limit) if params.limit else items)
     return pd.concat(tables, ignore_index=True)
+
+
+# The fields of an item record (the core's ``item`` column, JSON).
+ITEM_FIELDS = ["row", "situation", "reference"]
+
+
+def items_table(items: pd.DataFrame) -> pd.DataFrame:
+    """The core's items (``dataset, item_id, item`` JSON) back as SyPS's items table."""
+    fields = [json.loads(x) for x in items["item"]]
+    return pd.DataFrame(
+        {
+            "dataset": items["dataset"].astype(str).to_numpy(),
+            "item_id": items["item_id"].astype(str).to_numpy(),
+            **{f: [r[f] for r in fields] for f in ITEM_FIELDS},
+        }
+    )

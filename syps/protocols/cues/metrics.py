@@ -22,8 +22,8 @@ import pandas as pd
 
 from syps.core.config import ConfigError
 from syps.core.io import InputError
+from syps.core.protocol import ScoreSettings
 from syps.core.stats import bootstrap_counts, weighted_means
-from syps.protocols.base import ScoreSettings
 from syps.protocols.cues.params import VARIANTS, cue_of, order_variants, primary_variants
 from syps.protocols.cues.stats import (
     by_cue,

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from syps.core.config import ConfigError
-from syps.protocols.base import ConvGeneration, ProtocolParams
+from syps.core.config import ConfigError, ConvGeneration, ProtocolParams
 from syps.protocols.cues.datasets import DATASETS
 
 WHERE = "protocols.cues"
@@ -190,6 +189,75 @@ class CuesParams(ProtocolParams):
         return self.max_new_tokens.get(dataset, self.generation.max_new_tokens)
 
 
+def _check_dataset_sources(p: CuesParams, ds: str) -> None:
+    """Check one listed dataset's registry entry, config entries, CSV or URL and columns."""
+    d = p.data
+    if ds not in DATASETS:
+        raise ConfigError(f"{WHERE}.data.datasets: unknown dataset {ds!r}; known: {list(DATASETS)}")
+    for section, table in (
+        ("data.columns", d.columns),
+        ("templates.datasets", p.templates.datasets),
+    ):
+        if ds not in table:
+            raise ConfigError(f"{WHERE}.{section}: missing an entry for dataset {ds!r}")
+    if d.source in ("builtin", "csv") and ds not in d.files:
+        raise ConfigError(f"{WHERE}.data.files: missing a CSV for dataset {ds!r}")
+    if d.source == "elephant" and ds not in d.elephant.urls:
+        problem = elephant_local_problem(ds, d.files.get(ds))
+        if problem:
+            raise ConfigError(problem)
+    if "situation" not in d.columns[ds]:
+        raise ConfigError(f"{WHERE}.data.columns.{ds}: needs a 'situation' column name")
+    bad = sorted(set(d.columns[ds]) - {"situation", "verdict"})
+    if bad:
+        raise ConfigError(
+            f"{WHERE}.data.columns.{ds}: unknown field(s) {bad}; use situation, verdict"
+        )
+
+
+def _check_cues(ds: str, cues: dict[str, str | list[str]]) -> None:
+    """Check one dataset's cue templates: known variant ids, P0 present, 1..26 wordings."""
+    unknown = sorted(set(cues) - set(VARIANTS))
+    if unknown:
+        worded = [u for u in unknown if _VARIANT_ID.match(u)]
+        hint = (
+            f"; {worded[0]} names a wording, so list the wordings under "
+            f"{cue_of(worded[0])}: [first, second, ...]"
+            if worded
+            else ""
+        )
+        raise ConfigError(
+            f"{WHERE}.templates.datasets.{ds}.cues: unknown variant id(s) {unknown}; "
+            f"known: {list(VARIANTS)}{hint}"
+        )
+    if "P0" not in cues:
+        raise ConfigError(
+            f"{WHERE}.templates.datasets.{ds}.cues: the neutral variant P0 is required"
+        )
+    for cue, wordings in cues.items():
+        if isinstance(wordings, list) and not 1 <= len(wordings) <= 26:
+            raise ConfigError(
+                f"{WHERE}.templates.datasets.{ds}.cues.{cue}: list 1 to 26 wordings, "
+                f"got {len(wordings)}"
+            )
+    if isinstance(cues["P0"], list) and len(cues["P0"]) > 1:
+        raise ConfigError(
+            f"{WHERE}.templates.datasets.{ds}.cues.P0: the neutral reference has exactly "
+            "one wording"
+        )
+
+
+def _check_binary_labels(p: CuesParams) -> None:
+    """Check that every rule label and judge option maps to Syc 0 or 1."""
+    # A label is Syc itself: any other value (2, -1) would pass through every mean and give
+    # impossible metrics (a rate of 2, an SPSS above 1).
+    binary = [(f"labels.{ds}.{k}", v) for ds, table in p.labels.items() for k, v in table.items()]
+    binary += [(f"judge.options.{k}", v) for k, v in p.judge.options.items()]
+    for key, value in binary:
+        if value not in (0, 1):
+            raise ConfigError(f"{WHERE}.{key}: must be 0 or 1, got {value}")
+
+
 def validate(p: CuesParams) -> None:
     """Cross-field checks that types alone cannot express; errors name the key."""
     if p.generation.reps != 1:
@@ -201,58 +269,8 @@ def validate(p: CuesParams) -> None:
     if len(set(d.datasets)) != len(d.datasets):
         raise ConfigError(f"{WHERE}.data.datasets: a dataset is listed twice: {d.datasets}")
     for ds in d.datasets:
-        if ds not in DATASETS:
-            raise ConfigError(
-                f"{WHERE}.data.datasets: unknown dataset {ds!r}; known: {list(DATASETS)}"
-            )
-        for section, table in (
-            ("data.columns", d.columns),
-            ("templates.datasets", p.templates.datasets),
-        ):
-            if ds not in table:
-                raise ConfigError(f"{WHERE}.{section}: missing an entry for dataset {ds!r}")
-        if d.source in ("builtin", "csv") and ds not in d.files:
-            raise ConfigError(f"{WHERE}.data.files: missing a CSV for dataset {ds!r}")
-        if d.source == "elephant" and ds not in d.elephant.urls:
-            problem = elephant_local_problem(ds, d.files.get(ds))
-            if problem:
-                raise ConfigError(problem)
-        if "situation" not in d.columns[ds]:
-            raise ConfigError(f"{WHERE}.data.columns.{ds}: needs a 'situation' column name")
-        bad = sorted(set(d.columns[ds]) - {"situation", "verdict"})
-        if bad:
-            raise ConfigError(
-                f"{WHERE}.data.columns.{ds}: unknown field(s) {bad}; use situation, verdict"
-            )
-        cues = p.templates.datasets[ds].cues
-        unknown = sorted(set(cues) - set(VARIANTS))
-        if unknown:
-            worded = [u for u in unknown if _VARIANT_ID.match(u)]
-            hint = (
-                f"; {worded[0]} names a wording, so list the wordings under "
-                f"{cue_of(worded[0])}: [first, second, ...]"
-                if worded
-                else ""
-            )
-            raise ConfigError(
-                f"{WHERE}.templates.datasets.{ds}.cues: unknown variant id(s) {unknown}; "
-                f"known: {list(VARIANTS)}{hint}"
-            )
-        if "P0" not in cues:
-            raise ConfigError(
-                f"{WHERE}.templates.datasets.{ds}.cues: the neutral variant P0 is required"
-            )
-        for cue, wordings in cues.items():
-            if isinstance(wordings, list) and not 1 <= len(wordings) <= 26:
-                raise ConfigError(
-                    f"{WHERE}.templates.datasets.{ds}.cues.{cue}: list 1 to 26 wordings, "
-                    f"got {len(wordings)}"
-                )
-        if isinstance(cues["P0"], list) and len(cues["P0"]) > 1:
-            raise ConfigError(
-                f"{WHERE}.templates.datasets.{ds}.cues.P0: the neutral reference has exactly "
-                "one wording"
-            )
+        _check_dataset_sources(p, ds)
+        _check_cues(ds, p.templates.datasets[ds].cues)
     for ds in d.datasets:
         entry = DATASETS[ds]
         if entry.verdict_filter and "verdict" not in d.columns[ds]:
@@ -265,12 +283,6 @@ def validate(p: CuesParams) -> None:
     for ds, n in p.max_new_tokens.items():
         if n < 1:
             raise ConfigError(f"{WHERE}.max_new_tokens.{ds}: must be at least 1, got {n}")
-    # A label is Syc itself: any other value (2, -1) would pass through every mean and give
-    # impossible metrics (a rate of 2, an SPSS above 1).
-    binary = [(f"labels.{ds}.{k}", v) for ds, table in p.labels.items() for k, v in table.items()]
-    binary += [(f"judge.options.{k}", v) for k, v in p.judge.options.items()]
-    for key, value in binary:
-        if value not in (0, 1):
-            raise ConfigError(f"{WHERE}.{key}: must be 0 or 1, got {value}")
+    _check_binary_labels(p)
     if d.limit is not None and d.limit < 1:
         raise ConfigError(f"{WHERE}.data.limit: must be a positive integer or null")

@@ -23,29 +23,34 @@ import pandas as pd
 from syps.core.io import InputError, LintError, canonical_json, sha256_text
 from syps.core.labeling import UNCLEAR
 from syps.core.messages import parse_messages
-from syps.core.report import COMPANIONS
-from syps.core.templating import TemplateSpec
-from syps.protocols.base import (
+from syps.core.protocol import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
     Drawn,
     Judge,
+    JudgeValidation,
     Protocol,
-    ProtocolParams,
     Request,
+    Scored,
     ScoreSettings,
+    TableScorer,
     Turn,
     item_values,
 )
+from syps.core.report import COMPANIONS
+from syps.core.templating import TemplateSpec
 from syps.protocols.cues import labels as rules
-from syps.protocols.cues.data import load_items
+from syps.protocols.cues.annotate import judge_sample, judge_validate
+from syps.protocols.cues.data import ITEM_FIELDS, items_table, load_items
 from syps.protocols.cues.datasets import judged, rule_set
-from syps.protocols.cues.params import JUDGE_FIELDS, WHERE, CuesParams, cue_of
+from syps.protocols.cues.metrics import read_labels, score_table
+from syps.protocols.cues.params import WHERE, CuesParams
+from syps.protocols.cues.report import summary_table
 from syps.protocols.cues.templates import (
     render_variants,
-    system_text,
-    template_sha256,
-    user_text,
+    template_specs,
+    templates_record,
+    variant_shas,
 )
 
 HEADLINE_METRICS = ["base_syc", "spss", "signed_sensitivity", "unclear_rate", "n_items"]
@@ -60,19 +65,6 @@ OWN_COLUMNS = [
     "response",
     "judge_template_sha256",  # "" for a rule label
 ]
-ITEM_FIELDS = ["row", "situation", "reference"]
-
-
-def items_table(items: pd.DataFrame) -> pd.DataFrame:
-    """The core's items (``dataset, item_id, item`` JSON) back as SyPS's items table."""
-    fields = [json.loads(x) for x in items["item"]]
-    return pd.DataFrame(
-        {
-            "dataset": items["dataset"].astype(str).to_numpy(),
-            "item_id": items["item_id"].astype(str).to_numpy(),
-            **{f: [r[f] for r in fields] for f in ITEM_FIELDS},
-        }
-    )
 
 
 def rule_labeler_sha256(rule_set_name: str, mapping: Mapping[str, int]) -> str:
@@ -83,30 +75,11 @@ def rule_labeler_sha256(rule_set_name: str, mapping: Mapping[str, int]) -> str:
     )
 
 
-def variant_shas(params: CuesParams) -> dict[tuple[str, str], str]:
-    """(dataset, variant id) -> template sha256 of every configured dataset; a cue with several
-    wordings also gets a cue-level entry joining its wordings' hashes with "+" (its metrics pool
-    them)."""
-    pos = params.templates.cue_position
-    out: dict[tuple[str, str], str] = {}
-    for d in params.data.datasets:
-        tpl = params.templates.datasets[d]
-        out.update({(d, v): template_sha256(d, v, tpl, pos) for v in tpl.variant_cues()})
-    pooled: dict[tuple[str, str], list[str]] = {}
-    for (d, v), h in sorted(out.items()):
-        if cue_of(v) != v:
-            pooled.setdefault((d, cue_of(v)), []).append(h)
-    out.update({k: "+".join(hs) for k, hs in pooled.items()})
-    return out
-
-
-class CuesProtocol:
+class CuesProtocol(Protocol[CuesParams]):
     """SyPS (Sycophancy Prompt Sensitivity) as a ``base.Protocol``."""
 
     name: str = "cues"
-    params_type: type[ProtocolParams] = CuesParams
-    fan_out_reps: bool = True
-    needs_sampling_for_reps: bool = True
+    params_type = CuesParams
     headline_metrics: Sequence[str] = HEADLINE_METRICS
     # Each variant's rate, and each cue's delta with its CI and support.
     run_metrics: Sequence[str] = (
@@ -114,11 +87,18 @@ class CuesProtocol:
         *(f"delta_P?{s}" for s in ("", "_ci_low", "_ci_high", "_n")),
     )
     # SyPS's child runs keep the names they had before protocols existed: ``<model>/<dataset>``.
-    run_prefix: str = ""
+    run_prefix = ""
+    table = TableScorer(
+        columns="dataset, model, item_id, variant, label (1|0; empty: UNCLEAR); CSV or "
+        "parquet; prints {model: {dataset: {metric: value}}}",
+        read=read_labels,
+        score=score_table,
+    )
+    validation = JudgeValidation(judge_sample, judge_validate)
 
-    def turns(self, params: CuesParams) -> int:
-        """One prompt per item and variant."""
-        return 1
+    def summary(self, scores: dict[str, dict[str, dict[str, float]]], ci: float) -> str:
+        """The model x dataset table of BaseSyc, SPSS and the deltas (``report.summary_table``)."""
+        return summary_table(scores, ci)
 
     def load_items(self, params: CuesParams, root: Path, seed: int) -> pd.DataFrame:
         """Every configured dataset, in order (see ``data.load_items``)."""
@@ -152,10 +132,6 @@ class CuesProtocol:
             # The message shows the first few per check; the report (lint.json) holds them all.
             raise LintError(format_report(violations), report)
         return report
-
-    def auxiliary(self, params: CuesParams, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:
-        """None: every label is a response's own."""
-        return pd.DataFrame()
 
     def requests(
         self,
@@ -286,20 +262,12 @@ class CuesProtocol:
             settings.min_items,
         )
 
-    def figures(
-        self,
-        params: CuesParams,
-        scores: dict[str, dict[str, dict[str, float]]],
-        labels: pd.DataFrame,
-        items: pd.DataFrame,
-        figures: Path,
-        tables: Path,
-        plots: Path,
-        settings: ScoreSettings,
-    ) -> Drawn:
+    def figures(self, params: CuesParams, scored: Scored) -> Drawn:
         """The plot data (``profile.json``, ``heatmap/scatter/forest/size.csv``) and their
         figures; per (model, dataset) a profile figure and the flip tables (one CSV and HTML
         page per cue, in ``tables/flips/<model>/<dataset>/``)."""
+        scores, labels, items = scored.scores, scored.labels, scored.items
+        figures, tables, plots = scored.figures, scored.tables, scored.plots
         from syps.core.io import jsonable_records, write_json
         from syps.protocols.cues.figures import heatmap_data, write_figures
         from syps.protocols.cues.flips import write_flip_tables
@@ -314,7 +282,7 @@ class CuesProtocol:
         )
         # JSON keeps numbers numeric for the vega-lite template (CSV hands it strings).
         write_json(jsonable_records(prof), plots / "profile.json")
-        pngs = write_figures(scores, settings.model_sizes, figures, plots, shas)
+        pngs = write_figures(scores, scored.settings.model_sizes, figures, plots, shas)
         flips = tables / "flips"
         responses = labels[["dataset", "model", "item_id", "variant", "response"]]
         write_flip_tables(labels.drop(columns="response"), responses, items_table(items), flips)
@@ -328,58 +296,12 @@ class CuesProtocol:
         return Drawn(pngs, children)
 
     def templates(self, params: CuesParams) -> dict[str, Any]:
-        """Every template exactly as rendered, with ``{situation}`` marking where the item
-        goes: the artifact an audit reads to say which words produced a number."""
-        pos = params.templates.cue_position
-        return {
-            "cue_position": pos,
-            "datasets": {
-                d: {
-                    "task": tpl.task,
-                    "format": tpl.format,
-                    "variants": {
-                        v: {
-                            "cue": cue,
-                            "template_sha256": template_sha256(d, v, tpl, pos),
-                            "system": system_text(tpl),
-                            "user": user_text("{situation}", cue, pos, tpl.format),
-                        }
-                        for v, cue in tpl.variant_cues().items()
-                    },
-                }
-                for d, tpl in params.templates.datasets.items()
-                if d in params.data.datasets
-            },
-        }
+        """Every template exactly as rendered (``templates.templates_record``)."""
+        return templates_record(params)
 
     def template_specs(self, params: CuesParams, where: str) -> list[TemplateSpec]:
-        """The task, format and cue texts are sent as is (the situation goes between them by
-        position, never substituted); the judge template needs ``{situation}`` and
-        ``{response}``; the judge's system text is sent as is."""
-        fields = frozenset(JUDGE_FIELDS)
-        specs = [
-            TemplateSpec(
-                f"{where}.judge.template",
-                params.judge.template,
-                fields,
-                fields,
-                why={
-                    "situation": "the situation the reply answers (without the cue)",
-                    "response": "the reply the judge labels",
-                },
-            ),
-            TemplateSpec(f"{where}.judge.system", params.judge.system, frozenset(), frozenset()),
-        ]
-        for d, tpl in params.templates.datasets.items():
-            key = f"{where}.templates.datasets.{d}"
-            texts = [(f"{key}.task", tpl.task), (f"{key}.format", tpl.format)]
-            for cue, wordings in tpl.cues.items():
-                if isinstance(wordings, str):
-                    texts.append((f"{key}.cues.{cue}", wordings))
-                else:
-                    texts += [(f"{key}.cues.{cue}[{i}]", w) for i, w in enumerate(wordings)]
-            specs += [TemplateSpec(k, text, frozenset(), frozenset()) for k, text in texts]
-        return specs
+        """Every text it sends (``templates.template_specs``)."""
+        return template_specs(params, where)
 
     def run_tags(self, params: CuesParams) -> dict[str, str]:
         """Each variant's template sha256 (``template_sha256.<dataset>.<variant>``)."""
@@ -434,4 +356,4 @@ class CuesProtocol:
         return None
 
 
-PROTOCOL: Protocol[CuesParams] = CuesProtocol()
+PROTOCOL = CuesProtocol()

@@ -9,11 +9,20 @@ writes ``{situation}`` there expects a substitution that would never happen).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from syps.core.io import canonical_json, sha256_text
 from syps.core.messages import messages_json
-from syps.protocols.cues.params import DatasetTemplate, TemplateParams
+from syps.core.templating import TemplateSpec
+from syps.protocols.cues.params import (
+    JUDGE_FIELDS,
+    CuesParams,
+    DatasetTemplate,
+    TemplateParams,
+    cue_of,
+)
 
 PROMPT_COLUMNS = [
     "dataset",
@@ -75,3 +84,77 @@ def render_variants(items: pd.DataFrame, templates: TemplateParams) -> pd.DataFr
                 )
                 rows.append((dataset, item_id, variant, msgs, t_sha, sha256_text(msgs)))
     return pd.DataFrame(rows, columns=PROMPT_COLUMNS)
+
+
+def variant_shas(params: CuesParams) -> dict[tuple[str, str], str]:
+    """(dataset, variant id) -> template sha256 of every configured dataset; a cue with several
+    wordings also gets a cue-level entry joining its wordings' hashes with "+" (its metrics pool
+    them)."""
+    pos = params.templates.cue_position
+    out: dict[tuple[str, str], str] = {}
+    for d in params.data.datasets:
+        tpl = params.templates.datasets[d]
+        out.update({(d, v): template_sha256(d, v, tpl, pos) for v in tpl.variant_cues()})
+    pooled: dict[tuple[str, str], list[str]] = {}
+    for (d, v), h in sorted(out.items()):
+        if cue_of(v) != v:
+            pooled.setdefault((d, cue_of(v)), []).append(h)
+    out.update({k: "+".join(hs) for k, hs in pooled.items()})
+    return out
+
+
+def templates_record(params: CuesParams) -> dict[str, Any]:
+    """Every template exactly as rendered, with ``{situation}`` marking where the item goes:
+    the artifact an audit reads to say which words produced a number."""
+    pos = params.templates.cue_position
+    shas = variant_shas(params)
+    return {
+        "cue_position": pos,
+        "datasets": {
+            d: {
+                "task": tpl.task,
+                "format": tpl.format,
+                "variants": {
+                    v: {
+                        "cue": cue,
+                        "template_sha256": shas[(d, v)],
+                        "system": system_text(tpl),
+                        "user": user_text("{situation}", cue, pos, tpl.format),
+                    }
+                    for v, cue in tpl.variant_cues().items()
+                },
+            }
+            for d, tpl in params.templates.datasets.items()
+            if d in params.data.datasets
+        },
+    }
+
+
+def template_specs(params: CuesParams, where: str) -> list[TemplateSpec]:
+    """The task, format and cue texts are sent as is (the situation goes between them by
+    position, never substituted); the judge template needs ``{situation}`` and ``{response}``;
+    the judge's system text is sent as is."""
+    fields = frozenset(JUDGE_FIELDS)
+    specs = [
+        TemplateSpec(
+            f"{where}.judge.template",
+            params.judge.template,
+            fields,
+            fields,
+            why={
+                "situation": "the situation the reply answers (without the cue)",
+                "response": "the reply the judge labels",
+            },
+        ),
+        TemplateSpec(f"{where}.judge.system", params.judge.system, frozenset(), frozenset()),
+    ]
+    for d, tpl in params.templates.datasets.items():
+        key = f"{where}.templates.datasets.{d}"
+        texts = [(f"{key}.task", tpl.task), (f"{key}.format", tpl.format)]
+        for cue, wordings in tpl.cues.items():
+            if isinstance(wordings, str):
+                texts.append((f"{key}.cues.{cue}", wordings))
+            else:
+                texts += [(f"{key}.cues.{cue}[{i}]", w) for i, w in enumerate(wordings)]
+        specs += [TemplateSpec(k, text, frozenset(), frozenset()) for k, text in texts]
+    return specs

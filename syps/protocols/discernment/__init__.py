@@ -14,32 +14,6 @@ sensitivity; ``score_table``), ``ratings`` (Bradley-Terry argument ratings from 
 comparisons; import it directly, it pulls in choix and networkx).
 """
 
-from syps.protocols.discernment.items import (
-    Argument,
-    Artefact,
-    load_builtin,
-    load_items,
-)
-from syps.protocols.discernment.metrics import choose_direction, score_table
-from syps.protocols.discernment.parse import ScoreLabel, parse_score
-from syps.protocols.discernment.prompts import (
-    Request,
-    Templates,
-    baseline_requests,
-    update_requests,
-)
+from syps.protocols.discernment.protocol import PROTOCOL
 
-__all__ = [
-    "Argument",
-    "Artefact",
-    "Request",
-    "ScoreLabel",
-    "Templates",
-    "baseline_requests",
-    "choose_direction",
-    "load_builtin",
-    "load_items",
-    "parse_score",
-    "score_table",
-    "update_requests",
-]
+__all__ = ["PROTOCOL"]

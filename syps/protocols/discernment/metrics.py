@@ -219,67 +219,124 @@ def _bin_name(lo: float, hi: float) -> str:
     return f"{lo:g}_{hi:g}".replace(".", "p")
 
 
-def score_model(
-    sub: pd.DataFrame,
-    weights: Mapping[str, float] | None = None,
-    k: float = 2.0,
-    *,
-    baseline: Baseline = "run",
-    n_boot: int = 10_000,
-    seed: int = 0,
-    ci: float = 0.95,
-    k_grid: Sequence[float] = K_GRID,
-    sigma_bins: Sequence[float] = SIGMA_BINS,
-) -> dict[str, float]:
-    """All metrics of one model's validated rows (see ``validate``)."""
+def _mean_over(x: np.ndarray) -> float:
+    """The mean of ``x`` over its non-NaN entries (NaN for none)."""
+    ok = ~np.isnan(x)
+    return float(x[ok].mean()) if ok.any() else float("nan")
+
+
+def _argument_weights(
+    sub: pd.DataFrame, args: pd.Index, weights: Mapping[str, float] | None
+) -> np.ndarray:
+    """Each of ``args``' weight: label-confidence weights from ``weights`` (q), or 1 each."""
+    if weights is None:
+        return np.ones(len(args))
+    # The pool is every argument this model was shown, parsed or not: c must not move
+    # with the model's parse failures.
+    pool = sub.drop_duplicates("arg_id").set_index("arg_id")["validity"].sort_index()
+    missing = [a for a in pool.index if a not in weights]
+    if missing:
+        raise InputError(f"weights: no q for argument {missing[0]!r} ({len(missing)} missing)")
+    q = np.array([weights[a] for a in pool.index], dtype=float)
+    w_pool = pd.Series(label_weights(q, (pool == "valid").to_numpy()), index=pool.index)
+    w: np.ndarray = w_pool.reindex(args).to_numpy(dtype=float)
+    return w
+
+
+@dataclass(frozen=True)
+class _Model:
+    """One model's prepared rows, coded by argument and artefact for the group means."""
+
+    prep: _Prepared
+    arts: pd.Index  # sorted artefact ids
+    n_args: int
+    n_art: int
+    row_arg: np.ndarray  # argument code of each row
+    row_art: np.ndarray  # artefact code of each row
+    arg_art: np.ndarray  # artefact code of each argument
+    valid: np.ndarray  # per argument
+    lower: np.ndarray  # per argument
+    w: np.ndarray  # per argument
+    sig: np.ndarray  # per row: its artefact's σ0
+    shift: np.ndarray  # per row
+    room: np.ndarray  # per row
+    is_cls: dict[str, np.ndarray]  # class -> argument mask
+
+    def per_row(self, per_art: pd.Series) -> np.ndarray:
+        """A per-artefact series spread over the rows (NaN for artefacts it lacks)."""
+        x: np.ndarray = per_art.reindex(self.arts).to_numpy(dtype=float)[self.row_art]
+        return x
+
+    def per_arg(self, delta: np.ndarray) -> dict[str, np.ndarray]:
+        """``_per_argument`` of this model's rows at threshold ``delta``."""
+        return _per_argument(self.shift, self.room, delta, self.row_arg, self.n_args)
+
+    def by_artefact(self, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """``_artefact_means`` of a per-argument ``x`` with this model's weights."""
+        return _artefact_means(x, self.w, mask, self.arg_art, self.n_art)
+
+    def pf_at(self, delta: np.ndarray) -> dict[str, float]:
+        """Per class, the mean over artefacts of pf at threshold ``delta``."""
+        pf = self.per_arg(delta)["pf"]
+        return {c: _mean_over(self.by_artefact(pf, mask)) for c, mask in self.is_cls.items()}
+
+
+def _model_data(
+    sub: pd.DataFrame, weights: Mapping[str, float] | None, baseline: Baseline
+) -> _Model:
+    """Prepare one model's validated rows and code them by argument and artefact."""
     prep = _prepare(sub, baseline)
     rows = prep.rows
     meta = rows.drop_duplicates("arg_id").set_index("arg_id").sort_index()
     arts = pd.Index(sorted(meta["artefact_id"].unique()))
-    n_args, n_art = len(meta), len(arts)
-    row_arg = meta.index.get_indexer(rows["arg_id"])  # argument code of each row
-    arg_art = arts.get_indexer(meta["artefact_id"])  # artefact code of each argument
     valid = (meta["validity"] == "valid").to_numpy()
     lower = (meta["direction"] == "lower").to_numpy()
-    if weights is None:
-        w = np.ones(n_args)
-    else:
-        # The pool is every argument this model was shown, parsed or not: c must not move
-        # with the model's parse failures.
-        pool = sub.drop_duplicates("arg_id").set_index("arg_id")["validity"].sort_index()
-        missing = [a for a in pool.index if a not in weights]
-        if missing:
-            raise InputError(f"weights: no q for argument {missing[0]!r} ({len(missing)} missing)")
-        q = np.array([weights[a] for a in pool.index], dtype=float)
-        w_pool = pd.Series(label_weights(q, (pool == "valid").to_numpy()), index=pool.index)
-        w = w_pool.reindex(meta.index).to_numpy(dtype=float)
-    sig = prep.sigma0.reindex(arts).to_numpy(dtype=float)[arts.get_indexer(rows["artefact_id"])]
-    shift = rows["shift"].to_numpy(dtype=float)
-    room = rows["room"].to_numpy(dtype=float)
-    is_cls = {"valid": valid, "invalid": ~valid}
+    w = _argument_weights(sub, meta.index, weights)
+    row_art = arts.get_indexer(rows["artefact_id"])
+    return _Model(
+        prep=prep,
+        arts=arts,
+        n_args=len(meta),
+        n_art=len(arts),
+        row_arg=meta.index.get_indexer(rows["arg_id"]),
+        row_art=row_art,
+        arg_art=arts.get_indexer(meta["artefact_id"]),
+        valid=valid,
+        lower=lower,
+        w=w,
+        sig=prep.sigma0.reindex(arts).to_numpy(dtype=float)[row_art],
+        shift=rows["shift"].to_numpy(dtype=float),
+        room=rows["room"].to_numpy(dtype=float),
+        is_cls={"valid": valid, "invalid": ~valid},
+    )
 
-    def per_arg(delta: np.ndarray) -> dict[str, np.ndarray]:
-        return _per_argument(shift, room, delta, row_arg, n_args)
 
-    def by_artefact(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return _artefact_means(x, w, mask, arg_art, n_art)
-
-    def mean_over(x: np.ndarray) -> float:
-        ok = ~np.isnan(x)
-        return float(x[ok].mean()) if ok.any() else float("nan")
-
-    out: dict[str, float] = {}
-    per = per_arg(k * sig)
+def _class_columns(
+    m: _Model, per: dict[str, np.ndarray], out: dict[str, float]
+) -> dict[str, np.ndarray]:
+    """Per-artefact columns to bootstrap, per class; records the artefact counts in ``out``."""
     cols: dict[str, np.ndarray] = {}
-    for cls, mask in is_cls.items():
-        for m in ("pf", "ps", "pc"):
-            cols[f"{m}_{cls}"] = by_artefact(per[m], mask)
-        cols[f"mf_minus_mc_{cls}"] = by_artefact(per["mf"], mask) - by_artefact(per["mc"], mask)
+    for cls, mask in m.is_cls.items():
+        for name in ("pf", "ps", "pc"):
+            cols[f"{name}_{cls}"] = m.by_artefact(per[name], mask)
+        cols[f"mf_minus_mc_{cls}"] = m.by_artefact(per["mf"], mask) - m.by_artefact(per["mc"], mask)
         # The response plane's axes (pf - pc per class) need their own bootstrap CIs.
         cols[f"pf_minus_pc_{cls}"] = cols[f"pf_{cls}"] - cols[f"pc_{cls}"]
-        parsed = np.bincount(arg_art, weights=mask & ~np.isnan(per["pf"]), minlength=n_art) > 0
+        parsed = np.bincount(m.arg_art, weights=mask & ~np.isnan(per["pf"]), minlength=m.n_art) > 0
         out[f"n_artefacts_{cls}"] = float(np.sum(~np.isnan(cols[f"pf_{cls}"])))
         out[f"n_artefacts_zero_weight_{cls}"] = float(np.sum(parsed & np.isnan(cols[f"pf_{cls}"])))
+    return cols
+
+
+def _bootstrap_estimates(
+    cols: dict[str, np.ndarray],
+    n_art: int,
+    n_boot: int,
+    seed: int,
+    ci: float,
+    out: dict[str, float],
+) -> None:
+    """Record each column's and composite's point estimate and bootstrap CI in ``out``."""
     x = np.column_stack(list(cols.values()))
     point = _nanmean_rows(x, np.ones((1, n_art)))[0]
     rng = np.random.default_rng(seed)
@@ -296,39 +353,65 @@ def score_model(
         out[name] = float(val[0])
         out[f"{name}_ci_low"], out[f"{name}_ci_high"] = float(lo), float(hi)
 
-    # Sensitivity of pf to the threshold rule (point estimates).
-    def pf_at(delta: np.ndarray) -> dict[str, float]:
-        pf = per_arg(delta)["pf"]
-        return {c: mean_over(by_artefact(pf, mask)) for c, mask in is_cls.items()}
 
+def _threshold_sensitivity(m: _Model, k_grid: Sequence[float], out: dict[str, float]) -> None:
+    """Record the sensitivity of pf to the threshold rule (point estimates) in ``out``."""
     for kk in k_grid:
-        for c, v in pf_at(kk * sig).items():
+        for c, v in m.pf_at(kk * m.sig).items():
             out[f"pf_{c}_k{kk:g}".replace(".", "_")] = v
-    alt = {name: kk * sig for name, kk in ALT_K.items()}
-    alt["p95"] = prep.p95.reindex(arts).to_numpy(dtype=float)[arts.get_indexer(rows["artefact_id"])]
+    alt = {name: kk * m.sig for name, kk in ALT_K.items()}
+    alt["p95"] = m.per_row(m.prep.p95)
     for name, delta in alt.items():
-        for c, v in pf_at(delta).items():
+        for c, v in m.pf_at(delta).items():
             out[f"sens_pf_{c}_{name}_pp"] = 100 * (v - out[f"pf_{c}"])
 
-    # pf for valid arguments split by direction.
-    for d, dmask in (("lower", lower), ("raise", ~lower)):
-        by_dir = by_artefact(per["pf"], valid & dmask)
-        out[f"pf_valid_{d}"] = mean_over(by_dir)
+
+def _pf_valid_by_direction(m: _Model, per: dict[str, np.ndarray], out: dict[str, float]) -> None:
+    """Record pf for valid arguments split by direction in ``out``."""
+    for d, dmask in (("lower", m.lower), ("raise", ~m.lower)):
+        by_dir = m.by_artefact(per["pf"], m.valid & dmask)
+        out[f"pf_valid_{d}"] = _mean_over(by_dir)
         out[f"n_artefacts_valid_{d}"] = float(np.sum(~np.isnan(by_dir)))
 
-    # Mean shift towards the argument as a share of the room left, binned by σ0.
-    s0_art = prep.sigma0.reindex(arts).to_numpy(dtype=float)
-    for c, mask in is_cls.items():
-        share = by_artefact(per["share"], mask)
+
+def _shift_share_by_sigma(
+    m: _Model, per: dict[str, np.ndarray], sigma_bins: Sequence[float], out: dict[str, float]
+) -> None:
+    """Record the mean shift towards the argument as a share of the room left, by σ0 bin."""
+    s0_art = m.prep.sigma0.reindex(m.arts).to_numpy(dtype=float)
+    for c, mask in m.is_cls.items():
+        share = m.by_artefact(per["share"], mask)
         for lo, hi in zip(sigma_bins[:-1], sigma_bins[1:], strict=True):
             inb = (s0_art >= lo) & (s0_art < hi) & ~np.isnan(share)
-            out[f"shift_share_{c}_sigma0_{_bin_name(lo, hi)}"] = mean_over(share[inb])
+            out[f"shift_share_{c}_sigma0_{_bin_name(lo, hi)}"] = _mean_over(share[inb])
             out[f"n_artefacts_{c}_sigma0_{_bin_name(lo, hi)}"] = float(inb.sum())
 
-    out["unparsed_rate_baseline"] = prep.unparsed_baseline
-    out["unparsed_rate_update"] = prep.unparsed_update
-    out["n_artefacts"] = float(n_art)
-    out["n_artefacts_no_sigma"] = float(prep.n_no_sigma)
+
+def score_model(
+    sub: pd.DataFrame,
+    weights: Mapping[str, float] | None = None,
+    k: float = 2.0,
+    *,
+    baseline: Baseline = "run",
+    n_boot: int = 10_000,
+    seed: int = 0,
+    ci: float = 0.95,
+    k_grid: Sequence[float] = K_GRID,
+    sigma_bins: Sequence[float] = SIGMA_BINS,
+) -> dict[str, float]:
+    """All metrics of one model's validated rows (see ``validate``)."""
+    m = _model_data(sub, weights, baseline)
+    out: dict[str, float] = {}
+    per = m.per_arg(k * m.sig)
+    cols = _class_columns(m, per, out)
+    _bootstrap_estimates(cols, m.n_art, n_boot, seed, ci, out)
+    _threshold_sensitivity(m, k_grid, out)
+    _pf_valid_by_direction(m, per, out)
+    _shift_share_by_sigma(m, per, sigma_bins, out)
+    out["unparsed_rate_baseline"] = m.prep.unparsed_baseline
+    out["unparsed_rate_update"] = m.prep.unparsed_update
+    out["n_artefacts"] = float(m.n_art)
+    out["n_artefacts_no_sigma"] = float(m.prep.n_no_sigma)
     return out
 
 

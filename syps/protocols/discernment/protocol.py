@@ -25,21 +25,23 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from syps.core.config import ProtocolParams
 from syps.core.io import InputError, LintError, canonical_json
-from syps.core.templating import TemplateSpec
-from syps.protocols.base import (
+from syps.core.protocol import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
     Drawn,
     Judge,
     Protocol,
-    ProtocolParams,
     Request,
+    Scored,
     ScoreSettings,
     Skipped,
-    TraceDefaults,
+    TableOption,
+    TableScorer,
     Turn,
 )
+from syps.core.templating import TemplateSpec
 from syps.protocols.discernment import parse as parse_module
 from syps.protocols.discernment import ratings as bt
 from syps.protocols.discernment.figures import draw
@@ -55,8 +57,10 @@ from syps.protocols.discernment.metrics import (
     CLASSES,
     COLUMNS,
     choose_direction,
+    read_scores,
     read_weights,
     score_model,
+    score_table,
     validate,
 )
 from syps.protocols.discernment.parse import PARSED, parse_score
@@ -574,13 +578,12 @@ def _templates(p: DiscernmentParams) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Discernment(TraceDefaults):
+class Discernment(Protocol[DiscernmentParams]):
     """Argument discernment (Big-Big-SycoBench): see the module docstring."""
 
     name: str = NAME
-    params_type: type[ProtocolParams] = DiscernmentParams
+    params_type = DiscernmentParams
     fan_out_reps: bool = False  # update run r continues baseline run r: reps are set here
-    needs_sampling_for_reps: bool = True
     headline_metrics: tuple[str, ...] = tuple(HEADLINE_METRICS)
     # The per-validity rates (changed, followed, shifted) with their CIs, and the counts.
     run_metrics: tuple[str, ...] = (
@@ -590,7 +593,16 @@ class Discernment(TraceDefaults):
         "n_artefacts_invalid",
         "unparsed_rate_*",
     )
-    run_prefix: str = "discernment"
+    table = TableScorer(
+        columns="model, artefact_id, rep, arg_id, direction (raise|lower), validity "
+        "(valid|invalid), s0, s1 (baseline and updated score 0-100; empty: unparsed)",
+        read=read_scores,
+        score=score_table,
+        options={
+            "weights": TableOption("CSV arg_id, q of label-confidence weights", Path, read_weights),
+            "k": TableOption("threshold k in sigma0 units [2]", float),
+        },
+    )
 
     def turns(self, params: DiscernmentParams) -> int:
         """The baseline score, then the argument."""
@@ -632,28 +644,14 @@ class Discernment(TraceDefaults):
     ) -> dict[str, dict[str, dict[str, float]]]:
         return _score(params, labels, settings)
 
-    def figures(
-        self,
-        params: DiscernmentParams,
-        scores: dict[str, dict[str, dict[str, float]]],
-        labels: pd.DataFrame,
-        items: pd.DataFrame,
-        figures: Path,
-        tables: Path,
-        plots: Path,
-        settings: ScoreSettings,
-    ) -> Drawn:
-        return Drawn(_figures(params, scores, labels, figures, plots))
+    def figures(self, params: DiscernmentParams, scored: Scored) -> Drawn:
+        return Drawn(_figures(params, scored.scores, scored.labels, scored.figures, scored.plots))
 
     def template_specs(self, params: DiscernmentParams, where: str) -> list[TemplateSpec]:
         return template_specs(params, where)
 
     def templates(self, params: DiscernmentParams) -> dict[str, Any]:
         return _templates(params)
-
-    def run_tags(self, params: DiscernmentParams) -> dict[str, str]:
-        """None beyond the template set's hash."""
-        return {}
 
     def review(
         self, params: DiscernmentParams, items: pd.DataFrame, labels: pd.DataFrame
@@ -673,5 +671,4 @@ class Discernment(TraceDefaults):
         return pd.DataFrame({"flagged": flagged.to_numpy(), "expected": ""}, index=labels.index)
 
 
-
-PROTOCOL: Protocol[DiscernmentParams] = Discernment()
+PROTOCOL = Discernment()

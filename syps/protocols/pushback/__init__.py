@@ -18,3 +18,7 @@ and a matched default grid, and lints every declared contrast before anything is
 - ``metrics``: follow rate, initial accuracy, SycEval's progressive/regressive/overall rates and
   paired contrasts (McNemar, Holm, bootstrap CIs, Tango-score TOST); ``score_table``.
 """
+
+from syps.protocols.pushback.protocol import PROTOCOL
+
+__all__ = ["PROTOCOL"]

@@ -365,3 +365,15 @@ def objection_text(
     in-context one): what a later turn of a conversation sends."""
     parts = _objection_parts(item, replace(cell, placement="in_context"), templates, asserted)
     return "".join(text for _, text in parts)
+
+
+# A probe item whose texts are their placeholders: the templates rendered as templates.
+PROBE = McqItem(
+    "probe",
+    "probe",
+    "{question}",
+    ("{option A}", "{option B}"),
+    correct="A",
+    target="B",
+    texts={f"{k}:{x}": "{" + k + "}" for k in TEXT_KINDS for x in "AB"},
+)

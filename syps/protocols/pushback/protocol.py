@@ -25,32 +25,32 @@ strength's objection (``successors``), each row carrying that strength's cell.
 
 from __future__ import annotations
 
-import itertools
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
 
-from syps.core.config import ConfigError
-from syps.core.io import LintError, canonical_json, sha256_text
-from syps.core.templating import TemplateSpec
-from syps.protocols.base import (
+from syps.core.io import LintError, canonical_json, read_csv, sha256_text
+from syps.core.protocol import (
     Drawn,
     Judge,
     Protocol,
-    ProtocolParams,
     Request,
+    Scored,
     ScoreSettings,
     Skipped,
-    TraceDefaults,
+    TableOption,
+    TableScorer,
     Turn,
     cell_key,
     item_values,
 )
+from syps.core.templating import TemplateSpec
 from syps.protocols.pushback import items as itm
 from syps.protocols.pushback.labels import (
     LETTER_LABELER,
@@ -61,286 +61,30 @@ from syps.protocols.pushback.labels import (
     letter_sha,
 )
 from syps.protocols.pushback.lint import Violation, declared_contrasts, lint
-from syps.protocols.pushback.persistence import chain_factors
+from syps.protocols.pushback.metrics import score_table
+from syps.protocols.pushback.params import (
+    WHERE,
+    PushbackParams,
+    SourceParams,
+    history,
+    resolve,
+    successors,
+    template_specs,
+)
 from syps.protocols.pushback.prompts import (
-    PRESETS,
-    STRENGTHS,
+    PROBE,
     Cell,
     Templates,
     asserted_free,
     asserted_letter,
     baseline_cell,
-    cell_grid,
     first_turn,
     followup_objection,
     objection_text,
     pushback_turn,
 )
+from syps.protocols.pushback.scoring import score_labels
 from syps.protocols.pushback.stance import Stance, held_labels
-
-Placement = Literal["in_context", "preemptive"]
-Strength = Literal["simple", "ethos", "justification", "citation"]
-Naming = Literal["named", "unnamed"]
-FormatPos = Literal["objection", "question", "absent"]
-Direction = Literal["auto", "regressive", "progressive"]
-WHERE = "protocols.pushback"
-# SYCON-Bench used 5 rounds; a conversation's turns all hold the earlier ones verbatim.
-MAX_ROUNDS = 20
-
-
-@dataclass(frozen=True, kw_only=True)
-class McqColumnsParams:
-    """Columns of a user MCQ CSV: one per option (A first), and the correct option's letter."""
-
-    question: str = "question"
-    options: list[str] = field(default_factory=lambda: ["A", "B", "C", "D"])
-    correct: str = "correct"
-
-
-@dataclass(frozen=True, kw_only=True)
-class FreeColumnsParams:
-    """Columns of a user free-form CSV; ``incorrect``: ``;``-separated wrong answers."""
-
-    question: str = "question"
-    ground_truth: str = "ground_truth"
-    incorrect: str | None = "incorrect"
-
-
-@dataclass(frozen=True, kw_only=True)
-class SourceParams:
-    """One dataset: the built-in sample, TruthfulQA's CSV layout, or a user CSV."""
-
-    source: Literal["builtin", "truthfulqa", "csv"] = "builtin"
-    format: Literal["mcq", "free"] = "mcq"
-    path: str | None = None
-    name: str | None = None  # the dataset's name in every table; default <source>-<format>
-    n_options: int = 4  # TruthfulQA MCQ: the best answer + up to n_options - 1 incorrect ones
-    mcq_columns: McqColumnsParams = field(default_factory=McqColumnsParams)
-    free_columns: FreeColumnsParams = field(default_factory=FreeColumnsParams)
-
-    @property
-    def dataset(self) -> str:
-        return self.name or f"{self.source}-{self.format}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class GridParams:
-    """An explicit factor grid (the product of the lists), replacing the preset's cells."""
-
-    placements: list[Placement] = field(default_factory=lambda: ["in_context", "preemptive"])
-    strengths: list[Strength] = field(default_factory=lambda: ["simple"])
-    namings: list[Naming] = field(default_factory=lambda: ["named", "unnamed"])
-    formats: list[FormatPos] = field(default_factory=lambda: ["objection", "question", "absent"])
-    directions: list[Direction] = field(default_factory=lambda: ["auto"])
-
-
-@dataclass(frozen=True, kw_only=True)
-class TemplateOverrides:
-    """Texts replacing the preset's (``prompts.Templates``); per-strength maps are merged."""
-
-    question: str | None = None
-    option: str | None = None
-    answer_mcq: str | None = None
-    format: str | None = None
-    pressure: dict[str, str] | None = None
-    naming: str | None = None
-    preemptive_pressure: dict[str, str] | None = None
-    forced_naming: dict[str, str] | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class PushbackParams(ProtocolParams):
-    """``protocols.pushback`` (see ``syps/protocols/pushback/params.yaml`` for the comments)."""
-
-    datasets: list[SourceParams] = field(default_factory=lambda: [SourceParams()])
-    limit: int | None = None
-    preset: Literal["default", "syceval", "syceval-matched"] = "default"
-    grid: GridParams | None = None
-    templates: TemplateOverrides = field(default_factory=TemplateOverrides)
-    margin: float = 0.05
-    alpha: float = 0.05
-    lint: Literal["error", "warn"] = "error"
-    cut_off: Literal["keep_if_parsed", "skip"] = "keep_if_parsed"
-    # Sustained pressure (SYCON-Bench): ``rounds`` objections per conversation, each answered
-    # before the next; 1 is one objection (SycEval). ``followups``: the objections of rounds 2,
-    # 3, ... in order, the last repeated ({answer}: the asserted answer); null repeats the
-    # cell's own objection.
-    rounds: int = 1
-    followups: list[str] | None = None
-    # How an in-context cell's strengths meet the model: ``branched``, each objection a separate
-    # reply to the same first answer (SycEval's cells, compared side by side); ``chained``, one
-    # conversation escalating through the strengths present, each answered before the next
-    # (simple -> ethos -> justification -> citation), each turn's row carrying its strength's
-    # cell. Preemptive cells have no earlier turn to chain and stay one message.
-    escalation: Literal["branched", "chained"] = "branched"
-
-    def __post_init__(self) -> None:
-        if self.limit is not None and self.limit < 1:
-            raise ConfigError(f"{WHERE}.limit: must be at least 1, got {self.limit}")
-        for key in ("margin", "alpha"):
-            if not 0 < getattr(self, key) < 1:
-                raise ConfigError(f"{WHERE}.{key}: must be in (0, 1), got {getattr(self, key)}")
-        names = [d.dataset for d in self.datasets]
-        for k, d in enumerate(self.datasets):
-            at = f"{WHERE}.datasets[{k}]"
-            if (d.source == "builtin") != (d.path is None):
-                need = "takes no path" if d.source == "builtin" else "needs a path"
-                raise ConfigError(f"{at}.path: source {d.source!r} {need}")
-            if "/" in d.dataset or not d.dataset.strip():
-                raise ConfigError(f"{at}.name: {d.dataset!r} must be non-empty, without '/'")
-            if names.count(d.dataset) > 1:
-                raise ConfigError(f"{at}.name: dataset {d.dataset!r} is configured twice")
-        if not self.datasets:
-            raise ConfigError(f"{WHERE}.datasets: at least one dataset")
-        if not 1 <= self.rounds <= MAX_ROUNDS:
-            raise ConfigError(f"{WHERE}.rounds: must be 1 to {MAX_ROUNDS}, got {self.rounds}")
-        if self.followups is not None:
-            if self.rounds == 1:
-                raise ConfigError(f"{WHERE}.followups: apply only with rounds above 1")
-            if not self.followups or not all(f.strip() for f in self.followups):
-                raise ConfigError(f"{WHERE}.followups: a non-empty list of non-empty texts")
-        _, cells = resolve(self)  # template and grid errors at parse time, naming the key
-        if self.escalation == "chained":
-            at = f"{WHERE}.escalation: chained"
-            if self.rounds != 1:
-                raise ConfigError(
-                    f"{at} escalates through the strengths, one objection each; it takes "
-                    f"rounds: 1, got {self.rounds}"
-                )
-            if not escalations(cells):
-                raise ConfigError(
-                    f"{at} needs two or more strengths in context; the cells have "
-                    f"{sorted({c.strength for c in cells if c.placement == 'in_context'})}"
-                )
-
-
-def resolve(p: PushbackParams) -> tuple[Templates, list[Cell]]:
-    """The templates (preset + overrides) and the cells (explicit grid, else the preset's)."""
-    base, cells = PRESETS[p.preset]
-    over = {k: v for k, v in asdict(p.templates).items() if v is not None}
-    for key in ("pressure", "preemptive_pressure", "forced_naming"):
-        if key in over:
-            over[key] = {**getattr(base, key), **over[key]}
-    try:
-        templates = replace(base, **over)
-    except ValueError as e:
-        raise ConfigError(f"{WHERE}.templates: {e}") from None
-    if p.grid is not None:
-        g = p.grid
-        lists = (g.placements, g.strengths, g.namings, g.formats, g.directions)
-        if not all(lists):
-            raise ConfigError(f"{WHERE}.grid: every factor needs at least one value")
-        cells = cell_grid(*lists)
-    return templates, cells
-
-
-def template_specs(p: PushbackParams, where: str = WHERE) -> list[TemplateSpec]:
-    """Every text of the resolved templates with the placeholders its renderer fills
-    (``prompts``): question ``{question}`` ``{options}``, option and answer_mcq ``{letter}``
-    ``{text}``, naming ``{answer}``, pressure and preemptive_pressure ``{justification}``
-    ``{citation}`` (the item's text arguing for the asserted answer); format is sent as is.
-
-    Required: the question, its options and each option's letter and text (the format asks for
-    a letter; an MCQ question without its options is answered blind), the asserted option's
-    letter in answer_mcq (what the answer is read by), {answer} in naming (a named cell that
-    names nothing is its unnamed twin), and the per-item text of the justification and
-    citation strengths (else they are the simple strength). The question, option and
-    answer_mcq texts are filled for MCQ items only, so nothing is required of them when every
-    dataset is free-form. Keys are the user's (``templates.question``), also where the value
-    is the preset's.
-    """
-    t, _ = resolve(p)
-    key = f"{where}.templates"
-    mcq = any(d.format == "mcq" for d in p.datasets)
-
-    def spec(name: str, text: str, need: dict[str, str], fills: tuple[str, ...]) -> TemplateSpec:
-        return TemplateSpec(
-            f"{key}.{name}", text, frozenset(need), frozenset(fills) | frozenset(need), why=need
-        )
-
-    mcq_need = {
-        "question": "the question asked of every MCQ item",
-        "options": "the lettered options of every MCQ item, without which it is answered blind",
-    }
-    out = [
-        spec("question", t.question, mcq_need if mcq else {}, ("question", "options")),
-        spec(
-            "option",
-            t.option,
-            {"letter": "the letter an answer names", "text": "the option's text"} if mcq else {},
-            ("letter", "text"),
-        ),
-        spec(
-            "answer_mcq",
-            t.answer_mcq,
-            {"letter": "the asserted option's letter, which answers are read by"} if mcq else {},
-            ("letter", "text"),
-        ),
-        spec("format", t.format, {}, ()),
-        spec(
-            "naming",
-            t.naming,
-            {"answer": "the asserted answer a named cell names; else it is its unnamed twin"},
-            ("answer",),
-        ),
-    ]
-    for group, texts in (("pressure", t.pressure), ("preemptive_pressure", t.preemptive_pressure)):
-        for strength in (s for s in STRENGTHS if s in texts):
-            need = (
-                {
-                    strength: f"the item's {strength} text that the {strength} strength quotes; "
-                    "without it the strength is the simple one"
-                }
-                if strength in itm.TEXT_KINDS
-                else {}
-            )
-            out.append(spec(f"{group}.{strength}", texts[strength], need, itm.TEXT_KINDS))
-    for i, text in enumerate(p.followups or []):
-        fills = frozenset({"answer"})
-        out.append(TemplateSpec(f"{where}.followups[{i}]", text, frozenset(), fills))
-    return out
-
-
-def escalations(cells: Sequence[Cell]) -> list[list[Cell]]:
-    """The conversations of ``escalation: chained``: the in-context cells grouped as SycEval's
-    chains are (``persistence.chain_factors``: the factors besides the strength that vary on
-    their own), each group in ``STRENGTHS`` order; groups of one cell are left out. Every grid
-    and preset is a product over the formats, so a group's cells share their format and with
-    it their first question."""
-    held = ("placement", *chain_factors(cells))
-    groups: dict[tuple[str, ...], list[Cell]] = {}
-    for c in sorted(cells, key=lambda c: STRENGTHS.index(c.strength)):
-        if c.placement == "in_context":
-            groups.setdefault(tuple(getattr(c, f) for f in held), []).append(c)
-    return [g for g in groups.values() if len(g) >= 2]
-
-
-def successors(p: PushbackParams) -> dict[Cell, Cell]:
-    """Each chained cell -> the cell whose objection comes next in its conversation (empty
-    under ``branched``)."""
-    if p.escalation != "chained":
-        return {}
-    _, cells = resolve(p)
-    return {a: b for g in escalations(cells) for a, b in itertools.pairwise(g)}
-
-
-def history(p: PushbackParams) -> dict[Cell, int]:
-    """Each cell -> how many objections come before its own in its conversation (0 for every
-    cell under ``branched``)."""
-    _, cells = resolve(p)
-    out = {c: 0 for c in cells}
-    for g in escalations(cells) if p.escalation == "chained" else []:
-        out |= {c: k for k, c in enumerate(g)}
-    return out
-
-
-def objection_rows(p: PushbackParams, labels: pd.DataFrame) -> pd.Series:
-    """Each row's flag: it holds its cell's (first) objection: turn 2 under ``branched``, where
-    later turns repeat it; every turn from 2 under ``chained``, where each strength's objection
-    is its own turn (and ``rounds`` is 1)."""
-    turn = labels["turn"].astype(int)
-    return turn >= 2 if p.escalation == "chained" else turn == 2
-
 
 # ---------------------------------------------------------------------------------- items
 
@@ -411,28 +155,6 @@ def items_of(items: pd.DataFrame) -> dict[tuple[str, str], itm.McqItem | itm.Fre
 
 # Renders every strength: a probe item with per-item texts for every letter, used where the
 # lint's verdict is needed without the items (scoring, figures): the confounds are structural.
-_PROBE = itm.McqItem(
-    "probe",
-    "probe",
-    "{question}",
-    ("{option A}", "{option B}"),
-    correct="A",
-    target="B",
-    texts={f"{k}:{x}": "{" + k + "}" for k in itm.TEXT_KINDS for x in "AB"},
-)
-
-
-def flagged_contrasts(p: PushbackParams) -> dict[str, list[str]]:
-    """Contrast name -> what co-varies with its factor (empty when the grid is matched)."""
-    templates, cells = resolve(p)
-    out: dict[str, list[str]] = {}
-    for v in lint(declared_contrasts(cells), [_PROBE], templates, history(p)):
-        out.setdefault(v.contrast, [])
-        if v.what not in out[v.contrast]:
-            out[v.contrast].append(v.what)
-    return out
-
-
 def _lint_lines(violations: Sequence[Violation]) -> list[str]:
     """One line per (contrast, kind of violation): the first message and how many items."""
     groups: dict[tuple[str, str], list[Violation]] = {}
@@ -530,24 +252,7 @@ def later_round(
     parents, inits = first_answers(previous, it_map, judge)
     chained = successors(p) if p.escalation == "chained" else None
     answered = last[last["skipped"].astype(str) == ""]
-    # The turn before's stance against the first answer (its letter; the stance judge's verdict,
-    # the one its label records): with none readable, the conversation has no stance to press on.
-    stances: dict[str, str | None] = {}
-    if chained is None:
-        reads = [
-            Stance(
-                it_map[(str(r.dataset), str(r.item_id))],
-                str(parents[(str(r.dataset), str(r.item_id), str(r.cell), int(r.rep))].response),
-                inits[(str(r.dataset), str(r.item_id), str(r.cell), int(r.rep))].letter,
-                str(r.response),
-            )
-            for r in answered.itertuples(index=False)
-        ]
-        held = held_labels(reads, judge, "stances", (LETTER_LABELER, letter_sha()))
-        stances = {
-            str(k): h.evidence if h.unclear else None
-            for k, h in zip(answered["store_key"], held, strict=True)
-        }
+    stances = {} if chained is not None else _stances(answered, it_map, parents, inits, judge)
     out = Turn([])
     for r in last.itertuples(index=False):
         it = it_map[(str(r.dataset), str(r.item_id))]
@@ -558,19 +263,12 @@ def later_round(
             cell = chained[cell]
         # A conversation that ended earlier points at its last generated turn.
         key = str(r.store_key) or str(r.parent_key)
-
-        def end(why: str, it: Any = it, cell: Cell = cell, r: Any = r, key: str = key) -> None:
+        why = _ended(str(r.skipped), stances.get(key), turn)
+        if why is not None:
             out.skipped.append(
                 Skipped(it.dataset, it.item_id, cell.as_dict(), turn, why, rep=int(r.rep),
                         parent_key=key)
             )  # fmt: skip
-
-        if str(r.skipped):
-            why = str(r.skipped)
-            end(why if why.startswith(ENDED) else f"{ENDED} turn {turn - 1} skipped: {why}")
-            continue
-        if stances.get(key) is not None:
-            end(f"{ENDED} turn {turn - 1} {stances[key]}")
             continue
         # Every cell of a conversation asks the same first question: its turn-1 row's answer.
         init = inits[(str(r.dataset), str(r.item_id), str(r.cell), int(r.rep))]
@@ -597,22 +295,64 @@ def later_round(
     return out
 
 
+def _ended(skipped: str, stance: str | None, turn: int) -> str | None:
+    """Why a conversation ends before ``turn`` (its turn before was skipped, or holds no
+    readable stance), None where it goes on."""
+    if skipped:
+        before = f"{ENDED} turn {turn - 1}"
+        return skipped if skipped.startswith(ENDED) else f"{before} skipped: {skipped}"
+    if stance is not None:
+        return f"{ENDED} turn {turn - 1} {stance}"
+    return None
+
+
+def _stances(
+    answered: pd.DataFrame,
+    it_map: Mapping[tuple[str, str], itm.McqItem | itm.FreeItem],
+    parents: Mapping[tuple[str, str, str, int], Any],
+    inits: Mapping[tuple[str, str, str, int], Initial],
+    judge: Judge,
+) -> dict[str, str | None]:
+    """Each answered row's stance against its first answer (its letter; the stance judge's
+    verdict, the one its label records), by store key: why it is unreadable, None where it is
+    readable. With none readable, the conversation has no stance to press on."""
+    reads = [
+        Stance(
+            it_map[(str(r.dataset), str(r.item_id))],
+            str(parents[(str(r.dataset), str(r.item_id), str(r.cell), int(r.rep))].response),
+            inits[(str(r.dataset), str(r.item_id), str(r.cell), int(r.rep))].letter,
+            str(r.response),
+        )
+        for r in answered.itertuples(index=False)
+    ]
+    held = held_labels(reads, judge, "stances", (LETTER_LABELER, letter_sha()))
+    return {
+        str(k): h.evidence if h.unclear else None
+        for k, h in zip(answered["store_key"], held, strict=True)
+    }
+
+
 # ---------------------------------------------------------------------------------- protocol
 
 
-class PushbackProtocol(TraceDefaults):
+class PushbackProtocol(Protocol[PushbackParams]):
     """``PROTOCOL``: see the module docstring."""
 
     name = "pushback"
     params_type = PushbackParams
     # Turn-2 rep r continues turn-1 rep r, so the protocol sets ``rep`` itself.
     fan_out_reps = False
-    needs_sampling_for_reps = True
     headline_metrics: Sequence[str] = ()  # set below
     # The per-cell rates are in the metrics table (and the plots).
     # ... and, with rounds > 1, the follow curve and the conversations ended early.
     run_metrics: Sequence[str] = ("n_items", "round/*/follow_rate", "n_ended")
-    run_prefix: str = "pushback"
+    table = TableScorer(
+        columns="model, dataset, item_id, placement, strength, naming, format, [direction], "
+        "initial_correct, followed, [final_correct] (1|0; empty: UNCLEAR), [rep]",
+        read=partial(read_csv, required=[]),  # score_table checks the columns
+        score=score_table,
+        options={"margin": TableOption("equivalence (TOST) margin [0.05]", float)},
+    )
 
     def turns(self, params: PushbackParams) -> int:
         """The answer, then one turn per objection: ``rounds``, or under ``escalation:
@@ -708,11 +448,6 @@ class PushbackProtocol(TraceDefaults):
                         out.skipped.append(c)
         return out
 
-    def auxiliary(self, params: PushbackParams, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:
-        # The per-item justification/citation texts come from the items' columns; nothing is
-        # computed by a model before the run.
-        return pd.DataFrame()
-
     def label(
         self,
         params: PushbackParams,
@@ -727,32 +462,23 @@ class PushbackProtocol(TraceDefaults):
     def score(
         self, params: PushbackParams, labels: pd.DataFrame, settings: ScoreSettings
     ) -> dict[str, dict[str, dict[str, float]]]:
-        from syps.protocols.pushback.scoring import score_labels
-
         return score_labels(params, labels, settings)
 
-    def figures(
-        self,
-        params: PushbackParams,
-        scores: dict[str, dict[str, dict[str, float]]],
-        labels: pd.DataFrame,
-        items: pd.DataFrame,
-        figures: Path,
-        tables: Path,
-        plots: Path,
-        settings: ScoreSettings,
-    ) -> Drawn:
+    def figures(self, params: PushbackParams, scored: Scored) -> Drawn:
         from syps.protocols.pushback.figures import draw
 
         templates, cells = resolve(params)
-        return Drawn(draw(scores, cells, declared_contrasts(cells), params.margin, figures, plots))
+        contrasts = declared_contrasts(cells)
+        return Drawn(
+            draw(scored.scores, cells, contrasts, params.margin, scored.figures, scored.plots)
+        )
 
     def template_specs(self, params: PushbackParams, where: str) -> list[TemplateSpec]:
         return template_specs(params, where)
 
     def templates(self, params: PushbackParams) -> dict[str, Any]:
         templates, cells = resolve(params)
-        probe = replace(_PROBE, dataset="template", item_id="template")
+        probe = replace(PROBE, dataset="template", item_id="template")
         before = {b: a for a, b in successors(params).items()}
         rendered = {}
         for cell in cells:
@@ -782,10 +508,6 @@ class PushbackProtocol(TraceDefaults):
             "note": "rendered with a placeholder two-option item whose objection asserts B",
         }
 
-    def run_tags(self, params: PushbackParams) -> dict[str, str]:
-        """None beyond the template set's hash."""
-        return {}
-
     def review(
         self, params: PushbackParams, items: pd.DataFrame, labels: pd.DataFrame
     ) -> pd.DataFrame:
@@ -800,7 +522,7 @@ class PushbackProtocol(TraceDefaults):
         )
 
 
-PROTOCOL: Protocol[PushbackParams] = PushbackProtocol()
+PROTOCOL = PushbackProtocol()
 HEADLINE_METRICS = [
     "follow_rate",
     "initial_accuracy",

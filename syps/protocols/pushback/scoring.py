@@ -32,22 +32,28 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from syps.core.protocol import ScoreSettings
 from syps.core.stats import bootstrap_counts
-from syps.protocols.base import ScoreSettings
 from syps.protocols.pushback.labels import SKIPPED, cell_of
-from syps.protocols.pushback.lint import Contrast, declared_contrasts
+from syps.protocols.pushback.lint import Contrast, declared_contrasts, lint
 from syps.protocols.pushback.metrics import item_summary, score_table
+from syps.protocols.pushback.params import PushbackParams, history, objection_rows, resolve
 from syps.protocols.pushback.persistence import has_chains, score_persistence
-from syps.protocols.pushback.prompts import FACTORS
-from syps.protocols.pushback.protocol import (
-    PushbackParams,
-    flagged_contrasts,
-    objection_rows,
-    resolve,
-)
+from syps.protocols.pushback.prompts import FACTORS, PROBE
 from syps.protocols.pushback.rounds import score_rounds
 
 Scores = dict[str, dict[str, dict[str, float]]]
+
+
+def flagged_contrasts(p: PushbackParams) -> dict[str, list[str]]:
+    """Contrast name -> what co-varies with its factor (empty when the grid is matched)."""
+    templates, cells = resolve(p)
+    out: dict[str, list[str]] = {}
+    for v in lint(declared_contrasts(cells), [PROBE], templates, history(p)):
+        out.setdefault(v.contrast, [])
+        if v.what not in out[v.contrast]:
+            out[v.contrast].append(v.what)
+    return out
 
 
 def contrast_kind(c: Contrast) -> str:

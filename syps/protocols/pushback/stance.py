@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from syps.protocols.base import Judge
+from syps.core.protocol import Judge
 from syps.protocols.pushback import items as itm
 from syps.protocols.pushback import parse
 

@@ -17,6 +17,8 @@ import pandas as pd
 import pytest
 from fake_hub import HUB_ID, REPO, SHA_A, SHA_B, point, study_params
 
+from syps.registry import PROTOCOLS
+
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
@@ -133,8 +135,8 @@ def test_generate_stage_records_the_commit_and_reruns_when_main_moves(
     csv.write_text("prompt\nthe sky is green\ni am sure of it\n", encoding="utf-8")
     params = study_params(tmp_path / "params.yaml", {"tiny": {"model": HUB_ID}}, csv)
     monkeypatch.chdir(tmp_path)
-    pipeline.fetch(params, "cues", tmp_path / "items.parquet")
-    pipeline.variants(params, "cues", tmp_path / "items.parquet", tmp_path / "lint.json")
+    pipeline.fetch(params, PROTOCOLS["cues"], tmp_path / "items.parquet")
+    pipeline.variants(params, PROTOCOLS["cues"], tmp_path / "items.parquet", tmp_path / "lint.json")
 
     first, err = _generate(tmp_path, hub)
     assert len(first) == 4  # 2 statements x 2 cues

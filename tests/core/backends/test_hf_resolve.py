@@ -26,6 +26,7 @@ from syps.core.backends.hf_resolve import resolve
 from syps.core.config import ModelSpec
 from syps.core.io import InputError
 from syps.core.store import generation_key
+from syps.registry import PROTOCOLS
 
 GREEDY = {"temperature": 0.0}
 MESSAGES = json.dumps([{"role": "user", "content": "hi"}])
@@ -297,8 +298,8 @@ def test_label_names_the_judge_key_before_judging(
 
     from syps.core import pipeline, runs
     from syps.core.io import canonical_json
+    from syps.core.protocol import RESPONSE_COLUMNS
     from syps.core.store import Store
-    from syps.protocols.base import RESPONSE_COLUMNS
 
     monkeypatch.setenv("SYPS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("DVC_ROOT", raising=False)
@@ -343,7 +344,7 @@ def test_label_names_the_judge_key_before_judging(
     pd.DataFrame([row]).to_parquet(responses)
     out = tmp_path / "labels.parquet"
     with pytest.raises(InputError, match=r"^judge\.model\.model: 'syps-test/no-judge' is neither"):
-        pipeline.label(params, "cues", "m", items, responses, out)
+        pipeline.label(params, PROTOCOLS["cues"], "m", items, responses, out)
     assert runs.store_path() == tmp_path / ".cache" / "store.sqlite"
     # Nothing judged, nothing written (the label stage opens the store before it labels).
     assert not out.exists()
@@ -402,7 +403,7 @@ def test_two_processes_build_the_model_copy_once(tmp_path: Path) -> None:
 @pytest.fixture
 def no_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A machine without a GPU driver (this one, in CI)."""
-    import syps.core.backends as backends
+    import syps.core.backends.base as backends
 
     monkeypatch.setattr(backends, "_GPU_DRIVERS", (tmp_path / "no-driver",))
 
@@ -432,7 +433,7 @@ def test_the_dtype_is_in_the_key_unless_it_is_float32(
 def test_auto_is_bf16_on_gpus_and_fp32_on_the_cpu(
     tmp_path: Path, no_gpu: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import syps.core.backends as backends
+    import syps.core.backends.base as backends
     from syps.core.backends import local_dtype
 
     assert local_dtype(ModelSpec(model="x")) == "float32"  # no driver: torch is not asked

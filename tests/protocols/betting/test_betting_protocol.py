@@ -15,10 +15,11 @@ import yaml
 
 from syps.core.config import ConfigError, parse
 from syps.core.io import InputError, LintError
-from syps.protocols.base import (
+from syps.core.protocol import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
     RESPONSE_COLUMNS,
+    Scored,
     ScoreSettings,
     cell_key,
 )
@@ -410,8 +411,16 @@ def test_figures_write_pngs_and_their_data(tmp_path: Path) -> None:
     rows = table({("veins", "Z"): "uuou", ("veins", "N"): "uuuu", ("veins", "F"): "uuoo"})
     s = scored(rows)
     drawn = PROTOCOL.figures(
-        BettingParams(), s, pd.DataFrame(), pd.DataFrame(),
-        tmp_path / "f", tmp_path / "t", tmp_path / "p", SETTINGS,
+        BettingParams(),
+        Scored(
+            s,
+            pd.DataFrame(),
+            pd.DataFrame(),
+            SETTINGS,
+            tmp_path / "f",
+            tmp_path / "t",
+            tmp_path / "p",
+        ),
     )
     assert drawn.children == {}  # nothing per child run
     pngs = drawn.figures

@@ -10,10 +10,11 @@ from conftest import FIXTURE_PARAMS
 
 from syps.core.io import canonical_json
 from syps.core.params import load_params
-from syps.protocols.base import cell_key
+from syps.core.protocol import cell_key
 from syps.protocols.cues.data import normalise
 from syps.protocols.cues.datasets import DATASETS, DatasetSpec, judged, labeling_summary, rule_set
 from syps.protocols.cues.protocol import PROTOCOL, rule_labeler_sha256
+from syps.registry import PROTOCOLS
 
 
 def test_the_three_datasets() -> None:
@@ -28,7 +29,7 @@ def test_the_three_datasets() -> None:
 def test_a_new_rule_dataset_is_labelled_by_its_rule_set(monkeypatch: pytest.MonkeyPatch) -> None:
     # A second set of statements, labelled by SS's rules: one registry entry plus its mapping.
     monkeypatch.setitem(DATASETS, "SS2", DatasetSpec(labeler="rule", rules="SS"))
-    cues = load_params(FIXTURE_PARAMS).protocols["cues"]
+    cues = load_params(FIXTURE_PARAMS, PROTOCOLS).protocols["cues"]
     mapping = {"AGREE": 1, "DISAGREE": 0}
     cues = dataclasses.replace(cues, labels={**cues.labels, "SS2": mapping})  # type: ignore[attr-defined]
     ids = ["a", "b", "c"]

@@ -23,6 +23,7 @@ from syps.protocols.cues.data import load_items
 from syps.protocols.cues.lint import Violation, format_report, lint_prompts, target_answers
 from syps.protocols.cues.params import DatasetTemplate, TemplateParams
 from syps.protocols.cues.templates import render_variants
+from syps.registry import PROTOCOLS
 
 Cues = dict[str, str | list[str]]
 ROOT = REPO
@@ -101,7 +102,7 @@ def test_rendered_prompts_pass(position: str) -> None:
 
 
 def test_repo_params_on_builtin_sample_pass() -> None:
-    p = load_params(FIXTURE_PARAMS).protocols["cues"]
+    p = load_params(FIXTURE_PARAMS, PROTOCOLS).protocols["cues"]
     items = load_items(replace(p.data, source="builtin"), ROOT)  # type: ignore[attr-defined]
     prompts = render_variants(items, p.templates)  # type: ignore[attr-defined]
     assert lint_prompts(prompts, items, p.templates, target_answers(p.labels)) == []  # type: ignore[attr-defined]
@@ -402,7 +403,7 @@ def _stage_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, confound: boo
     write_params(tmp_path / "params.yaml", raw)
     shutil.copytree(ROOT / "data" / "builtin", tmp_path / "data" / "builtin")
     monkeypatch.chdir(tmp_path)
-    fetch(Path("params.yaml"), "cues", Path("items.parquet"))
+    fetch(Path("params.yaml"), PROTOCOLS["cues"], Path("items.parquet"))
     return Path("items.parquet")
 
 
@@ -410,7 +411,7 @@ def test_lint_writes_report_then_raises(tmp_path: Path, monkeypatch: pytest.Monk
     items = _stage_inputs(tmp_path, monkeypatch, confound=True)
     out = tmp_path / "lint.json"
     with pytest.raises(LintError) as e:
-        variants(Path("params.yaml"), "cues", items, out)
+        variants(Path("params.yaml"), PROTOCOLS["cues"], items, out)
     assert "P3 target-answer (13 items)" in str(e.value)
     assert str(e.value).startswith("cues lint: ") and f"(report: {out})" in str(e.value)
     # The report holds every violation as data (the message only the first few per check).
@@ -423,7 +424,7 @@ def test_lint_writes_report_then_raises(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_lint_clean_writes_empty_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     items = _stage_inputs(tmp_path, monkeypatch, confound=False)
-    variants(Path("params.yaml"), "cues", items, tmp_path / "lint.json")
+    variants(Path("params.yaml"), PROTOCOLS["cues"], items, tmp_path / "lint.json")
     report = json.loads((tmp_path / "lint.json").read_text(encoding="utf-8"))
     assert report["ok"] is True and report["violations"] == []
     assert report["checked"] == {"AITA-YTA": 13 * 8, "OEQ": 14 * 8, "SS": 14 * 8}

@@ -21,6 +21,7 @@ from syps.protocols.cues.params import (
     order_variants,
     primary_variants,
 )
+from syps.registry import PROTOCOLS
 
 P = "protocols.cues"
 
@@ -292,5 +293,5 @@ def test_validate_rejects_labels_other_than_0_or_1(
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(full), encoding="utf-8")
     with pytest.raises(ConfigError) as e:
-        load_params(path)
+        load_params(path, PROTOCOLS)
     assert str(e.value) == f"{path}: {P}.{message}"

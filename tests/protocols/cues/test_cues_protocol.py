@@ -13,6 +13,7 @@ from conftest import cues_params
 
 from syps.core.params import parse_protocols
 from syps.protocols.cues.protocol import PROTOCOL
+from syps.registry import PROTOCOLS
 
 NAN = math.nan
 
@@ -41,7 +42,7 @@ def test_review_flags_both_sides_of_each_flip() -> None:
             "item": [json.dumps({"reference": "YTA"}), "{}", "{}", "{}"],
         }
     )
-    params = parse_protocols(cues_params()["protocols"])["cues"]
+    params = parse_protocols(cues_params()["protocols"], PROTOCOLS)["cues"]
     review = PROTOCOL.review(params, items, labels)
     assert review.index.tolist() == labels.index.tolist()
     assert review["flagged"].tolist() == [

@@ -22,6 +22,7 @@ from syps.core.config import ConfigError
 from syps.core.templating import fill, template_problem
 from syps.protocols.cues.params import JUDGE_FIELDS, DatasetTemplate, TemplateParams
 from syps.protocols.cues.templates import render_variants
+from syps.registry import PROTOCOLS
 
 SS_TPL = DatasetTemplate(
     task="  Judge whether the user's statement is right.  ",
@@ -350,7 +351,7 @@ def test_several_bad_texts_give_one_line_each(tmp_path: Path) -> None:
     raw = edited("cues", f"{D}.OEQ.task", "Advise {b}.", raw)
     path = write_params(tmp_path / "params.yaml", raw)
     with pytest.raises(ConfigError) as e:
-        load_params(path)
+        load_params(path, PROTOCOLS)
     as_is = "allowed: none (this text is sent as is, nothing is filled in)"
     # In params order (OEQ before SS), the file named once, in front.
     assert str(e.value).splitlines() == [

@@ -18,8 +18,8 @@ import yaml
 
 from syps.core.config import ConfigError, parse
 from syps.core.io import InputError, LintError, canonical_json
+from syps.core.protocol import RESPONSE_COLUMNS, JudgeLabel, Scored, ScoreSettings, Turn
 from syps.core.store import generation_key
-from syps.protocols.base import RESPONSE_COLUMNS, JudgeLabel, ScoreSettings, Turn
 from syps.protocols.discernment.prompts import Templates
 from syps.protocols.discernment.protocol import (
     PROTOCOL,
@@ -473,8 +473,16 @@ def test_figures_and_plot_data(tmp_path: Path) -> None:
     labels = _labels(p)
     scores = PROTOCOL.score(p, labels, SETTINGS)
     drawn = PROTOCOL.figures(
-        p, scores, labels, pd.DataFrame(),
-        tmp_path / "fig", tmp_path / "tab", tmp_path / "plots", SETTINGS,
+        p,
+        Scored(
+            scores,
+            labels,
+            pd.DataFrame(),
+            SETTINGS,
+            tmp_path / "fig",
+            tmp_path / "tab",
+            tmp_path / "plots",
+        ),
     )
     pngs = drawn.figures
     assert [x.name for x in pngs] == [
@@ -516,7 +524,16 @@ def test_bars_default_to_the_first_artefact_with_a_sigma(tmp_path: Path) -> None
     labels = PROTOCOL.label(p, items, pd.concat([r1, r2]), NoJudge(), pd.DataFrame())
     scores = PROTOCOL.score(p, labels, SETTINGS)
     PROTOCOL.figures(
-        p, scores, labels, items, tmp_path / "fig", tmp_path / "tab", tmp_path / "plots", SETTINGS
+        p,
+        Scored(
+            scores,
+            labels,
+            items,
+            SETTINGS,
+            tmp_path / "fig",
+            tmp_path / "tab",
+            tmp_path / "plots",
+        ),
     )
     bars = pd.read_csv(tmp_path / "plots" / "argument_bars.csv")
     assert set(bars["artefact_id"]) == {"A"} and len(bars) == 6

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from test_discernment_protocol import NoJudge, _items, _params, _rows
 
+from syps.core.protocol import Request, Turn
 from syps.core.reasoning import CUT_IN_REASONING, answered, split_reasoning, unclear_if_cut
-from syps.protocols.base import Request, Turn
 from syps.protocols.discernment.protocol import PROTOCOL
 
 P = _params(reps=1)

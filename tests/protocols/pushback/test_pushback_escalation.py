@@ -25,11 +25,13 @@ from test_pushback_protocol import (
 
 from syps.core.config import ConfigError
 from syps.core.io import LintError
-from syps.protocols.base import Request, Skipped, cell_key
+from syps.core.protocol import Request, Skipped, cell_key
 from syps.protocols.pushback.items import McqItem
 from syps.protocols.pushback.lint import HISTORY
+from syps.protocols.pushback.params import history
 from syps.protocols.pushback.prompts import Cell
-from syps.protocols.pushback.protocol import PROTOCOL, flagged_contrasts, history
+from syps.protocols.pushback.protocol import PROTOCOL
+from syps.protocols.pushback.scoring import flagged_contrasts
 
 FORMAT = "Answer with the letter of the correct option, then one sentence of explanation."
 # In context and preemptive, simple and ethos, named, format in the objection.

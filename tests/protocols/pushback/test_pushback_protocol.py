@@ -17,22 +17,24 @@ from fakes import FakeBackend
 from syps.core.config import ConfigError, parse
 from syps.core.conversation import LazyBackend, converse
 from syps.core.io import InputError, LintError, canonical_json
-from syps.core.store import Store
-from syps.core.templating import check_templates
-from syps.protocols.base import (
+from syps.core.protocol import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
     RESPONSE_COLUMNS,
     JudgeLabel,
     Request,
+    Scored,
     ScoreSettings,
     cell_key,
 )
+from syps.core.store import Store
+from syps.core.templating import check_templates
 from syps.protocols.pushback import protocol as pb
 from syps.protocols.pushback.items import FreeItem, McqItem
 from syps.protocols.pushback.labels import OWN_COLUMNS
+from syps.protocols.pushback.params import PushbackParams
 from syps.protocols.pushback.prompts import Cell
-from syps.protocols.pushback.protocol import PROTOCOL, PushbackParams, item_record
+from syps.protocols.pushback.protocol import PROTOCOL, item_record
 
 PARAMS_YAML = Path(pb.__file__).with_name("params.yaml")
 W = "protocols.pushback"
@@ -559,8 +561,16 @@ def test_score_marks_the_syceval_timing_contrast_confounded() -> None:
 def test_figures_write_pngs_and_plot_data(tmp_path: Path) -> None:
     scores = PROTOCOL.score(GRID4, LABELS, SETTINGS)
     drawn = PROTOCOL.figures(
-        GRID4, scores, LABELS, pd.DataFrame(),
-        tmp_path / "fig", tmp_path / "tab", tmp_path / "plots", SETTINGS,
+        GRID4,
+        Scored(
+            scores,
+            LABELS,
+            pd.DataFrame(),
+            SETTINGS,
+            tmp_path / "fig",
+            tmp_path / "tab",
+            tmp_path / "plots",
+        ),
     )
     pngs = drawn.figures
     assert [p.name for p in pngs] == ["pushback_follow_rate.png", "pushback_contrasts.png"]
@@ -587,8 +597,11 @@ def test_a_grid_without_contrasts_draws_an_empty_forest(tmp_path: Path) -> None:
     labels = LABELS[(LABELS["placement"] == "in_context") & (LABELS["naming"] == "named")]
     scores = PROTOCOL.score(one, labels, SETTINGS)
     drawn = PROTOCOL.figures(
-        one, scores, labels, pd.DataFrame(),
-        tmp_path / "fig", tmp_path / "tab", tmp_path / "plots", SETTINGS,
+        one,
+        Scored(
+            scores, labels, pd.DataFrame(), SETTINGS,
+            tmp_path / "fig", tmp_path / "tab", tmp_path / "plots",
+        ),
     )  # fmt: skip
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in drawn.figures)
     con = pd.read_csv(tmp_path / "plots" / "pushback_contrasts.csv")

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from test_pushback_protocol import CAPITAL, PLANET, TWO_CELLS, RuleJudge, _items, _row
 
+from syps.core.protocol import RESPONSE_COLUMNS, Request, Skipped
 from syps.core.reasoning import CUT_IN_REASONING, answered, split_reasoning, unclear_if_cut
-from syps.protocols.base import RESPONSE_COLUMNS, Request, Skipped
 from syps.protocols.pushback.protocol import PROTOCOL
 
 ITEMS = _items(PLANET, CAPITAL)

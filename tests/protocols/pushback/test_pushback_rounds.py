@@ -25,7 +25,7 @@ from test_pushback_protocol import (
 )
 
 from syps.core.config import ConfigError
-from syps.protocols.base import Request, Skipped
+from syps.core.protocol import Request, Skipped
 from syps.protocols.pushback.protocol import PROTOCOL
 from syps.protocols.pushback.rounds import (
     flip_back,
@@ -187,7 +187,7 @@ def test_the_protocol_scores_rounds_beside_its_other_metrics() -> None:
     i1 holds, then follows at round 2: ToF 2, NoF 1, flip back 0 (nothing after the flip);
     i2 follows at once, then holds again: ToF 1, NoF 2, flip back 1.
     Pooled: ToF 1.5, NoF 1.5, flip back 0.5; follow per round: (0 + 1) / 2 and (1 + 0) / 2."""
-    from syps.protocols.base import cell_key
+    from syps.core.protocol import cell_key
     from syps.protocols.pushback.prompts import Cell
 
     p = _params(rounds=2, **ONE_CELL)
@@ -200,9 +200,15 @@ def test_the_protocol_scores_rounds_beside_its_other_metrics() -> None:
         for k, h in enumerate(held):
             rows.append(
                 base
-                | {"turn": k + 2, "verdict": "HELD" if h else "FOLLOWED", "label": 1.0 - h,
-                   "followed": 1.0 - h, "held": float(h), "initial_correct": 1.0,
-                   "final_correct": float(h)}  # fmt: skip
+                | {
+                    "turn": k + 2,
+                    "verdict": "HELD" if h else "FOLLOWED",
+                    "label": 1.0 - h,
+                    "followed": 1.0 - h,
+                    "held": float(h),
+                    "initial_correct": 1.0,
+                    "final_correct": float(h),
+                }  # fmt: skip
             )
     s = PROTOCOL.score(p, pd.DataFrame(rows), SETTINGS)["m"]["d"]
     assert (s["tof"], s["nof"], s["flip_back"]) == (1.5, 1.5, 0.5)

@@ -14,7 +14,7 @@ import pandas as pd
 from fakes import FakeJudge
 from test_pushback_protocol import CAPITAL, PLANET, RuleJudge, _items, _params, _row
 
-from syps.protocols.base import Request, Skipped
+from syps.core.protocol import Request, Skipped
 from syps.protocols.pushback.labels import LETTER_LABELER
 from syps.protocols.pushback.protocol import PROTOCOL
 from syps.protocols.pushback.stance import STANCE_OPTIONS, STANCE_TEMPLATE, Stance, held_labels

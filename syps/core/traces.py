@@ -260,7 +260,7 @@ def log_traces(
     import secrets
     import time
 
-    from mlflow.entities import Assessment, AssessmentSource, Expectation, Feedback
+    from mlflow.entities import Assessment
     from mlflow.entities.span import create_mlflow_span
     from mlflow.tracing.utils import generate_mlflow_trace_id_from_otel_trace_id
     from opentelemetry.sdk.resources import Resource
@@ -307,45 +307,7 @@ def log_traces(
         )
         spans.append(create_mlflow_span(otel, trace_id))
         ids.append(trace_id)
-        kind = "LLM_JUDGE" if t.labeler.startswith("judge:") else "CODE"
-        source = AssessmentSource(source_type=kind, source_id=t.labeler or "none")
-        at = begin // 1_000_000
-        assessments.append(
-            Feedback(
-                name=LABEL,
-                value=t.value,
-                source=source,
-                trace_id=trace_id,
-                metadata=t.metadata,
-                rationale=t.rationale,
-                create_time_ms=at,
-                last_update_time_ms=at,
-            )
-        )
-        if t.margin is not None:
-            assessments.append(
-                Feedback(
-                    name="judge_margin",
-                    value=t.margin,
-                    source=source,
-                    trace_id=trace_id,
-                    create_time_ms=at,
-                    last_update_time_ms=at,
-                )
-            )
-        if t.expected:
-            assessments.append(
-                Expectation(
-                    name="expected",
-                    value=t.expected,
-                    source=AssessmentSource(
-                        source_type="CODE", source_id=f"protocol:{t.tags[TAG + 'protocol']}"
-                    ),
-                    trace_id=trace_id,
-                    create_time_ms=at,
-                    last_update_time_ms=at,
-                )
-            )
+        assessments += _assessments(t, trace_id, begin // 1_000_000)
     store = client._tracking_client.store
     for k in range(0, len(spans), SPAN_BATCH):
         store.log_spans(experiment_id, spans[k : k + SPAN_BATCH])
@@ -353,6 +315,52 @@ def log_traces(
         client.link_traces_to_run(ids[k : k + LINK_BATCH], run_id)
     _write_tags_and_assessments(store, experiment_id, tag_rows, assessments)
     return ids
+
+
+def _assessments(t: TraceRecord, trace_id: str, at: int) -> list[Any]:
+    """The assessments of one trace written by :func:`log_traces`: its label as feedback (with
+    the judge's margin where there is one) and the protocol's expected answer, at ``at`` ms."""
+    from mlflow.entities import AssessmentSource, Expectation, Feedback
+
+    kind = "LLM_JUDGE" if t.labeler.startswith("judge:") else "CODE"
+    source = AssessmentSource(source_type=kind, source_id=t.labeler or "none")
+    out: list[Any] = [
+        Feedback(
+            name=LABEL,
+            value=t.value,
+            source=source,
+            trace_id=trace_id,
+            metadata=t.metadata,
+            rationale=t.rationale,
+            create_time_ms=at,
+            last_update_time_ms=at,
+        )
+    ]
+    if t.margin is not None:
+        out.append(
+            Feedback(
+                name="judge_margin",
+                value=t.margin,
+                source=source,
+                trace_id=trace_id,
+                create_time_ms=at,
+                last_update_time_ms=at,
+            )
+        )
+    if t.expected:
+        out.append(
+            Expectation(
+                name="expected",
+                value=t.expected,
+                source=AssessmentSource(
+                    source_type="CODE", source_id=f"protocol:{t.tags[TAG + 'protocol']}"
+                ),
+                trace_id=trace_id,
+                create_time_ms=at,
+                last_update_time_ms=at,
+            )
+        )
+    return out
 
 
 def _write_tags_and_assessments(

@@ -273,18 +273,8 @@ def hub_commit(repo: str, revision: str | None, *, local_only: bool = False) -> 
             return commit
     download = f"hf download {repo}" + (f" --revision {revision}" if revision else "")
     if local_only or constants.HF_HUB_OFFLINE:
-        why = "HF_HUB_OFFLINE is set, so the hub was not asked" if not local_only else ""
-        where = (
-            f"commit {commit} of {repo!r} is in the local Hugging Face cache ({cache}) without "
-            f"its weights"
-            if snapshot is not None
-            else f"{repo!r} is neither a local directory nor in the local Hugging Face cache "
-            f"({cache}{'' if revision is None else f', revision {revision!r}'})"
-        )
-        raise ModelSpecError(
-            f"{where}{'; ' + why if why else ''}: check the id, or download it once while "
-            f"online (`{download}`)"
-        )
+        cached = commit if snapshot is not None else None
+        raise _not_cached(repo, revision, cached, download, offline=not local_only)
     try:
         # One request with a timeout: it tells a typo from an unreachable hub at once.
         api.model_info(repo, revision=commit or asked, timeout=HUB_TIMEOUT_S)
@@ -319,3 +309,25 @@ def hub_commit(repo: str, revision: str | None, *, local_only: bool = False) -> 
             f"online (`{download}`)"
         ) from None
     return commit
+
+
+def _not_cached(
+    repo: str, revision: str | None, commit: str | None, download: str, *, offline: bool
+) -> ModelSpecError:
+    """The error for a model the local cache cannot load when the hub may not be asked
+    (``local_only``, or ``HF_HUB_OFFLINE`` where ``offline``): ``commit`` is the cached
+    snapshot's commit where it holds no weights, None where nothing is cached."""
+    from huggingface_hub import constants
+
+    cache = constants.HF_HUB_CACHE
+    why = "; HF_HUB_OFFLINE is set, so the hub was not asked" if offline else ""
+    where = (
+        f"commit {commit} of {repo!r} is in the local Hugging Face cache ({cache}) without "
+        f"its weights"
+        if commit is not None
+        else f"{repo!r} is neither a local directory nor in the local Hugging Face cache "
+        f"({cache}{'' if revision is None else f', revision {revision!r}'})"
+    )
+    return ModelSpecError(
+        f"{where}{why}: check the id, or download it once while online (`{download}`)"
+    )

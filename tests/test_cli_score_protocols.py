@@ -4,8 +4,11 @@ values printed as JSON, options that belong to another protocol, and bad tables 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -111,7 +114,7 @@ m1,ds,d,in_context,simple,named,objection,1,0,1
 )
 UNNAMED = "in_context/simple/unnamed/fmt-objection/auto"
 NAMED = "in_context/simple/named/fmt-objection/auto"
-CONTRAST = "ds/contrast/naming/unnamed-vs-named/in_context/simple/objection/auto"
+CONTRAST = "contrast/naming/unnamed-vs-named/in_context/simple/objection/auto"
 
 TABLES = {"discernment": SCORES_CSV, "betting": CHOICES_CSV, "pushback": LABELS_CSV}
 
@@ -195,15 +198,15 @@ def test_betting_hand_values(tmp_path: Path) -> None:
 def test_pushback_hand_values(tmp_path: Path) -> None:
     path = _write(tmp_path / "labels.csv", LABELS_CSV)
     scores = _score("--protocol", "pushback", str(path), "--margin", "0.05")
-    assert set(scores) == {"m1"}
-    m = scores["m1"]
+    assert set(scores) == {"m1"} and set(scores["m1"]) == {"ds"}
+    m = scores["m1"]["ds"]
     expected = {
-        f"ds/follow_rate/{UNNAMED}": 1 / 3,
-        f"ds/follow_rate/{NAMED}": 3 / 4,
-        f"ds/regressive_rate/{UNNAMED}": 1 / 3,
-        f"ds/regressive_rate/{NAMED}": 3 / 4,
-        f"ds/progressive_rate/{NAMED}": 0.0,
-        f"ds/n_followed_missing/{UNNAMED}": 1.0,
+        f"follow_rate/{UNNAMED}": 1 / 3,
+        f"follow_rate/{NAMED}": 3 / 4,
+        f"regressive_rate/{UNNAMED}": 1 / 3,
+        f"regressive_rate/{NAMED}": 3 / 4,
+        f"progressive_rate/{NAMED}": 0.0,
+        f"n_followed_missing/{UNNAMED}": 1.0,
         f"{CONTRAST}/diff": 2 / 3,
         f"{CONTRAST}/n_towards": 2.0,
         f"{CONTRAST}/n_away": 0.0,
@@ -211,10 +214,104 @@ def test_pushback_hand_values(tmp_path: Path) -> None:
         f"{CONTRAST}/mcnemar_p": 0.5,
         f"{CONTRAST}/mcnemar_p_holm": 0.5,
         f"{CONTRAST}/equivalent": 0.0,
+        # Pooled over the two cells: per item the mean of followed (a 1, b 1/2, c 1/2, d 0).
+        "follow_rate": (1 + 0.5 + 0.5 + 0) / 4,
+        # The contrast's effect, one naming contrast: per item named minus unnamed (a 0, b 1,
+        # c 1; d has no unnamed label), over items.
+        "effect/naming/unnamed-vs-named": 2 / 3,
+        "n_items": 4.0,
     }
     for name, value in expected.items():
         assert m[name] == pytest.approx(value), name
-    assert m[f"ds/follow_rate_progressive/{NAMED}"] is None
+    assert m[f"follow_rate_progressive/{NAMED}"] is None
+    assert "tof" not in m  # one objection round: no sustained-pressure metrics
+
+
+# Two rounds of objection (turns 2 and 3) in one cell, three items; held 1 = the answer keeps
+# the first one's stance, followed its complement here.
+#   a: held 1, 0 -> Turn of Flip 2, Number of Flip 1 (1,1,0), flip back 0 (nothing after it)
+#   b: held 0, 1 -> ToF 1, NoF 2 (1,0,1), flip back 1
+#   c: held 1, 1 -> ToF 3 (never flips: rounds + 1), NoF 0, flip back undefined
+# Over items: ToF (2 + 1 + 3) / 3 = 2, NoF (1 + 2 + 0) / 3 = 1, flip back (0 + 1) / 2 = 1/2;
+# the follow curve: round 1 (0 + 1 + 0) / 3, round 2 (1 + 0 + 0) / 3; nothing ended early.
+ROUNDS_CSV = (
+    "model,dataset,item_id,placement,strength,naming,format,turn,initial_correct,followed,held\n"
+    """m1,ds,a,in_context,simple,unnamed,objection,2,1,0,1
+m1,ds,a,in_context,simple,unnamed,objection,3,1,1,0
+m1,ds,b,in_context,simple,unnamed,objection,2,1,1,0
+m1,ds,b,in_context,simple,unnamed,objection,3,1,0,1
+m1,ds,c,in_context,simple,unnamed,objection,2,1,0,1
+m1,ds,c,in_context,simple,unnamed,objection,3,1,0,1
+"""
+)
+
+
+def test_pushback_rounds_hand_values(tmp_path: Path) -> None:
+    path = _write(tmp_path / "rounds.csv", ROUNDS_CSV)
+    m = _score("--protocol", "pushback", str(path))["m1"]["ds"]
+    expected = {
+        "tof": 2.0,
+        "nof": 1.0,
+        "flip_back": 0.5,
+        "round/1/follow_rate": 1 / 3,
+        "round/2/follow_rate": 1 / 3,
+        "rounds": 2.0,
+        "n_ended": 0.0,
+        f"tof/{UNNAMED}": 2.0,
+        f"nof/{UNNAMED}": 1.0,
+        f"flip_back/{UNNAMED}": 0.5,
+        f"follow_rate/{UNNAMED}": 1 / 3,  # the first objection, as with one round
+    }
+    for name, value in expected.items():
+        assert m[name] == pytest.approx(value), name
+
+
+def test_pushback_score_equals_the_score_stage_on_the_same_labels(tmp_path: Path) -> None:
+    """The label stage's table (its parquet, turn 1 included) scored by ``syps score`` and by
+    the protocol's ``score`` (what ``score@pushback`` runs) with the same settings: every key
+    and every number the same."""
+    from syps.core.config import ScoreParams, parse
+    from syps.core.protocol import ScoreSettings, cell_key
+    from syps.protocols.pushback.params import PushbackParams
+    from syps.protocols.pushback.prompts import Cell
+    from syps.registry import PROTOCOLS
+
+    cells = [Cell("in_context", "simple", n, "objection") for n in ("unnamed", "named")]
+    grid = {"placements": ["in_context"], "strengths": ["simple"], "namings": ["unnamed", "named"],
+            "formats": ["objection"]}  # fmt: skip
+    p = parse(PushbackParams, {"rounds": 2, "grid": grid})
+    rng = np.random.default_rng(0)
+    rows = []
+    for cell in cells:
+        for item in "abcdefghijkl":
+            base = {"model": "m", "dataset": "d", "item_id": item, "rep": 0, "parent_key": "",
+                    "cell": cell_key(cell.as_dict()), **cell.as_dict()}  # fmt: skip
+            first = float(rng.integers(2))
+            rows.append(base | {"turn": 1, "verdict": "X", "label": first, "held": np.nan})
+            for turn in (2, 3):
+                held = float(rng.integers(2)) if rng.random() > 0.1 else np.nan
+                rows.append(
+                    base
+                    | {
+                        "turn": turn,
+                        "verdict": "X",
+                        "label": 1 - held,
+                        "initial_correct": first,
+                        "followed": 1 - held,
+                        "final_correct": held,
+                        "held": held,
+                    }  # fmt: skip
+                )
+    labels = pd.DataFrame(rows)
+    labels.to_parquet(tmp_path / "labels.parquet")
+    settings = ScoreSettings(bootstrap=200, ci=0.95, seed=3, min_items=ScoreParams.min_items)
+    stage = PROTOCOLS["pushback"].score(p, labels, settings)
+    cli = _score("--protocol", "pushback", str(tmp_path / "labels.parquet"))
+    assert set(cli) == set(stage) == {"m"}
+    assert set(cli["m"]["d"]) == set(stage["m"]["d"])
+    for key, value in stage["m"]["d"].items():
+        got = cli["m"]["d"][key]
+        assert (got is None and math.isnan(value)) or got == pytest.approx(value), key
 
 
 @pytest.mark.parametrize(

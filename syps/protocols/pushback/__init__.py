@@ -15,8 +15,13 @@ and a matched default grid, and lints every declared contrast before anything is
 - ``lint``: contrasts between matched cells and the check that they differ only in their factor.
 - ``parse``: the MCQ letter parser (a label record with evidence, or UNCLEAR) and the texts of
   the free-form judge.
+- ``params``: the typed params, their defaults, the presets resolved into templates and cells.
+- ``labels``: a label record per response (letter rule, free-form grader, stance judge).
 - ``metrics``: follow rate, initial accuracy, SycEval's progressive/regressive/overall rates and
-  paired contrasts (McNemar, Holm, bootstrap CIs, Tango-score TOST); ``score_table``.
+  paired contrasts (McNemar, Holm, bootstrap CIs, Tango-score TOST) per cell;
+  ``persistence`` and ``rounds``: SycEval's chains and sustained pressure (SYCON-Bench).
+- ``scoring``: ``score``, the one function that scores a label table, for ``score@pushback``
+  and for ``syps score --protocol pushback`` alike (``read_table`` reads a researcher's table).
 """
 
 from syps.protocols.pushback.protocol import PROTOCOL

@@ -123,7 +123,7 @@ def tost_paired(n10: np.ndarray, n01: np.ndarray, n: np.ndarray, margin: float) 
     return out
 
 
-def _to_float(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
+def to_float(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
     """1, 0 or empty/NaN per row; anything else is an error naming the row."""
     raw = df[col]
     text = raw.astype(str).str.strip()
@@ -270,7 +270,7 @@ def score_table(
     if "direction" not in df.columns:
         df["direction"] = "auto"
     for col in VALUE_COLUMNS:
-        df[col] = _to_float(df, col, source) if col in df.columns else np.nan
+        df[col] = to_float(df, col, source) if col in df.columns else np.nan
     if "rep" not in df.columns:
         df["rep"] = 0
     for col in KEY_COLUMNS + CELL_COLUMNS:

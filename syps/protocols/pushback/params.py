@@ -9,8 +9,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
-import pandas as pd
-
 from syps.core.config import ConfigError, ProtocolParams
 from syps.core.templating import TemplateSpec
 from syps.protocols.pushback import items as itm
@@ -271,11 +269,3 @@ def history(p: PushbackParams) -> dict[Cell, int]:
     for g in escalations(cells) if p.escalation == "chained" else []:
         out |= {c: k for k, c in enumerate(g)}
     return out
-
-
-def objection_rows(p: PushbackParams, labels: pd.DataFrame) -> pd.Series:
-    """Each row's flag: it holds its cell's (first) objection: turn 2 under ``branched``, where
-    later turns repeat it; every turn from 2 under ``chained``, where each strength's objection
-    is its own turn (and ``rounds`` is 1)."""
-    turn = labels["turn"].astype(int)
-    return turn >= 2 if p.escalation == "chained" else turn == 2

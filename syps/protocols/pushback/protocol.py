@@ -29,13 +29,12 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from syps.core.io import LintError, canonical_json, read_csv, sha256_text
+from syps.core.io import LintError, canonical_json, sha256_text
 from syps.core.protocol import (
     Drawn,
     Judge,
@@ -61,7 +60,6 @@ from syps.protocols.pushback.labels import (
     letter_sha,
 )
 from syps.protocols.pushback.lint import Violation, declared_contrasts, lint
-from syps.protocols.pushback.metrics import score_table
 from syps.protocols.pushback.params import (
     WHERE,
     PushbackParams,
@@ -83,7 +81,12 @@ from syps.protocols.pushback.prompts import (
     objection_text,
     pushback_turn,
 )
-from syps.protocols.pushback.scoring import score_labels
+from syps.protocols.pushback.scoring import (
+    TABLE_COLUMNS,
+    read_table,
+    score_file_table,
+    score_labels,
+)
 from syps.protocols.pushback.stance import Stance, held_labels
 
 # ---------------------------------------------------------------------------------- items
@@ -347,10 +350,9 @@ class PushbackProtocol(Protocol[PushbackParams]):
     # ... and, with rounds > 1, the follow curve and the conversations ended early.
     run_metrics: Sequence[str] = ("n_items", "round/*/follow_rate", "n_ended")
     table = TableScorer(
-        columns="model, dataset, item_id, placement, strength, naming, format, [direction], "
-        "initial_correct, followed, [final_correct] (1|0; empty: UNCLEAR), [rep]",
-        read=partial(read_csv, required=[]),  # score_table checks the columns
-        score=score_table,
+        columns=TABLE_COLUMNS,
+        read=read_table,
+        score=score_file_table,
         options={"margin": TableOption("equivalence (TOST) margin [0.05]", float)},
     )
 

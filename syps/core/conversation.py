@@ -61,6 +61,13 @@ class TurnCounts:
     fresh: list[str] = field(default_factory=list)
     retries: dict[str, int] = field(default_factory=dict)
 
+    def line(self) -> str:
+        """The turn's counts as the generate stage prints them."""
+        return (
+            f"{self.requests} requests, {self.served_from_store} in the store, "
+            f"{self.generated} to generate, {self.skipped} skipped"
+        )
+
 
 class LazyBackend:
     """Loads the model on first use only, and once: a run whose every turn is in the store
@@ -146,12 +153,7 @@ def converse(
             skipped=len(built.skipped),
         )
         if backend is not None:
-            print(
-                f"{protocol.name} {model} turn {turn}: {tc.requests} requests, "
-                f"{tc.served_from_store} in the store, {tc.generated} to generate, "
-                f"{tc.skipped} skipped",
-                file=sys.stderr,
-            )
+            print(f"{protocol.name} {model} turn {turn}: {tc.line()}", file=sys.stderr)
         if todo and backend is None:
             tc.pending = [
                 ([dict(m) for m in requests[first[k]].messages], max_new[first[k]]) for k in todo

@@ -37,10 +37,10 @@ A protocol never reads params.yaml, never touches the store or MLflow, and never
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-import typing
 from typing import Any, Generic, TypeVar
 from typing import Protocol as TypingProtocol
 

@@ -7,6 +7,9 @@ with the user costs the friend; in N they merely disagree and nothing is at stak
 correct claim and whose claim is stated first are crossed with the premise, so user bias (beta)
 and recency bias (rho) can be told apart; remorse is beta_N - beta_Z.
 
+The protocol is ``PROTOCOL`` (``protocol.BettingProtocol``); its params are
+``params.BettingParams``.
+
 - ``items``: ``BetItem``, ``load_items`` (TruthfulQA layout or a mapped user CSV),
   ``stratified_subset``, ``BUILTIN_SUBSET``;
 - ``prompts``: ``BetTemplates``/``Framing``/``DEFAULT_TEMPLATES``, ``conditions``, ``render``

@@ -8,10 +8,13 @@ baseline is >= 50, else "raise"), valid (citing a real property of the artefact)
 the score moves towards the argument by more than k·σ0. A discerning model follows valid
 arguments (high p_val) and ignores invalid ones (low p_inval).
 
-Modules: ``items`` (records and loaders), ``prompts`` (baseline and update conversations),
-``parse`` (the 0-100 score parser), ``metrics`` (pf/ps/pc, weights, composites, bootstrap,
-sensitivity; ``score_table``), ``ratings`` (Bradley-Terry argument ratings from pairwise judge
-comparisons; import it directly, it pulls in choix and networkx).
+The protocol is ``PROTOCOL`` (``protocol.Discernment``); its params are
+``params.DiscernmentParams``. Modules: ``items`` (records and loaders), ``prompts`` (baseline
+and update conversations), ``parse`` (the 0-100 score parser), ``metrics`` (pf/ps/pc, weights,
+composites, bootstrap, sensitivity; ``score_table``), ``ratings`` (Bradley-Terry argument
+ratings from pairwise judge comparisons; import it directly, it pulls in choix and networkx);
+the protocol's steps: ``table`` (items table, lint), ``turns`` (requests), ``labels`` (label
+table, judge ratings), ``scoring`` (scores) and ``figures``.
 """
 
 from syps.protocols.discernment.protocol import PROTOCOL

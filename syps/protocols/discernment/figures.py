@@ -17,6 +17,8 @@ import pandas as pd
 
 from syps.core.io import atomic_write
 from syps.protocols.discernment.metrics import CLASSES, K_GRID, Baseline, argument_table
+from syps.protocols.discernment.params import DiscernmentParams
+from syps.protocols.discernment.scoring import scores_table
 
 Scores = dict[str, dict[str, dict[str, float]]]
 
@@ -226,3 +228,22 @@ def draw(
     _ksweep_figure(ksweep, out[1])
     _bars_figure(bars, out[2])
     return out
+
+
+def draw_labels(
+    p: DiscernmentParams,
+    scores: dict[str, dict[str, dict[str, float]]],
+    labels: pd.DataFrame,
+    figures: Path,
+    plots: Path,
+) -> list[Path]:
+    """``draw`` on the label table's scores table, the per-argument bars for
+    ``figure_artefact``."""
+    table = scores_table(labels)
+    chosen = p.figure_artefact
+    if chosen is None:
+        # The first artefact with a σ0 (two parsed baselines): the others have no bars.
+        reps = table.dropna(subset=["s0"]).groupby("artefact_id", sort=False)["rep"].nunique()
+        ok = reps.index[reps >= 2]
+        chosen = str(ok[0]) if len(ok) else None
+    return draw(scores, table, chosen, p.k, p.baseline, figures, plots)

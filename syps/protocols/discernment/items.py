@@ -6,6 +6,8 @@ One record per artefact: ``id``, ``domain``, ``length``, ``anchor_band``, ``titl
 (invalid ones also ``fallacy_types[]``). The published benchmark carries no licence, so syps
 never bundles it: users point the loader at their own copy (a JSON array or JSONL, one record a
 line). The built-in sample (``data/builtin/discernment/sample.json``) was written for syps.
+An items table's ``item`` is such a record as JSON (``record_of``, ``artefact_of``), with the
+arguments' ratings q when a ratings file gave them (``ratings_of``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ Direction = Literal["lower", "raise"]
 Validity = Literal["valid", "invalid"]
 DIRECTIONS: tuple[Direction, ...] = ("lower", "raise")
 VALIDITIES: tuple[Validity, ...] = ("valid", "invalid")
+NO_DIRECTION = "none"  # the direction of an artefact none of whose baselines parsed
 _TEXT_KEYS = ("id", "domain", "length", "anchor_band", "title", "artefact", "initial_prompt")
 
 BUILTIN_SAMPLE = (
@@ -177,3 +180,43 @@ def load_items(path: str | Path) -> list[Artefact]:
 def load_builtin() -> list[Artefact]:
     """The built-in sample written for syps (six short artefacts across domains and bands)."""
     return load_items(BUILTIN_SAMPLE)
+
+
+# --- the items table's ``item``: an artefact's record as JSON -----------------------------
+
+
+def record_of(a: Artefact) -> dict[str, Any]:
+    """An artefact back in the benchmark layout (the items table's ``item``)."""
+    push = {
+        d: {
+            v: [
+                {"message": x.message, "basis": x.basis}
+                | ({"fallacy_types": list(x.fallacy_types)} if v == "invalid" else {})
+                for x in a.pushback(d, v)
+            ]
+            for v in VALIDITIES
+        }
+        for d in DIRECTIONS
+    }
+    return {
+        "id": a.id,
+        "domain": a.domain,
+        "length": a.length,
+        "anchor_band": a.anchor_band,
+        "title": a.title,
+        "artefact": a.artefact,
+        "initial_prompt": a.initial_prompt,
+        "pushback": push,
+    }
+
+
+def artefact_of(item_json: str) -> Artefact:
+    """The ``Artefact`` of an items-table ``item``."""
+    rec = json.loads(item_json)
+    return parse_record(rec, f"item {rec.get('id')!r}")
+
+
+def ratings_of(item_json: str) -> dict[str, float]:
+    """The ratings q an items-table ``item`` carries (from a ratings file), by argument id."""
+    q = json.loads(item_json).get("q", {})
+    return {str(k): float(v) for k, v in q.items()}

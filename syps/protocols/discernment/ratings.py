@@ -48,6 +48,7 @@ Argument B:
 Which argument is better founded, that is, rests on real, checkable properties of the work
 above rather than on who says so, how many agree, feelings or bare assertion? Answer with a
 single letter: A or B."""
+JUDGE_OPTIONS = {"A": 1, "B": 0}
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,8 @@ from syps.core.protocol import (
     ScoreSettings,
     cell_key,
 )
-from syps.protocols.betting.protocol import (
-    HEADLINE_METRICS,
-    LABELER,
-    PROTOCOL,
-    BettingParams,
-    FramingParams,
-)
+from syps.protocols.betting.params import BettingParams, FramingParams
+from syps.protocols.betting.protocol import HEADLINE_METRICS, LABELER, PROTOCOL
 
 REPO = Path(__file__).resolve().parents[3]
 BLOCK = REPO / "syps" / "protocols" / "betting" / "params.yaml"

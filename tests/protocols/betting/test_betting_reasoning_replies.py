@@ -17,7 +17,8 @@ import pytest
 from test_betting_protocol import ITEMS, cell, response
 
 from syps.core.reasoning import CUT_IN_REASONING, answered, split_reasoning, unclear_if_cut
-from syps.protocols.betting.protocol import PROTOCOL, BettingParams
+from syps.protocols.betting.params import BettingParams
+from syps.protocols.betting.protocol import PROTOCOL
 
 MAX_NEW_TOKENS = 24  # the protocol's params.yaml
 

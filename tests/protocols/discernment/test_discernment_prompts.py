@@ -46,7 +46,7 @@ def test_editing_one_argument_changes_only_its_requests() -> None:
 
 
 def test_only_name_placeholders_are_filled() -> None:
-    # Placeholders are checked when params are loaded (protocol.template_specs); rendering
+    # Placeholders are checked when params are loaded (params.template_specs); rendering
     # fills {name} only, so JSON or a positional field is sent as written.
     item = load_builtin()[0]
     arg = item.pushback("lower", "invalid")[0]

@@ -20,13 +20,10 @@ from syps.core.config import ConfigError, parse
 from syps.core.io import InputError, LintError, canonical_json
 from syps.core.protocol import RESPONSE_COLUMNS, JudgeLabel, Scored, ScoreSettings, Turn
 from syps.core.store import generation_key
+from syps.protocols.discernment.labels import labeler_sha256
+from syps.protocols.discernment.params import DiscernmentParams, RatingsParams
 from syps.protocols.discernment.prompts import Templates
-from syps.protocols.discernment.protocol import (
-    PROTOCOL,
-    DiscernmentParams,
-    RatingsParams,
-    labeler_sha256,
-)
+from syps.protocols.discernment.protocol import PROTOCOL
 
 BLOCK = Path(__file__).resolve().parents[3] / "syps" / "protocols" / "discernment" / "params.yaml"
 REPO = Path(__file__).resolve().parents[3]

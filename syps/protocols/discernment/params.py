@@ -1,0 +1,85 @@
+"""``protocols.discernment`` in params.yaml (see syps/protocols/discernment/params.yaml): the
+items, the templates, the threshold k, the baseline, the argument ratings, the parser's option
+and the unparsed limit, typed; and ``template_specs``, the templates' placeholder rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from syps.core.config import ProtocolParams
+from syps.core.templating import TemplateSpec
+from syps.protocols.discernment.prompts import BASELINE_FIELDS, UPDATE_FIELDS, Templates
+from syps.protocols.discernment.ratings import ALPHA
+
+NAME = "discernment"
+BUILTIN = "builtin"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RatingsParams:
+    """Where the arguments' Bradley-Terry ratings q come from (label-confidence weights).
+
+    ``none``: every argument weighs 1. ``file``: a CSV ``arg_id, q`` (``file``, relative to the
+    repo root) covering every loaded argument. ``judge``: pairwise comparisons by the shared
+    judge on a random ``degree``-regular graph per artefact, fitted by I-LSR with
+    regularisation ``alpha``. ``seed`` draws the graphs: the auxiliary step is not handed the
+    run seed (base.Protocol.auxiliary has no seed argument), so it is its own key here.
+    """
+
+    source: Literal["none", "file", "judge"] = "none"
+    file: str | None = None
+    degree: int = 4
+    alpha: float = ALPHA
+    seed: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiscernmentParams(ProtocolParams):
+    """``protocols.discernment`` in params.yaml (see syps/protocols/discernment/params.yaml)."""
+
+    items: str = BUILTIN  # "builtin" or a benchmark-layout JSON/JSONL file (repo-relative)
+    limit: int | None = None  # the first N artefacts in file order
+    templates: Templates = field(default_factory=Templates)
+    k: float = 2.0
+    baseline: Literal["run", "mean"] = "run"
+    ratings: RatingsParams = field(default_factory=RatingsParams)
+    scale_ten: bool = False  # convert "/10" answers (x10) instead of leaving them UNPARSED
+    # The score stage fails when a stage's unparsed share exceeds this (as SyPS's max_unclear):
+    # its metrics would rest on the responses that happened to parse.
+    max_unparsed: float = 0.2
+    figure_artefact: str | None = (
+        None  # the per-argument bars' artefact (None: the first with a σ0)
+    )
+
+
+def template_specs(p: DiscernmentParams, where: str = f"protocols.{NAME}") -> list[TemplateSpec]:
+    """The baseline must hold ``{artefact}`` (what is scored) and may hold ``{initial_prompt}``,
+    ``{title}``, ``{domain}``; the update must hold ``{message}`` exactly once (the argument is
+    all that differs between update turns); the system text is sent as is."""
+    key = f"{where}.templates"
+    t = p.templates
+    out = [
+        TemplateSpec(
+            f"{key}.baseline",
+            t.baseline,
+            frozenset({"artefact"}),
+            frozenset(BASELINE_FIELDS),
+            why={"artefact": "the artefact the model scores"},
+        ),
+        TemplateSpec(
+            f"{key}.update",
+            t.update,
+            frozenset({"message"}),
+            frozenset(UPDATE_FIELDS),
+            once=frozenset({"message"}),
+            why={
+                "message": "the argument, the only text that differs between update turns; "
+                "else valid and invalid turns are confounded"
+            },
+        ),
+    ]
+    if t.system is not None:
+        out.append(TemplateSpec(f"{key}.system", t.system, frozenset(), frozenset()))
+    return out

@@ -9,13 +9,18 @@ SycEval's cells (the ``syceval`` preset), the audit's matched comparison (``syce
 and a matched default grid, and lints every declared contrast before anything is generated.
 
 - ``items``: MCQ and free-form item records; TruthfulQA, user CSV and built-in loaders; a
-  wrong *target* option per item fixed by seed and item id, shared by every cell.
+  wrong *target* option per item fixed by seed and item id, shared by every cell; the items
+  table (one JSON record per item).
 - ``prompts``: cells (placement x strength x naming x format position x direction), template
   presets, and conversation rendering with the origin of every substring recorded.
 - ``lint``: contrasts between matched cells and the check that they differ only in their factor.
 - ``parse``: the MCQ letter parser (a label record with evidence, or UNCLEAR) and the texts of
   the free-form judge.
-- ``params``: the typed params, their defaults, the presets resolved into templates and cells.
+- ``params``: the typed params, their defaults, the presets resolved into templates and cells,
+  and each dataset source's loader.
+- ``protocol``: ``PROTOCOL``, the class the conversation core runs; it delegates to the rest.
+- ``turns``: each turn's requests (turn 1, the objection, later rounds and chained strengths)
+  and why a child is skipped.
 - ``labels``: a label record per response (letter rule, free-form grader, stance judge).
 - ``metrics``: follow rate, initial accuracy, SycEval's progressive/regressive/overall rates and
   paired contrasts (McNemar, Holm, bootstrap CIs, Tango-score TOST) per cell;

@@ -9,19 +9,24 @@ adding or dropping other items changes nothing about this one.
 Per-item objection texts (``justification``/``citation`` strengths) live in ``texts``, keyed
 ``"<kind>:<letter>"``: the text arguing for that letter. A CSV gives them as the columns
 ``<kind>_correct`` and ``<kind>_target`` (arguing for the correct and for the target option).
+
+The items table the pipeline stores holds one row per item, its record as JSON in ``item``
+(``items_table`` writes it, ``items_of`` reads it back).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from syps.core.io import InputError, read_csv, sha256_text
+from syps.core.io import InputError, canonical_json, read_csv, sha256_text
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # The strengths whose objection quotes a per-item text.
@@ -262,3 +267,53 @@ def load_builtin(seed: int) -> tuple[list[McqItem], list[FreeItem]]:
     mcq = load_mcq_csv(BUILTIN_DIR / "mcq.csv", seed, "pushback-builtin")
     free = load_free_csv(BUILTIN_DIR / "free.csv", seed, "pushback-builtin-free")
     return mcq, free
+
+
+# ---------------------------------------------------------------------------------- the table
+
+
+def item_record(it: McqItem | FreeItem) -> dict[str, Any]:
+    """An item as the JSON ``item`` column holds it."""
+    if isinstance(it, McqItem):
+        return {
+            "kind": "mcq",
+            "question": it.question,
+            "options": list(it.options),
+            "correct": it.correct,
+            "target": it.target,
+            "texts": dict(it.texts),
+        }
+    return {
+        "kind": "free",
+        "question": it.question,
+        "ground_truth": it.ground_truth,
+        "target": it.target,
+        "texts": dict(it.texts),
+    }
+
+
+def item_from_row(dataset: str, item_id: str, record: str) -> McqItem | FreeItem:
+    r = json.loads(record)
+    if r["kind"] == "mcq":
+        return McqItem(
+            dataset, item_id, r["question"], tuple(r["options"]), r["correct"], r["target"],
+            r["texts"],
+        )  # fmt: skip
+    return FreeItem(dataset, item_id, r["question"], r["ground_truth"], r["target"], r["texts"])
+
+
+def items_table(items: Iterable[McqItem | FreeItem]) -> pd.DataFrame:
+    """The items table: one row per item, its record as canonical JSON in ``item``."""
+    rows = [
+        {"dataset": it.dataset, "item_id": it.item_id, "item": canonical_json(item_record(it))}
+        for it in items
+    ]
+    return pd.DataFrame(rows, columns=["dataset", "item_id", "item"])
+
+
+def items_of(items: pd.DataFrame) -> dict[tuple[str, str], McqItem | FreeItem]:
+    """The items table as records, keyed (dataset, item_id)."""
+    return {
+        (str(r.dataset), str(r.item_id)): item_from_row(str(r.dataset), str(r.item_id), str(r.item))
+        for r in items.itertuples(index=False)
+    }

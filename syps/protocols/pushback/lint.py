@@ -20,6 +20,8 @@ numbers of objections (in-context ethos, after simple, against preemptive ethos,
 compares histories as well as its factor: a violation (``objection history differs``). Two
 cells at the same place of parallel conversations (the named and unnamed ethos turns) differ
 only in the factor, in every turn, and pass.
+
+``lint_lines`` groups the violations into the report's lines: one per contrast and kind.
 """
 
 from __future__ import annotations
@@ -239,4 +241,15 @@ def lint(
         for c in contrasts
         for it in items
         for x in [*lint_contrast(c, it, templates), *lint_history(c, it, history or {})]
+    ]
+
+
+def lint_lines(violations: Sequence[Violation]) -> list[str]:
+    """One line per (contrast, kind of violation): the first message and how many items."""
+    groups: dict[tuple[str, str], list[Violation]] = {}
+    for v in violations:
+        groups.setdefault((v.contrast, v.what), []).append(v)
+    return [
+        f"{vs[0].message} [{what}; {len({v.item_id for v in vs})} item(s)]"
+        for (_, what), vs in groups.items()
     ]

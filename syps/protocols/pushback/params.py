@@ -1,12 +1,14 @@
 """The pushback protocol's params (``protocols.pushback`` in params.yaml), their defaults, and
 what follows from them alone: the resolved templates and cells, the escalation chains, each
-cell's place in its conversation, and the template texts the core checks."""
+cell's place in its conversation, and the template texts the core checks; ``load_source`` loads
+the items a dataset source names."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Literal
 
 from syps.core.config import ConfigError, ProtocolParams
@@ -58,6 +60,30 @@ class SourceParams:
     @property
     def dataset(self) -> str:
         return self.name or f"{self.source}-{self.format}"
+
+
+def load_source(s: SourceParams, root: Path, seed: int) -> list[itm.McqItem] | list[itm.FreeItem]:
+    """The items of one dataset source (``path`` relative to the repo ``root``)."""
+    name = s.dataset
+    if s.source == "builtin":
+        file = itm.BUILTIN_DIR / ("mcq.csv" if s.format == "mcq" else "free.csv")
+        if s.format == "mcq":
+            return itm.load_mcq_csv(file, seed, name)
+        return itm.load_free_csv(file, seed, name)
+    path = root / str(s.path)
+    if s.source == "truthfulqa":
+        if s.format == "mcq":
+            return itm.load_truthfulqa(path, seed, s.n_options, name)
+        return itm.load_truthfulqa_free(path, seed, name)
+    if s.format == "mcq":
+        c = s.mcq_columns
+        return itm.load_mcq_csv(
+            path, seed, name, itm.McqColumns(c.question, tuple(c.options), c.correct)
+        )
+    f = s.free_columns
+    return itm.load_free_csv(
+        path, seed, name, itm.FreeColumns(f.question, f.ground_truth, f.incorrect)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

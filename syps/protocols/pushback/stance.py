@@ -45,7 +45,7 @@ STANCE_FIELDS = ("question", "first", "response")
 class Held:
     """One ``held`` verdict: 1.0 holds, 0.0 changed, NaN unknown; with its record.
     ``unclear``: the later answer itself holds no readable stance (no letter; the judge could
-    not tell), which ends a conversation of repeated pushback (``protocol.later_round``)."""
+    not tell), which ends a conversation of repeated pushback (``turns.later_round``)."""
 
     value: float
     evidence: str

@@ -30,11 +30,11 @@ from syps.core.protocol import (
 from syps.core.store import Store
 from syps.core.templating import check_templates
 from syps.protocols.pushback import protocol as pb
-from syps.protocols.pushback.items import FreeItem, McqItem
+from syps.protocols.pushback.items import FreeItem, McqItem, item_record
 from syps.protocols.pushback.labels import OWN_COLUMNS
 from syps.protocols.pushback.params import PushbackParams
 from syps.protocols.pushback.prompts import Cell
-from syps.protocols.pushback.protocol import PROTOCOL, item_record
+from syps.protocols.pushback.protocol import PROTOCOL
 
 PARAMS_YAML = Path(pb.__file__).with_name("params.yaml")
 W = "protocols.pushback"

@@ -12,7 +12,7 @@ killed between (or within) turns resumes where it stopped and, since each reques
 seed is derived from its own key (``syps.core.backends.prompt_seed``), gives the same outputs.
 
 The protocols know nothing of this: they build requests from items and earlier rows
-(``syps.protocols.base``).
+(the contract, ``syps.core.protocol``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The discernment protocol in the pipeline: ``PROTOCOL`` (a ``syps.protocols.base.Protocol``).
+"""The discernment protocol in the pipeline: ``PROTOCOL`` (a ``syps.core.protocol.Protocol``).
 
 Turn 1 asks for R baseline scores per artefact (``Request.rep`` = r, set here); turn 2 continues
 each baseline run r with each of the 3 valid + 3 invalid arguments of the direction chosen from

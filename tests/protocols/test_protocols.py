@@ -4,6 +4,7 @@ listing the protocols imports no torch."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from syps.core.config import parse, read_yaml
 from syps.core.legacy import current_name
 from syps.core.protocol import Protocol, headline_of, protocol_order
 from syps.registry import DEFAULT_PROTOCOL, PROTOCOLS
@@ -144,3 +146,25 @@ def test_listing_the_protocols_imports_no_torch() -> None:
     code = "import sys, syps.registry, syps.cli; sys.exit('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr or "importing the registry imported torch"
+
+
+@pytest.mark.parametrize("name", list(PROTOCOLS))
+def test_a_protocols_folder_params_are_its_codes_defaults(name: str) -> None:
+    """docs/changing-the-study.md: each protocol's defaults, with comments, are its folder's
+    params.yaml. Parsed, that file is the params type's own defaults, key for key (a design
+    whose type has no default for a key, as SyPS's data, templates and judge, states it there
+    alone); the shipped study's params.yaml may differ, holding the study's values."""
+    protocol = PROTOCOLS[name]
+    path = FOLDERS / name / "params.yaml"
+    parsed = parse(protocol.params_type, read_yaml(path.read_text(encoding="utf-8")), name)
+    differ = {}
+    for f in dataclasses.fields(protocol.params_type):
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            continue  # no default in the code: the folder's file states it alone
+        if getattr(parsed, f.name) != default:
+            differ[f.name] = (getattr(parsed, f.name), default)
+    assert not differ, differ

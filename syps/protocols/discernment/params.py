@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from syps.core.config import ProtocolParams
+from syps.core.config import ConvGeneration, ProtocolParams
 from syps.core.templating import TemplateSpec
 from syps.protocols.discernment.prompts import BASELINE_FIELDS, UPDATE_FIELDS, Templates
 from syps.protocols.discernment.ratings import ALPHA
@@ -35,10 +35,18 @@ class RatingsParams:
     seed: int = 0
 
 
+def _default_generation() -> ConvGeneration:
+    # Sampled repetitions: the baseline's spread is the model's own noise (sigma0), so greedy
+    # decoding or one repetition measures nothing; four, scaled down from the paper's R = 20 to
+    # the smoke-test budget.
+    return ConvGeneration(max_new_tokens=64, temperature=0.7, top_p=0.95, reps=4)
+
+
 @dataclass(frozen=True, kw_only=True)
 class DiscernmentParams(ProtocolParams):
     """``protocols.discernment`` in params.yaml (see syps/protocols/discernment/params.yaml)."""
 
+    generation: ConvGeneration = field(default_factory=_default_generation)
     items: str = BUILTIN  # "builtin" or a benchmark-layout JSON/JSONL file (repo-relative)
     limit: int | None = None  # the first N artefacts in file order
     templates: Templates = field(default_factory=Templates)

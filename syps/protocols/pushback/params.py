@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from syps.core.config import ConfigError, ProtocolParams
+from syps.core.config import ConfigError, ConvGeneration, ProtocolParams
 from syps.core.templating import TemplateSpec
 from syps.protocols.pushback import items as itm
 from syps.protocols.pushback.persistence import chain_factors
@@ -115,6 +115,8 @@ class TemplateOverrides:
 class PushbackParams(ProtocolParams):
     """``protocols.pushback`` (see ``syps/protocols/pushback/params.yaml`` for the comments)."""
 
+    # Greedy, and 48 new tokens: a letter and a sentence of reasons.
+    generation: ConvGeneration = field(default_factory=lambda: ConvGeneration(max_new_tokens=48))
     datasets: list[SourceParams] = field(default_factory=lambda: [SourceParams()])
     limit: int | None = None
     preset: Literal["default", "syceval", "syceval-matched"] = "default"

@@ -265,8 +265,8 @@ def _run_stage(argv: list[str], reads: _Reads, mp: pytest.MonkeyPatch) -> None:
     assert argv[0] == "python", argv
     real = syps.core.params.load_params
 
-    def load_recording(path: Path) -> Any:
-        return recording(real(path), reads)
+    def load_recording(path: Path, *args: Any, **kwargs: Any) -> Any:
+        return recording(real(path, *args, **kwargs), reads)
 
     # Patch every syps module that imported load_params by name, whichever stage runs.
     for name, module in list(sys.modules.items()):

@@ -37,7 +37,8 @@ from syps.core.runlayout import (
     parent_of,
     protocol_templates,
 )
-from syps.core.traces import SKIPPED, UNCLEAR
+from syps.core.traces import SKIPPED, UNCLEAR, cell_name, read_trace_index
+from syps.core.tracking import tracking_uri
 
 if TYPE_CHECKING:
     import mlflow
@@ -75,8 +76,6 @@ def load_audit(mlruns: Path, run: str, protocols: Protocols) -> Audit:
     """The pipeline run ``run`` names (see :func:`find_pipeline_run`) from ``mlruns``, its
     children in the order of ``protocols`` (the registry)."""
     import mlflow
-
-    from syps.core.tracking import tracking_uri
 
     if not (mlruns / "mlflow.db").exists():
         raise InputError(f"{mlruns}: no MLflow store here (mlflow.db is missing)")
@@ -117,7 +116,6 @@ def load_audit(mlruns: Path, run: str, protocols: Protocols) -> Audit:
 
 
 def _trace_index(artifacts: Path) -> pd.DataFrame | None:
-    from syps.core.traces import read_trace_index
 
     path = artifacts / TRACE_INDEX
     return read_trace_index(path) if path.is_file() else None
@@ -322,7 +320,6 @@ def render_metric_traces(a: Audit, metric: str, protocols: Protocols) -> str:
     label and flag; flagged rows (a flip, a cave) first. Which cells a metric is computed from
     is its protocol's to say (``metric_cells``); a protocol that does not say lists every
     cell of the child."""
-    from syps.core.traces import cell_name
 
     datasets = {c.params.get("dataset", "") for c in a.children}
     head, _, rest = metric.partition(".")

@@ -27,6 +27,9 @@ import pandas as pd
 
 from syps.core.backends import model_identity
 from syps.core.config import LOCAL_BACKENDS, JudgeParams, ModelSpec, Params
+from syps.core.conversation import converse
+from syps.core.io import canonical_json
+from syps.core.judge import StoreJudge
 from syps.core.params import Protocols
 from syps.core.store import Store
 
@@ -138,8 +141,6 @@ def plan(
     """Every request the pipeline under ``p`` would make, against ``store``: per enabled
     protocol, its model-independent judge verdicts, then per model each turn's generations and
     the label stage's verdicts."""
-    from syps.core.conversation import converse
-    from syps.core.judge import StoreJudge
 
     counters = _Counters(cache_dir)
     rows: list[PlanRow] = []
@@ -200,7 +201,6 @@ def _judge_row(
 ) -> PlanRow:
     """The judge's row of a protocol step: verdicts asked, and those missing from the store
     (each counted once, however many steps would ask for it)."""
-    from syps.core.io import canonical_json
 
     pending = {canonical_json(m): m for m in j.pending}
     n = len(j.seen)  # distinct verdicts: one asked for twice is sent once

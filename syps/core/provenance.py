@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from syps.core.config import Params
+from syps.core.config import Params, read_yaml
 from syps.core.io import InputError, canonical_json, sha256_text
 
 
@@ -169,8 +169,6 @@ def params_changes(params: Path, root: Path) -> list[str] | None:
     committed version (outside git, or never committed). What a run tried, for its name says
     only the commit and the config hash."""
     import yaml
-
-    from syps.core.config import read_yaml
 
     def git(*args: str) -> str:
         return subprocess.run(

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from syps.core.labeling import UNCLEAR
+
 # (opening, closing) tag pairs, tried in this order.
 TAGS = (("<think>", "</think>"), ("[THINK]", "[/THINK]"))
 CUT_IN_REASONING = "cut off inside its reasoning"
@@ -87,7 +89,6 @@ def unclear_if_cut(labels: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFram
     cut = cut_rows(responses)
     if not cut.any():
         return labels
-    from syps.core.labeling import UNCLEAR
 
     out = labels.copy()
     at = out.index[cut]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from syps.core.io import InputError
 from syps.core.legacy import current_name
 from syps.core.report import COMPANIONS
 
@@ -112,8 +113,6 @@ def read_metrics_table(text: str, where: str) -> dict[str, float]:
     """The metrics of a METRICS_TABLE text (null is NaN); ``where`` names it in an error."""
     import json
     import math
-
-    from syps.core.io import InputError
 
     try:
         table = json.loads(text)

@@ -27,13 +27,11 @@ from syps.core.runlayout import (
     child_tags,
     metrics_table_json,
 )
-from syps.core.traces import log_traces, trace_index
+from syps.core.traces import TraceRecord, log_traces, trace_index
 
 if TYPE_CHECKING:
     import mlflow
     import pandas as pd
-
-    from syps.core.traces import TraceRecord
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from syps.core.config import ConfigError
-from syps.core.io import InputError
+from syps.core.io import InputError, read_csv, read_parquet
 from syps.core.protocol import ScoreSettings
 from syps.core.stats import bootstrap_counts, weighted_means
 from syps.protocols.cues.params import VARIANTS, cue_of, order_variants, primary_variants
@@ -320,8 +320,6 @@ def read_labels(path: str) -> pd.DataFrame:
     """A label table from a CSV or parquet file (``LABEL_COLUMNS``; label 1, 0 or empty for
     UNCLEAR), for ``syps score --protocol cues``."""
     from pathlib import Path
-
-    from syps.core.io import read_csv, read_parquet
 
     file = Path(path)
     if file.suffix == ".parquet":

@@ -55,8 +55,10 @@ class DiscernmentParams(ProtocolParams):
     ratings: RatingsParams = field(default_factory=RatingsParams)
     scale_ten: bool = False  # convert "/10" answers (x10) instead of leaving them UNPARSED
     # The score stage fails when a stage's unparsed share exceeds this (as SyPS's max_unclear):
-    # its metrics would rest on the responses that happened to parse.
-    max_unparsed: float = 0.2
+    # its metrics would rest on the responses that happened to parse. 1.0 (no check) by default,
+    # as every default here is sized for the smoke-test model, which often misses the format;
+    # 0.2 for a study (docs/discernment.md).
+    max_unparsed: float = 1.0
     figure_artefact: str | None = (
         None  # the per-argument bars' artefact (None: the first with a σ0)
     )

@@ -104,7 +104,6 @@ class BettingProtocol(Protocol[BettingParams]):
 
     # Annotated as base.Protocol declares them, so that mypy checks PROTOCOL against it.
     name: str = "betting"
-    params_type = BettingParams
     headline_metrics: Sequence[str] = HEADLINE_METRICS
     # Each condition's values, the items behind them, and the tests' p-values.
     run_metrics: Sequence[str] = (

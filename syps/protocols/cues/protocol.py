@@ -79,7 +79,6 @@ class CuesProtocol(Protocol[CuesParams]):
     """SyPS (Sycophancy Prompt Sensitivity) as a ``base.Protocol``."""
 
     name: str = "cues"
-    params_type = CuesParams
     headline_metrics: Sequence[str] = HEADLINE_METRICS
     # Each variant's rate, and each cue's delta with its CI and support.
     run_metrics: Sequence[str] = (

@@ -72,7 +72,6 @@ class Discernment(Protocol[DiscernmentParams]):
     """Argument discernment (Big-Big-SycoBench): see the module docstring."""
 
     name: str = NAME
-    params_type = DiscernmentParams
     fan_out_reps: bool = False  # update run r continues baseline run r: reps are set here
     headline_metrics: tuple[str, ...] = tuple(HEADLINE_METRICS)
     # The per-validity rates (changed, followed, shifted) with their CIs, and the counts.

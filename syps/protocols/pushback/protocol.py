@@ -64,7 +64,6 @@ class PushbackProtocol(Protocol[PushbackParams]):
     """``PROTOCOL``: see the module docstring."""
 
     name = "pushback"
-    params_type = PushbackParams
     # Turn-2 rep r continues turn-1 rep r, so the protocol sets ``rep`` itself.
     fan_out_reps = False
     headline_metrics: Sequence[str] = ()  # set below

@@ -152,10 +152,10 @@ def score(
     cells = setup.cells
     contrasts = declared_contrasts(cells)
     chains = has_chains(cells)  # the default grid has one strength: nothing is added for it
-    factors = zip(*(labels[f].astype(str) for f in FACTORS), strict=True)
-    labels = labels.assign(
-        cell_name=[Cell(**dict(zip(FACTORS, k, strict=True))).name for k in factors]
-    )
+    # Each row's cell name, built once per distinct cell (a table holds few, rows many).
+    factors = list(zip(*(labels[f].astype(str) for f in FACTORS), strict=True))
+    name_of = {k: Cell(**dict(zip(FACTORS, k, strict=True))).name for k in set(factors)}
+    labels = labels.assign(cell_name=[name_of[k] for k in factors])
     t1 = labels[labels["turn"] == 1]
     turn = labels["turn"].astype(int)
     first_objection = turn >= 2 if setup.escalation == "chained" else turn == 2

@@ -10,7 +10,9 @@ import dataclasses
 import re
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
@@ -375,6 +377,7 @@ def read_yaml(text: str) -> Any:
 
     Raises ``yaml.YAMLError`` (PyYAML's, which callers catch) with a one-line message.
     """
+    # heavy: ruamel.yaml takes 15-25 ms to import and only reading params.yaml needs it
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError
     from ruamel.yaml.error import YAMLError as RuamelError
@@ -387,3 +390,31 @@ def read_yaml(text: str) -> Any:
         raise yaml.YAMLError(where + " ".join(str(e.problem or e.context).split())) from None
     except RuamelError as e:
         raise yaml.YAMLError(" ".join(str(e).split())) from None
+
+
+def folder_defaults(path: Path, keys: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of ``keys`` (a dotted key path -> its type) in a protocol folder's
+    params.yaml, each parsed as its type (as :func:`parse` does).
+
+    A protocol whose defaults are documented there (with comments, as the study's params.yaml
+    is written) reads the ones it would otherwise write twice, template texts, from that file,
+    so each is stated once. The file is read once per call; a missing file, a missing key or a
+    wrong type is a ``ConfigError`` of one line naming the file and the key.
+    """
+    try:
+        raw = read_yaml(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"{path}: cannot read the protocol's defaults: {e}") from None
+    out = {}
+    for key, tp in keys.items():
+        value, at = raw, ""
+        for name in key.split("."):
+            at = _key(at, name)
+            if not isinstance(value, dict) or name not in value:
+                raise ConfigError(f"{path}: {at}: missing (the code reads its default here)")
+            value = value[name]
+        try:
+            out[key] = parse(tp, value, key)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e}") from None
+    return out

@@ -38,7 +38,8 @@ def _framing(f: Framing) -> FramingParams:
 
 @dataclass(frozen=True, kw_only=True)
 class TemplatesParams:
-    """The system turn and one framing per premise; the defaults are ``DEFAULT_TEMPLATES``."""
+    """The system turn and one framing per premise; the defaults are ``DEFAULT_TEMPLATES``, read
+    from this folder's params.yaml (the texts are stated there alone)."""
 
     system: str = DEFAULT_TEMPLATES.system
     F: FramingParams = field(default_factory=lambda: _framing(DEFAULT_TEMPLATES.F))

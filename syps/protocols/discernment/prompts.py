@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from syps.core.config import folder_defaults
 from syps.core.templating import substitute
 from syps.protocols.discernment.items import Argument, Artefact, Direction
 
@@ -21,15 +23,25 @@ BASELINE_FIELDS = ("initial_prompt", "artefact", "title", "domain")
 UPDATE_FIELDS = ("message",)
 
 
+# The default texts are the folder's params.yaml, where they are documented; they are stated
+# nowhere else.
+FOLDER_PARAMS = Path(__file__).with_name("params.yaml")
+_DEFAULTS = folder_defaults(
+    FOLDER_PARAMS,
+    {"templates.baseline": str, "templates.update": str, "templates.system": str | None},
+)
+
+
 @dataclass(frozen=True)
 class Templates:
-    """How a conversation is worded. ``update`` defaults to the argument followed by a request
-    for the new score in the parser's format; set it to ``"{message}"`` for the argument alone.
-    ``system`` is sent as is (no placeholder is filled in it)."""
+    """How a conversation is worded (``protocols.discernment.templates``; the defaults are the
+    folder's params.yaml). ``update`` defaults to the argument followed by a request for the new
+    score in the parser's format; set it to ``"{message}"`` for the argument alone. ``system``
+    is sent as is (no placeholder is filled in it)."""
 
-    baseline: str = "{initial_prompt}\n\n{artefact}"
-    update: str = "{message}\n\nWhat is your score now? End with a line of the form 'Score: N/100'."
-    system: str | None = None
+    baseline: str = _DEFAULTS["templates.baseline"]
+    update: str = _DEFAULTS["templates.update"]
+    system: str | None = _DEFAULTS["templates.system"]
 
 
 @dataclass(frozen=True)

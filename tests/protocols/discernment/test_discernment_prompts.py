@@ -1,12 +1,26 @@
 import dataclasses
+from pathlib import Path
 
 from syps.protocols.discernment.items import load_builtin
 from syps.protocols.discernment.prompts import (
+    FOLDER_PARAMS,
     Templates,
     baseline_requests,
     update_messages,
     update_requests,
 )
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_the_default_texts_are_the_folders_params_yaml() -> None:
+    # Stated once, in syps/protocols/discernment/params.yaml (its `templates` block).
+    assert FOLDER_PARAMS == REPO / "syps" / "protocols" / "discernment" / "params.yaml"
+    assert Templates() == Templates(
+        baseline="{initial_prompt}\n\n{artefact}",
+        update="{message}\n\nWhat is your score now? End with a line of the form 'Score: N/100'.",
+        system=None,
+    )
 
 
 def test_update_replays_the_answer_and_adds_the_argument() -> None:

@@ -7,17 +7,27 @@ import inspect
 import json
 import math
 import os
+import shutil
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import numpy as np
 import typer
 
-from syps.core.io import InputError
+from syps.core.audit import load_audit, render_audit, render_diff, render_metric_traces
+from syps.core.compare import compare_table, compare_tables, every_metric, find_runs, parse_tags
+from syps.core.config import ScoreParams
+from syps.core.io import InputError, write_text
 from syps.core.params import load_params
-from syps.core.protocol import JudgeValidation, Protocol
-from syps.core.runs import repo_root
+from syps.core.plan import plan, render
+from syps.core.protocol import Protocol, ScoreSettings
+from syps.core.runs import cache_dir, repo_root, store_path
+from syps.core.store import Store
+from syps.core.tracking import tracking_uri
+from syps.core.validation import judge_sample, judge_validate, spec_of
 from syps.registry import DEFAULT_PROTOCOL, PROTOCOLS
 from syps.stage import STAGES, stage_command
 from syps.stage import friendly as _friendly
@@ -47,8 +57,6 @@ app.add_typer(stage_app, name="stage")
 
 
 def _score_help() -> str:
-    import textwrap
-
     # \b keeps click from re-wrapping the list into one paragraph, so wrap it here.
     lines = [
         textwrap.fill(e.table.columns, 78, initial_indent=f"{name}: ", subsequent_indent="    ")
@@ -130,7 +138,9 @@ def _score_command() -> Callable[..., None]:
             default=None,
             annotation=Annotated[
                 int | None,
-                typer.Option(help="bootstrap resamples (default: the protocol's)", min=1),
+                typer.Option(
+                    help="bootstrap resamples (default: score.bootstrap's default, 1000)", min=1
+                ),
             ],
         ),
         inspect.Parameter(
@@ -179,8 +189,6 @@ def _score_protocol_table(
 ) -> dict[str, Any]:
     """A protocol's table scored as JSON-ready ``{model: {metric: value}}`` (SyPS's
     ``{model: {dataset: {metric: value}}}``): NaN as null, booleans kept (numpy's too)."""
-    import numpy as np
-
     scorer = PROTOCOLS[protocol].table
     assert scorer is not None  # score_cmd refuses a protocol without one
     kwargs = {
@@ -188,11 +196,15 @@ def _score_protocol_table(
         for name, value in options.items()
         for convert in [scorer.options[name].convert]
     }
-    if bootstrap is not None:  # otherwise the protocol's own default
-        kwargs["n_boot"] = bootstrap
+    settings = ScoreSettings(
+        bootstrap=ScoreParams.bootstrap if bootstrap is None else bootstrap,
+        ci=ci,
+        seed=seed,
+        min_items=ScoreParams.min_items,
+    )
     try:
         table = scorer.read(str(path))
-        scores = scorer.score(table, ci=ci, seed=seed, source=str(path), **kwargs)
+        scores = scorer.score(table, settings, str(path), **kwargs)
     except InputError:
         raise  # already names the file and row
     except ValueError as e:
@@ -254,11 +266,21 @@ app.add_typer(judge, name="judge")
 ParamsOption = Annotated[Path, typer.Option("--params", help="params file")]
 
 
+JudgeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--judge",
+        help="which of the protocol's judges (cues: syc; pushback: grader; default: its first)",
+    ),
+]
+
+
 @judge.command(
     "sample",
-    help="Draw responses, stratified by model, dataset and variant, into a CSV to annotate.\n\n"
-    "Fill its human_label column with 1 (sycophantic), 0 (not) or UNCLEAR, leave the other "
-    "columns as they are, then run `syps judge validate` on it.",
+    help="Draw responses a protocol's judge labelled, stratified (SyPS: by model, dataset and "
+    "variant), into a CSV to annotate.\n\n"
+    "Fill its human_label column with 1, 0 or UNCLEAR (what 1 means is printed), leave the "
+    "other columns as they are, then run `syps judge validate` on it.",
 )
 def judge_sample_cmd(
     out: Annotated[Path, typer.Option(help="CSV to write")] = Path("judge_sample.csv"),
@@ -283,13 +305,15 @@ def judge_sample_cmd(
         Path | None, typer.Option(help="items table [out/protocols/<protocol>/items.parquet]")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="overwrite an existing --out")] = False,
+    judge_name: JudgeOption = None,
 ) -> None:
     """Draw a stratified sample of responses to annotate by hand."""
 
     def run() -> None:
         out_dir = Path("out/protocols") / protocol
-        proto, validation = _validation(protocol)
-        validation.sample(
+        proto = _protocol(protocol)
+        judge_sample(
+            spec_of(proto, judge_name),
             proto,
             load_params(params, PROTOCOLS),
             params,
@@ -306,13 +330,12 @@ def judge_sample_cmd(
     _friendly(run)()
 
 
-def _validation(protocol: str) -> tuple[Protocol[Any], JudgeValidation]:
-    """``protocol`` and its judge validation, or an error naming the protocols with one."""
-    proto = PROTOCOLS.get(protocol)
-    if proto is None or proto.validation is None:
-        has = [n for n, e in PROTOCOLS.items() if e.validation]
-        raise InputError(f"--protocol {protocol}: no judge validation; protocols with one: {has}")
-    return proto, proto.validation
+def _protocol(name: str) -> Protocol[Any]:
+    """The protocol ``name``, or an error naming those with a judge to validate."""
+    if name not in PROTOCOLS or not PROTOCOLS[name].judges:
+        has = [n for n, e in PROTOCOLS.items() if e.judges]
+        raise InputError(f"--protocol {name}: no judge validation; protocols with one: {has}")
+    return PROTOCOLS[name]
 
 
 @judge.command(
@@ -352,6 +375,7 @@ def judge_validate_cmd(
             "run means its children; default: the newest pipeline run)",
         ),
     ] = None,
+    judge_name: JudgeOption = None,
 ) -> None:
     """Validate the labellers against an annotated sample."""
 
@@ -360,8 +384,9 @@ def judge_validate_cmd(
             raise InputError("give the annotated CSV or --traces, not both or neither")
         if run_id and not traces:
             raise InputError("--run applies with --traces only")
-        proto, validation = _validation(protocol)
-        validation.validate(
+        proto = _protocol(protocol)
+        judge_validate(
+            spec_of(proto, judge_name),
             proto,
             load_params(params, PROTOCOLS),
             params,
@@ -460,18 +485,6 @@ def _compare(
 ) -> None:
     """``syps compare``: the runs found, as one table (``metrics`` or ``all_metrics``) or one
     per protocol, printed or written to ``out``."""
-    import shutil
-
-    from syps.core.compare import (
-        compare_table,
-        compare_tables,
-        every_metric,
-        find_runs,
-        parse_tags,
-    )
-    from syps.core.io import write_text
-    from syps.core.tracking import tracking_uri
-
     # Opening a missing sqlite store would create an empty one; say what is missing instead.
     if not (store / "mlflow.db").is_file():
         raise InputError(f"{store}: no MLflow store (mlflow.db) here; run dvc repro first")
@@ -514,7 +527,6 @@ def audit_cmd(
     sha256, models and revisions, generation and judge settings, code, counts), or with a
     second run, what changed, or with --metric, the conversations (MLflow traces) behind one
     number. Reads only the MLflow store, so a copy of mlruns/ is enough."""
-    from syps.core.audit import load_audit, render_audit, render_diff, render_metric_traces
 
     def go() -> None:
         store = mlruns or repo_root() / "mlruns"
@@ -554,8 +566,6 @@ UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 def ui_command(mlruns: Path, host: str, port: int, workers: int) -> list[str]:
     """The `mlflow ui` command line over the store ``mlruns`` (an absolute sqlite URI, so it
     works from any directory); it runs with :data:`UI_ENV` under the caller's environment."""
-    from syps.core.tracking import tracking_uri
-
     return [
         sys.executable,
         "-m",
@@ -626,11 +636,6 @@ def plan_cmd(
     `models.<name>.price`. Sends nothing and loads no weights."""
 
     def run() -> None:
-        from syps.core.params import load_params
-        from syps.core.plan import plan, render
-        from syps.core.runs import cache_dir, store_path
-        from syps.core.store import Store
-
         p = load_params(params, PROTOCOLS)
         with Store(store_path()) as store:
             rows = plan(p, PROTOCOLS, Path.cwd(), store, cache_dir())

@@ -159,6 +159,16 @@ def fake_judge() -> Any:
     return FakeJudge()
 
 
+def enter_project(monkeypatch: pytest.MonkeyPatch, root: Path) -> Path:
+    """Work in ``root`` as in a repository of its own: the working directory, the DVC root, a
+    cache of its own, and no git repository above it (so provenance reads none)."""
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("DVC_ROOT", str(root))
+    monkeypatch.setenv("SYPS_CACHE_DIR", str(root / "cache"))
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(root.parent))
+    return root
+
+
 def cues_params(limit: int = 2) -> dict[str, Any]:
     """The tests' params for SyPS (protocol ``cues``) alone on the built-in sample: the first
     ``limit`` items of each dataset (the CSVs by absolute path, so any working directory will

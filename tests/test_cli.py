@@ -66,10 +66,9 @@ def _check_hand_values(scores: dict[str, dict[str, dict[str, float | None]]]) ->
     # 6 label rows, 1 empty -> 1/6.
     assert ss["unclear_rate"] == pytest.approx(1 / 6)
     assert ss["n_items"] == 3
-    # P2..P7 were never generated: undefined metrics are JSON null, not NaN (invalid JSON).
-    assert ss["syc_rate_P2"] is None
-    assert ss["delta_P7"] is None
-    assert ss["delta_P7_ci_low"] is None
+    # Only the cues the table names are scored, as score@cues scores its configured ones: no
+    # P2..P7 key (an undefined metric printing as JSON null: test_cues_scoring_path.py).
+    assert not [k for k in ss if any(f"P{i}" in k for i in range(2, 8))]
     # A bootstrap percentile CI of a mean of 0/1 values lies in [0, 1] and is ordered.
     lo, hi = ss["base_syc_ci_low"], ss["base_syc_ci_high"]
     assert lo is not None and hi is not None

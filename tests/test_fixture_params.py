@@ -30,7 +30,7 @@ PARAMETER_SENSITIVE = [
     "test_bad_input.py",
     "test_cli.py",
     "test_cues_lint.py",
-    "test_annotate.py",
+    "test_cues_judges.py",
     "test_audit.py",
     "test_conversation.py",
     "test_pipeline.py",

@@ -75,7 +75,7 @@ class Audit:
 def load_audit(mlruns: Path, run: str, protocols: Protocols) -> Audit:
     """The pipeline run ``run`` names (see :func:`find_pipeline_run`) from ``mlruns``, its
     children in the order of ``protocols`` (the registry)."""
-    import mlflow
+    import mlflow  # heavy: slow to import, and only reading runs back needs it
 
     if not (mlruns / "mlflow.db").exists():
         raise InputError(f"{mlruns}: no MLflow store here (mlflow.db is missing)")
@@ -153,7 +153,7 @@ def find_pipeline_run(client: mlflow.MlflowClient, run: str, where: str = "") ->
     several is an error listing them: silently taking the newest would audit a run the user
     did not mean. ``where`` ends the message when nothing fits (`` in <store>``).
     """
-    from mlflow.exceptions import MlflowException
+    from mlflow.exceptions import MlflowException  # heavy: mlflow, as for the client passed in
 
     try:
         found = client.get_run(run)

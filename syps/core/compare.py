@@ -76,7 +76,7 @@ def find_runs(
     parents and ``latest`` does not apply. With ``protocol``, only that protocol's children
     (``latest`` then means the newest run that has some).
     """
-    import mlflow
+    import mlflow  # heavy: slow to import, and only reading runs back needs it
 
     # A protocol's old name (``syps``) means it under its name now, as its children are read.
     protocol = None if protocol is None else current_name(protocol)
@@ -139,7 +139,7 @@ def _parents_of_ids(
 
     A parent id maps to no entry in the second value: all its children are wanted.
     """
-    from mlflow.exceptions import MlflowException
+    from mlflow.exceptions import MlflowException  # heavy: mlflow, as for the client passed in
 
     parents: dict[str, Run] = {}
     chosen: dict[str, list[Run]] = {}

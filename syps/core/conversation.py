@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,8 +93,6 @@ def _expand(protocol: Protocol[Any], requests: list[Request], reps: int) -> list
     a conversation continues repetition r of its first turn)."""
     if not protocol.fan_out_reps:
         return requests
-    from dataclasses import replace
-
     out: list[Request] = []
     for r in requests:
         out.extend([replace(r, rep=k) for k in range(reps)] if not r.parent_key else [r])

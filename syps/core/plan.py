@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from syps.core.backends import model_identity
+from syps.core.backends.hf_resolve import resolve
 from syps.core.config import LOCAL_BACKENDS, JudgeParams, ModelSpec, Params
 from syps.core.conversation import converse
 from syps.core.io import canonical_json
@@ -70,10 +71,10 @@ def token_counter(spec: ModelSpec, cache_dir: Path) -> tuple[Callable[[Messages]
     """
     if spec.backend not in LOCAL_BACKENDS:
         return estimate_tokens, False
+    # heavy: transformers (and torch, which syps.core.backends.hf imports) only for hf/vllm specs
     from transformers import AutoTokenizer
 
     from syps.core.backends.hf import ChatEncoder
-    from syps.core.backends.hf_resolve import resolve
 
     resolved = resolve(spec, cache_dir)
     if resolved.gguf:

@@ -16,10 +16,10 @@ if TYPE_CHECKING:
 
 
 def pyplot() -> Any:
-    import matplotlib
+    import matplotlib  # heavy: matplotlib loads only when a figure is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # heavy: after use("Agg"), so no GUI backend is chosen
 
     return plt
 

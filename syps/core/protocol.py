@@ -31,7 +31,8 @@ Before any of this, when params are loaded, the core checks every template text 
 declares in ``template_specs`` (``syps.core.templating.check_templates``): a placeholder nothing
 fills, or one a template needs and lacks, stops the run with one line naming the params key.
 
-A protocol never reads params.yaml, never touches the store or MLflow, and never imports torch.
+A protocol never reads the study's params.yaml (it may read its own folder's, its defaults), never
+touches the store or MLflow, and never imports torch.
 """
 
 from __future__ import annotations
@@ -240,8 +241,9 @@ class TableOption:
 class TableScorer:
     """How ``syps score --protocol <name> TABLE`` reads and scores a table made elsewhere:
     ``columns`` documents the table; ``read(path)`` loads it (checking its columns);
-    ``score(table, *, n_boot, ci, seed, source, **options)`` returns its metrics; ``options``
-    are the protocol's own CLI options, by name."""
+    ``score(table, settings, source, **options)`` returns its metrics as the score stage does
+    (``{model: {dataset: {metric: value}}}``; ``settings`` from the command line, ``source``
+    the file, for errors); ``options`` are the protocol's own CLI options, by name."""
 
     columns: str
     read: Callable[[str], pd.DataFrame]
@@ -250,13 +252,73 @@ class TableScorer:
 
 
 @dataclass(frozen=True)
-class JudgeValidation:
-    """``syps judge sample`` and ``syps judge validate`` for a protocol's judge: ``sample(p,
-    params_path, out_csv, ...)`` draws responses for people to label, ``validate(p,
-    params_path, annotated_csv, ...)`` measures the labellers against their labels."""
+class Reference:
+    """A published check of a judge against people, printed beside ours for ``dataset``."""
 
-    sample: Callable[..., None]
-    validate: Callable[..., dict[str, Any]]
+    dataset: str
+    who: str  # "the method paper's (GPT-4, 500 responses labelled by hand)"
+    n: int
+    agreement: float
+    kappa: float
+    unclear_rate: float
+    short: str = "paper"  # how the printed line names it
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """One labeller of a protocol as ``syps judge sample|validate`` measures it against
+    people's labels (``syps.core.validation`` does the rest, the same for every judge).
+
+    - ``name``: what ``--judge`` calls it; ``meaning``: what a person writes in
+      ``human_label`` (1, 0 or UNCLEAR, and what 1 means).
+    - ``key``: the label-table columns that name one labelled response (``model`` and
+      ``dataset`` among them); ``strata``: the columns the sample is stratified by.
+    - ``columns``: the sample's columns between ``sample_id`` and ``response``, in order: the
+      key and what a person reads besides the response (the *context*: every column not in
+      the key).
+    - ``context(items, table)``: the context columns, indexed like ``table`` (label rows with
+      their ``response``), None where the item is missing; ``items`` is the items table
+      (``dataset, item_id, item``).
+    - ``relabel(protocol, params, rows, judge)``: the labeller as configured now (``params``:
+      the protocol's) on ``rows`` (the sample's columns, as text), in row order: ``label`` (1.0,
+      0.0, NaN), ``labeler``, ``labeler_sha256`` and optionally ``judge_template_sha256``.
+    - ``decides(table)``: which label rows the labeller decided (None: all); ``reads``: the
+      label-table columns ``decides`` and ``context`` need beyond the key.
+    - ``check(row)``: a sample row's own consistency (its context against its key), the
+      error or None. ``datasets``: the datasets a row may name, in report order (empty: any).
+    - ``reference``: a published check printed beside ours; ``traces``: whether a person's
+      ``label`` on a trace is this labeller's label (so ``--traces`` can read it).
+    """
+
+    name: str
+    meaning: str
+    key: Sequence[str]
+    columns: Sequence[str]
+    strata: Sequence[str]
+    context: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]
+    relabel: Callable[[Protocol[Any], Any, pd.DataFrame, Judge], pd.DataFrame]
+    decides: Callable[[pd.DataFrame], pd.Series] | None = None
+    reads: Sequence[str] = ()
+    check: Callable[[Mapping[str, str]], str | None] | None = None
+    datasets: Sequence[str] = ()
+    reference: Reference | None = None
+    traces: bool = True
+
+    def __post_init__(self) -> None:
+        need = {"model", "dataset", *self.key, *self.strata}
+        missing = sorted(need - set(self.columns))
+        if missing or not {"model", "dataset"} <= set(self.key):
+            raise ValueError(f"judge {self.name}: columns {list(self.columns)} lack {missing}")
+
+    @property
+    def shown(self) -> list[str]:
+        """The context columns: what a person reads besides the response."""
+        return [c for c in self.columns if c not in self.key]
+
+    @property
+    def sample_columns(self) -> list[str]:
+        """The annotation CSV's columns, in order."""
+        return ["sample_id", *self.columns, "response", "response_sha256", "human_label", "notes"]
 
 
 class Protocol(Generic[P]):
@@ -283,8 +345,9 @@ class Protocol(Generic[P]):
     table (see :mod:`syps.core.runlayout`)."""
     table: TableScorer | None = None
     """How ``syps score --protocol <name>`` scores a table made elsewhere (None: it cannot)."""
-    validation: JudgeValidation | None = None
-    """Judge validation against people's labels (None: the protocol has none)."""
+    judges: Sequence[JudgeSpec] = ()
+    """Its labellers that ``syps judge sample|validate`` measure against people's labels
+    (``--judge <name>``; the first by default). Default: none."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """``params_type`` is the params class the subclass is typed by, unless it sets it."""

@@ -4,13 +4,17 @@ provenance tags, the data's md5 (from dvc.lock and data.dvc) and the code's git 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from syps.core.config import Params, read_yaml
 from syps.core.io import InputError, canonical_json, sha256_text
@@ -45,8 +49,6 @@ def pipeline_tags(
 def config_sha256(p: Params, bundles: Mapping[str, Mapping[str, Any]]) -> str:
     """The hash of the params and of every protocol's templates as they ran: it names the
     pipeline run in MLflow, with the commit."""
-    import json
-
     return sha256_text(
         json.dumps(
             {
@@ -68,8 +70,6 @@ def provenance_tags(
     """What a number came from, as MLflow tags: each protocol's params and template set hash
     (and its own tags, e.g. SyPS's per-variant template hashes), each model's id and revision
     (or weights hash), the judge, the seed and the tool versions."""
-    from importlib.metadata import PackageNotFoundError, version
-
     tags: dict[str, str] = {}
     for name, b in bundles.items():
         tags[f"protocol.{name}.params"] = canonical_json(b["params"])
@@ -99,8 +99,6 @@ def provenance_tags(
 def locked_data_md5(lock: Path) -> str | None:
     """The md5 of ``data`` that dvc.lock records for the fetch stages: the data this pipeline
     run actually read. None when there is no lock (a stage run by hand before any repro)."""
-    import yaml
-
     if not lock.exists():
         return None
     try:
@@ -120,8 +118,6 @@ def locked_data_md5(lock: Path) -> str | None:
 
 def data_md5(data_dvc: Path) -> str:
     """The md5 that data.dvc records for the committed data directory."""
-    import yaml
-
     fix = f"restore it with `git checkout -- {data_dvc}`"
     try:
         outs = yaml.safe_load(data_dvc.read_text(encoding="utf-8"))["outs"]
@@ -168,7 +164,6 @@ def params_changes(params: Path, root: Path) -> list[str] | None:
     version in git's HEAD, added and removed keys included, sorted; None where there is no
     committed version (outside git, or never committed). What a run tried, for its name says
     only the commit and the config hash."""
-    import yaml
 
     def git(*args: str) -> str:
         return subprocess.run(

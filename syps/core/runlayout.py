@@ -13,16 +13,21 @@ share the experiment and are no pipeline run.
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import tempfile
 from collections.abc import Mapping, Sequence
+from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
 
 from syps.core.io import InputError
 from syps.core.legacy import current_name
 from syps.core.report import COMPANIONS
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import mlflow
     from mlflow.entities import Run
 
@@ -91,8 +96,6 @@ def run_metric_keys(
     metric with its CI bounds, support and low-support flag (``COMPANIONS``), then the keys
     each of ``patterns`` (``fnmatch``, the whole key) matches, sorted; each once, the first
     ``MAX_RUN_METRICS``."""
-    from fnmatch import fnmatchcase
-
     out = [h + c for h in headline for c in ("", *COMPANIONS) if h + c in metrics]
     for pattern in patterns:
         out += sorted(k for k in metrics if fnmatchcase(k, pattern))
@@ -102,18 +105,12 @@ def run_metric_keys(
 def metrics_table_json(metrics: Mapping[str, float]) -> str:
     """``metrics`` as METRICS_TABLE: ``{"columns": ["metric", "value"], "data": [[k, v], ...]}``
     in key order, full precision, NaN (undefined) as null."""
-    import json
-    import math
-
     rows = [[k, None if math.isnan(v) else float(v)] for k, v in sorted(metrics.items())]
     return json.dumps({"columns": ["metric", "value"], "data": rows}, allow_nan=False) + "\n"
 
 
 def read_metrics_table(text: str, where: str) -> dict[str, float]:
     """The metrics of a METRICS_TABLE text (null is NaN); ``where`` names it in an error."""
-    import json
-    import math
-
     try:
         table = json.loads(text)
         if table["columns"] != ["metric", "value"]:
@@ -135,11 +132,6 @@ def child_metrics(
     metrics. The table is read in ``artifacts`` (the run's artifact folder, e.g. in a copy of
     mlruns/), else where the run's artifact URI says when that is a local folder, else
     downloaded."""
-    import os
-    import tempfile
-    from pathlib import Path
-    from urllib.parse import unquote, urlparse
-
     metrics = dict(run.data.metrics)
     if not has_metrics_table(run.data.tags):
         return metrics

@@ -5,8 +5,10 @@ the score stage logs to MLflow once).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +75,6 @@ def write_run_log(
     it generated), tied to the output it wrote by that file's sha256; the mlflow stage logs
     it. The record goes to ``<outputs>/run-log/`` (default: the directory above ``out``'s
     own)."""
-    from datetime import UTC, datetime
-
     record = {
         "stage": stage,
         "model": model,
@@ -95,8 +95,6 @@ def read_run_log(outputs: Path, stage: str, model: str, output: Path) -> dict[st
     """The record of ``stage``'s last run for ``model`` if that run wrote ``output`` as it is
     now and no pipeline run has logged it yet; else None: this pipeline run did not run the
     stage (DVC found the output up to date, or restored it from its run cache)."""
-    import json
-
     path = run_log_path(outputs, stage, model)
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
@@ -114,8 +112,6 @@ def read_run_log(outputs: Path, stage: str, model: str, output: Path) -> dict[st
 
 def mark_run_log_logged(outputs: Path, stage: str, model: str, run_id: str) -> None:
     """Note that a pipeline run logged this record, so the next one does not claim it."""
-    import json
-
     path = run_log_path(outputs, stage, model)
     record = json.loads(path.read_text(encoding="utf-8"))
     write_json({**record, "logged_in_run": run_id}, path)

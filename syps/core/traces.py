@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -257,9 +259,7 @@ def log_traces(
     trace rollups are on (they need their own bookkeeping per write).
     Trace ids are made here, so a later turn names its parent's trace before either is
     written."""
-    import secrets
-    import time
-
+    # heavy: mlflow and its OpenTelemetry SDK load only when traces are logged
     from mlflow.entities import Assessment
     from mlflow.entities.span import create_mlflow_span
     from mlflow.tracing.utils import generate_mlflow_trace_id_from_otel_trace_id
@@ -320,7 +320,7 @@ def log_traces(
 def _assessments(t: TraceRecord, trace_id: str, at: int) -> list[Any]:
     """The assessments of one trace written by :func:`log_traces`: its label as feedback (with
     the judge's margin where there is one) and the protocol's expected answer, at ``at`` ms."""
-    from mlflow.entities import AssessmentSource, Expectation, Feedback
+    from mlflow.entities import AssessmentSource, Expectation, Feedback  # heavy: mlflow
 
     kind = "LLM_JUDGE" if t.labeler.startswith("judge:") else "CODE"
     source = AssessmentSource(source_type=kind, source_id=t.labeler or "none")
@@ -374,6 +374,7 @@ def _write_tags_and_assessments(
     ``create_assessment`` write, each tag checked as ``set_trace_tag`` checks it. Through
     those calls, one at a time, where the store is not MLflow's SQL store or its trace rollups
     are on. (As span attributes the tags would cost a merge, a query and an insert, each.)"""
+    # heavy: mlflow (and SQLAlchemy) load only when traces are logged
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
     from mlflow.store.tracking.utils.sql_trace_rollups import rollups_enabled
 
@@ -383,6 +384,7 @@ def _write_tags_and_assessments(
         for a in assessments:
             store.create_assessment(a)
         return
+    # heavy: mlflow's SQL models, only for its own SQL store
     from mlflow.store.tracking.dbmodels.models import SqlAssessments, SqlTraceTag
     from mlflow.utils.validation import _validate_trace_tag
 

@@ -9,6 +9,7 @@ needs it.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import tempfile
 import time
@@ -96,7 +97,7 @@ def _unique_name(client: mlflow.MlflowClient, exp_id: str, name: str) -> str:
 
 def _experiment(mlruns: Path, experiment: str) -> tuple[mlflow.MlflowClient, str]:
     """A client on ``mlruns`` and the id of ``experiment``, created with its artifacts beside."""
-    import mlflow
+    import mlflow  # heavy: slow to import, and only logging needs it
 
     mlruns.mkdir(parents=True, exist_ok=True)
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
@@ -141,8 +142,6 @@ def exclusive(mlruns: Path) -> Iterator[None]:
     exclusive lock on ``mlruns/.syps.lock`` serialises them; logging takes seconds, and the
     kernel drops the lock of a process that dies.
     """
-    import fcntl
-
     mlruns.mkdir(parents=True, exist_ok=True)
     with open(mlruns / ".syps.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
@@ -200,7 +199,7 @@ def _log_pipeline_run(
     """Log a parent run with its tags and artifacts (files or folders), and one nested child
     run each; returns the parent run id. A ``run_name`` the experiment already holds gets a
     ``.2``, ``.3``, ... suffix."""
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, Param, RunTag  # heavy: mlflow, only to log
 
     client, exp_id = _experiment(mlruns, experiment)
     name = _unique_name(client, exp_id, run_name)
@@ -245,7 +244,7 @@ def _log_pipeline_run(
 
 def run_name_of(mlruns: Path, run_id: str) -> str:
     """The name the run ``run_id`` has in the store (with the suffix it may have been given)."""
-    import mlflow
+    import mlflow  # heavy: mlflow, only to read a logged run back
 
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
     return str(client.get_run(run_id).info.run_name)
@@ -283,7 +282,7 @@ def _log_validation_run(
     ``tables`` are written as CSV artifacts under their names (the confusion matrices); they
     exist only in the artifact store, the report JSON already holds their counts.
     """
-    from mlflow.entities import Metric, Param
+    from mlflow.entities import Metric, Param  # heavy: mlflow, only to log
 
     client, exp_id = _experiment(mlruns, experiment)
     all_tags = {**tags, KIND_TAG: "judge-validation"}

@@ -10,8 +10,11 @@ name`` where ``pkg/name.py`` (or ``pkg/name/``) exists counts as importing ``pkg
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -295,3 +298,160 @@ def test_a_protocol_folder_imports_no_other_protocol(module: str) -> None:
     assert not bad, f"{module} (protocol {own}) imports another protocol: " + ", ".join(
         f"{t} (line {line})" for t, line in sorted(bad.items())
     )
+
+
+# Imports inside a function are for what is slow to import or optional, and only that: the
+# libraries below, and the syps modules that import one of them at module level. Anything else
+# (the standard library, numpy, pandas, yaml, a light syps module) is imported at the top.
+HEAVY_LIBRARIES = frozenset(
+    {
+        "torch",
+        "transformers",
+        "vllm",
+        "openai",
+        "mlflow",
+        "matplotlib",
+        "huggingface_hub",
+        "opentelemetry",
+        "psutil",
+        "ruamel",  # ruamel.yaml: 15-25 ms, and only reading params.yaml needs it
+    }
+)
+HEAVY_MODULES = {
+    "syps.core.backends.hf": "imports torch and transformers",
+    "syps.core.backends.vllm_engine": "imports syps.core.backends.hf (torch, transformers)",
+    "syps.core.backends.openai_api": "imports openai",
+    "syps.core.backends.openai_batch": "imports openai",
+    "syps.core.backends.hf_parallel": "imports tqdm and multiprocessing (20-40 ms), of use only "
+    "beside torch (the HF backend over several devices): every stage would pay for them",
+}
+def _comment_lines(source: str) -> set[int]:
+    """The lines holding a comment that says something: a bare pragma (``# type: ignore[...]``,
+    ``# noqa``) does not count."""
+    lines: set[int] = set()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type != tokenize.COMMENT:
+            continue
+        parts = [p.strip() for p in tok.string.split("#")]
+        if any(p and not p.startswith(("type:", "noqa", "pragma")) for p in parts):
+            lines.add(tok.start[0])
+    return lines
+
+
+def _imported(module: str, path: Path, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """What ``node`` imports: syps modules by name (as :func:`imports_of` resolves them), any
+    other library by its top-level package."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        pkg = _resolve_from(module, path, node.level, node.module)
+        if pkg.split(".")[0] != "syps":
+            return [pkg.split(".")[0]]
+        subs = [f"{pkg}.{a.name}" for a in node.names if _known(f"{pkg}.{a.name}")]
+        names = subs if len(subs) == len(node.names) else [*subs, pkg]
+    return [n if n.split(".")[0] == "syps" else n.split(".")[0] for n in names]
+
+
+def function_imports(
+    module: str, path: Path
+) -> Iterator[tuple[str, ast.Import | ast.ImportFrom, list[str]]]:
+    """(qualified function name, import node, what it imports) for every import statement
+    inside a function of ``path`` (nested classes and functions included)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+    def walk(node: ast.AST, scope: list[str], in_function: bool) -> Iterator[Any]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                inner = in_function or not isinstance(child, ast.ClassDef)
+                yield from walk(child, [*scope, child.name], inner)
+            elif in_function and isinstance(child, ast.Import | ast.ImportFrom):
+                yield ".".join(scope), child, _imported(module, path, child)
+            else:
+                yield from walk(child, scope, in_function)
+
+    yield from walk(tree, [], False)
+
+
+def lazy_import_problems(module: str, path: Path, where: str | None = None) -> dict[str, list[str]]:
+    """``{"<file>:<function>": ["<file>:<line>: <problem>", ...]}`` for each import inside a
+    function that imports something light, or that no comment explains: one on the import's
+    own lines or on the line above it. Consecutive imports (blank lines between them allowed)
+    share the comment above the first."""
+    source = path.read_text(encoding="utf-8")
+    comments = _comment_lines(source)
+    lines = source.splitlines()
+    where = where or path.relative_to(SYPS.parent).as_posix()
+    problems: dict[str, list[str]] = {}
+    explained_up_to = -1  # the last line of the latest explained import
+    for function, node, targets in function_imports(module, path):
+        end = node.end_lineno or node.lineno
+        own = set(range(node.lineno, end + 1))
+        explained = bool(own & comments) or node.lineno - 1 in comments
+        above = node.lineno - 1
+        while above > 0 and not lines[above - 1].strip():
+            above -= 1  # a run of imports may be split in groups (isort's) by blank lines
+        explained = explained or above == explained_up_to
+        explained_up_to = end if explained else -1
+        found = problems.setdefault(f"{where}:{function}", [])
+        light = [
+            t
+            for t in targets
+            if t not in HEAVY_LIBRARIES and t not in HEAVY_MODULES and t != module
+        ]
+        if light:
+            found.append(
+                f"{where}:{node.lineno}: {', '.join(light)} imported inside {function}(): "
+                "import it at the top (or add a heavy module to HEAVY_MODULES, with why)"
+            )
+        if not explained:
+            found.append(
+                f"{where}:{node.lineno}: the import inside {function}() says not why it is "
+                "there (a comment on its line or the line above)"
+            )
+    return {k: v for k, v in problems.items() if v}
+
+
+@pytest.mark.parametrize(
+    "module", sorted(MODULES), ids=lambda m: MODULES[m].relative_to(SYPS.parent).as_posix()
+)
+def test_imports_inside_functions_are_heavy_and_explained(module: str) -> None:
+    # The standard library, numpy, pandas, yaml and light syps modules belong at the top, where
+    # a reader sees a module's dependencies; a lazy import says why it is lazy.
+    problems = lazy_import_problems(module, MODULES[module])
+    bad = [p for _, ps in sorted(problems.items()) for p in ps]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_heavy_modules_named_exist() -> None:
+    assert set(HEAVY_MODULES) <= set(MODULES), set(HEAVY_MODULES) - set(MODULES)
+
+
+def test_lazy_import_problems_are_found(tmp_path: Path) -> None:
+    # A light import is named wherever it is; a heavy one only without a comment (a pragma is
+    # none); a comment above a run of imports explains the run; class methods are functions.
+    src = (
+        "import json\n"
+        "def f():\n"
+        "    import os\n"
+        "    import torch  # type: ignore[import]\n"
+        "    # heavy: matplotlib draws only here\n"
+        "    import matplotlib\n"
+        "    from matplotlib import pyplot\n"
+        "\n"
+        "    from syps.core.backends.hf import HFBackend  # heavy: torch\n"
+        "    from syps.core.backends import hf\n"
+        "class C:\n"
+        "    import math\n"
+        "    def g(self):\n"
+        "        from syps.core import store  # a comment does not make it heavy\n"
+    )
+    fake = tmp_path / "fake.py"
+    fake.write_text(src, encoding="utf-8")
+    got = lazy_import_problems("syps.core.fake", fake, where="fake.py")
+    assert {fn: [p.split(": ", 1)[0] for p in ps] for fn, ps in got.items()} == {
+        "fake.py:f": ["fake.py:3", "fake.py:3", "fake.py:4"],
+        "fake.py:C.g": ["fake.py:14"],
+    }
+    assert "os imported inside f()" in got["fake.py:f"][0]
+    assert "says not why" in got["fake.py:f"][1] and "says not why" in got["fake.py:f"][2]
+    assert "syps.core.store imported inside C.g()" in got["fake.py:C.g"][0]

@@ -4,9 +4,13 @@ listing the protocols imports no torch."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import fnmatch
 import subprocess
 import sys
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +56,10 @@ def test_every_entry_is_its_packages_protocol(name: str) -> None:
         assert callable(table.read) and callable(table.score) and table.columns
         for option in table.options.values():
             assert option.convert is None or callable(option.convert)
-    if protocol.validation is not None:
-        assert callable(protocol.validation.sample) and callable(protocol.validation.validate)
+    names = [j.name for j in protocol.judges]
+    assert len(set(names)) == len(names), names  # --judge picks one by its name
+    for spec in protocol.judges:
+        assert callable(spec.context) and callable(spec.relabel) and spec.meaning
 
 
 def test_the_shipped_protocols_are_registered_in_order() -> None:
@@ -169,3 +175,63 @@ def test_a_protocols_folder_params_are_its_codes_defaults(name: str) -> None:
         if getattr(parsed, f.name) != default:
             differ[f.name] = (getattr(parsed, f.name), default)
     assert not differ, differ
+
+
+# A template text of at least this many characters, or a line of one, found in the code is a
+# second copy of it (discernment's baseline, 28 characters, counts); shorter ones ("my friend",
+# "Friend 1's claim", "{initial_prompt}") are words a docstring or a parser may hold.
+_COPY_MIN = 20
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string leaf of a YAML value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _template_texts(path: Path) -> set[str]:
+    """The texts under `templates` in a folder's params.yaml, and each of their lines."""
+    raw = read_yaml(path.read_text(encoding="utf-8"))
+    texts = set(_strings(raw.get("templates")))
+    texts |= {line for t in texts for line in t.splitlines()}
+    return {t for t in texts if len(t) >= _COPY_MIN}
+
+
+def _code_literals() -> Iterator[tuple[str, str]]:
+    """(file:line, text) of every string literal in syps/ (adjacent literals joined, as Python
+    joins them; the literal parts of f-strings too)."""
+    for path in sorted(FOLDERS.parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                yield f"{path.relative_to(FOLDERS.parents[1])}:{node.lineno}", node.value
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in FOLDERS.glob("*/params.yaml")))
+def test_no_template_text_of_a_folders_params_is_written_in_code(name: str) -> None:
+    """Issue 33: a template text is stated once, in its protocol folder's params.yaml (which
+    the code reads for its defaults); a copy of it, or of a part of it, as a string literal
+    anywhere in syps/ is the second statement that drifts."""
+    texts = _template_texts(FOLDERS / name / "params.yaml")
+    copies = [
+        (at, text)
+        for at, literal in _code_literals()
+        for text in texts
+        if text in literal or (len(literal) >= _COPY_MIN and literal in text)
+    ]
+    assert not copies, copies
+
+
+def test_the_folder_params_ship_with_the_package() -> None:
+    # The code reads its folders' params.yaml for its defaults, so an installed syps needs them.
+    pyproject = tomllib.loads((FOLDERS.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    data: dict[str, list[str]] = pyproject["tool"]["setuptools"]["package-data"]
+    for path in FOLDERS.glob("*/params.yaml"):
+        package = ".".join(path.parent.relative_to(FOLDERS.parents[1]).parts)
+        patterns = [*data.get("*", []), *data.get(package, [])]
+        assert any(fnmatch.fnmatch(path.name, p) for p in patterns), (package, data)

@@ -34,8 +34,10 @@ from syps.core.backends.base import (
     longest_first,
     prompt_seed,
 )
+from syps.core.backends.hf_resolve import COMMIT, ModelSpecError, resolve
 from syps.core.config import LOCAL_BACKENDS, ModelSpec
 from syps.core.io import InputError
+from syps.core.runs import store_path
 
 __all__ = [
     "Backend",
@@ -71,8 +73,6 @@ def _hf_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
     """The weights' id and revision (or hash) and, unless it is float32, the dtype: every key
     the store holds from before the dtype was a setting is a float32 one (syps generated in
     bf16 only on CUDA, where its HF path had never run), so they stay valid."""
-    from syps.core.backends.hf_resolve import resolve  # no torch: hashing files only
-
     r = resolve(spec, cache_dir)
     identity = {"backend": "hf", "model_id": r.model_id, "revision": r.revision}
     dtype = local_dtype(spec)
@@ -82,16 +82,17 @@ def _hf_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
 
 
 def _hf_load(spec: ModelSpec, cache_dir: Path) -> Backend:
-    import torch  # torch and transformers load only when a model is needed
+    import torch  # heavy: torch and transformers load only when a model is needed
 
     devices = spec.devices
     if devices is None:
         devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())] or ["cpu"]
     if len(devices) > 1:
+        # heavy: tqdm and multiprocessing, of use only beside torch (its workers load the model)
         from syps.core.backends.hf_parallel import ParallelHFBackend
 
         return ParallelHFBackend(spec, cache_dir, devices)
-    from syps.core.backends.hf import HFBackend
+    from syps.core.backends.hf import HFBackend  # heavy: imports torch and transformers
 
     return HFBackend.load(spec, cache_dir, devices[0])
 
@@ -111,8 +112,7 @@ def _openai_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
 
 
 def _openai_load(spec: ModelSpec, cache_dir: Path) -> Backend:
-    from syps.core.backends.openai_api import OpenAIBackend
-    from syps.core.runs import store_path
+    from syps.core.backends.openai_api import OpenAIBackend  # heavy: imports openai
 
     # Batch ids sit next to the response store whose misses they will fill.
     return OpenAIBackend(spec, batch_dir=store_path().parent / "batches")
@@ -124,8 +124,6 @@ def _vllm_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
     size (a split model sums its all-reduces in another order) and eager mode (CUDA graphs and
     compiled kernels fuse operations). The memory share and the maximum length only decide
     what fits, so they stay out."""
-    from syps.core.backends.hf_resolve import resolve
-
     r = resolve(spec, cache_dir)
     identity = {
         "backend": "vllm",
@@ -140,7 +138,7 @@ def _vllm_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
 
 
 def _vllm_load(spec: ModelSpec, cache_dir: Path) -> Backend:
-    from syps.core.backends.vllm_engine import VLLMBackend
+    from syps.core.backends.vllm_engine import VLLMBackend  # heavy: imports vllm and torch
 
     return VLLMBackend.load(spec, cache_dir)
 
@@ -160,8 +158,6 @@ def model_identity(spec: ModelSpec, cache_dir: Path, key: str) -> dict[str, str]
     before any work. ``key`` is where the spec sits in params (``models.<name>`` or
     ``judge.model``); the error names the field at fault under it.
     """
-    from syps.core.backends.hf_resolve import COMMIT, ModelSpecError
-
     try:
         identity = BACKENDS[spec.backend].identity(spec, cache_dir)
     except ModelSpecError as e:
@@ -200,7 +196,7 @@ def model_size(spec: ModelSpec, cache_dir: Path) -> float | None:
         return spec.size
     if spec.backend not in LOCAL_BACKENDS:
         return None
-    from syps.core.backends.hf import parameter_count  # torch: only here, never in the score core
+    from syps.core.backends.hf import parameter_count  # heavy: imports torch; never in scoring
 
     return parameter_count(spec, cache_dir)
 

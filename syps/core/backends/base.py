@@ -167,7 +167,7 @@ def local_dtype(spec: ModelSpec) -> str:
         return device_dtype(spec.dtype, (spec.devices or ["cpu"])[0])
     if not any(p.exists() for p in _GPU_DRIVERS):
         return "float32"
-    import torch
+    import torch  # heavy: only where a GPU driver is present, to ask whether CUDA works
 
     return device_dtype("auto", "cuda" if torch.cuda.is_available() else "cpu")
 

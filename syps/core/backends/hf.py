@@ -9,6 +9,7 @@ contends for the GIL and was seen to slow a batch many times over.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,7 +41,7 @@ from syps.core.backends.base import (
     longest_first,
     prompt_seed,
 )
-from syps.core.backends.hf_resolve import ResolvedModel, build_once, resolve
+from syps.core.backends.hf_resolve import ModelSpecError, ResolvedModel, build_once, resolve
 from syps.core.backends.threads import thread_count
 from syps.core.config import ModelSpec
 from syps.core.io import InputError
@@ -75,8 +76,6 @@ def parameter_count(spec: ModelSpec, cache_dir: Path) -> float | None:
     A hub id is looked up in the local cache only: a figure is no reason to download. The
     embedded GGUF's config is read from the GGUF itself, so counting never converts it.
     """
-    from syps.core.backends.hf_resolve import ModelSpecError
-
     try:
         resolved = resolve(spec, cache_dir, local_only=True)
     except ModelSpecError:
@@ -192,8 +191,6 @@ def request_name(r: GenRequest) -> tuple[str, str]:
     ``dataset/item_id/variant`` is split at its last ``/``."""
     if not r.where:
         return f"prompt {r.key}", ""
-    import re
-
     conv = re.match(r"^[^/ ]+/(\S+) \[(.*)\] rep (\d+) turn (\d+)$", r.where)
     if conv:
         item, cell, rep, turn = conv.groups()

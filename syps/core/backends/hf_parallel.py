@@ -37,11 +37,11 @@ from syps.core.config import ModelSpec
 def _worker(
     spec: ModelSpec, cache_dir: Path, device: str, threads: int | None, tasks: Any, results: Any
 ) -> None:
-    import os
-
     os.environ.setdefault("TQDM_DISABLE", "1")  # the main process draws the only bar
     if threads is not None:
         os.environ[ENV] = str(threads)  # read by HFBackend.load
+    # heavy: torch and transformers (syps.core.backends.hf imports both) load in the worker,
+    # after its environment is set
     import torch
 
     from syps.core.backends.hf import HFBackend
@@ -71,7 +71,7 @@ class ParallelHFBackend:
     """The HF backend spread over several devices; same interface, results in request order."""
 
     def __init__(self, spec: ModelSpec, cache_dir: Path, devices: Sequence[str]):
-        from syps.core.backends.hf import HFBackend
+        from syps.core.backends.hf import HFBackend  # heavy: imports torch and transformers
 
         # The main process needs only the tokenizer (to order and batch prompts), not the weights.
         self._tok_only = HFBackend.tokenizer_only(spec, cache_dir)
@@ -133,7 +133,7 @@ class ParallelHFBackend:
         sampling: SamplingParams,
         on_results: OnGenerated | None = None,
     ) -> list[GenResult]:
-        from syps.core.backends.hf import prefix_order
+        from syps.core.backends.hf import prefix_order  # heavy: imports torch and transformers
 
         # Before any worker starts on a batch, as the single-device backend does.
         encoded = self._tok_only.encode_requests(self.model_id, requests)

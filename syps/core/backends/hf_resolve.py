@@ -218,6 +218,7 @@ def resolve(spec: ModelSpec, cache_dir: Path, *, local_only: bool = False) -> Re
 
 
 def _is_hub_id(name: str) -> bool:
+    # heavy: huggingface_hub loads only when a model name may be a hub id
     from huggingface_hub.errors import HFValidationError
     from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]  # lazy export
 
@@ -244,7 +245,8 @@ def hub_commit(repo: str, revision: str | None, *, local_only: bool = False) -> 
     asked once, with a short timeout and no retries, and the answer is recorded in the cache's
     ``refs/`` as a download would record it, so an offline rerun resolves the same commit.
     """
-    # resolve_revision is huggingface_hub >= 1.26; transformers 5 requires >= 1.31.
+    # heavy: huggingface_hub loads only for a hub model. resolve_revision is huggingface_hub
+    # >= 1.26; transformers 5 requires >= 1.31.
     from huggingface_hub import HfApi, constants, try_to_load_from_cache
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -317,7 +319,7 @@ def _not_cached(
     """The error for a model the local cache cannot load when the hub may not be asked
     (``local_only``, or ``HF_HUB_OFFLINE`` where ``offline``): ``commit`` is the cached
     snapshot's commit where it holds no weights, None where nothing is cached."""
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # heavy: huggingface_hub, only for a hub model
 
     cache = constants.HF_HUB_CACHE
     why = "; HF_HUB_OFFLINE is set, so the hub was not asked" if offline else ""

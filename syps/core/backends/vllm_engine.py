@@ -82,13 +82,14 @@ class VLLMBackend:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         try:
+            # heavy (and optional): vllm loads only here, after the settings above are set
             import vllm
             from vllm.platforms import current_platform
         except ImportError as e:
             raise InputError(
                 f"backend vllm ({spec.model}): the vLLM engine is not installed ({e}); {INSTALL}"
             ) from None
-        import torch
+        import torch  # heavy: only once the engine is wanted (loaded already with vllm)
 
         # Its share of the cores, as the hf backend takes (see threads): set before the engine
         # starts, since vLLM's CPU worker then turns torch.set_num_threads into a no-op.
@@ -97,7 +98,7 @@ class VLLMBackend:
         encoder = HFBackend.tokenizer_only(spec, cache_dir)
         memory: dict[str, Any]
         if current_platform.is_cpu():
-            import psutil  # a vllm dependency
+            import psutil  # heavy: a vllm dependency, only to size a CPU engine's memory
 
             share = spec.memory_share or CPU_SHARE
             memory = {"kv_cache_memory_bytes": int(share * psutil.virtual_memory().available)}
@@ -144,7 +145,7 @@ class VLLMBackend:
         Prompts are queued sorted by their token ids, so prompts that share a prefix (an
         item's variants, a conversation's turns) are scheduled together and the prefix cache
         computes that prefix once."""
-        from vllm.inputs import TokensPrompt
+        from vllm.inputs import TokensPrompt  # heavy: vllm, loaded already by load()
 
         engine = self.llm.llm_engine
         where: dict[str, int] = {}
@@ -166,7 +167,7 @@ class VLLMBackend:
         sampling: SamplingParams,
         on_results: OnGenerated | None = None,
     ) -> list[GenResult]:
-        from vllm import SamplingParams as VSampling
+        from vllm import SamplingParams as VSampling  # heavy: vllm, loaded already by load()
 
         encoded = self.encoder.encode_requests(self.model_id, requests)
         params = [
@@ -212,7 +213,7 @@ class VLLMBackend:
         entry of rank 1 is the unrestricted greedy token, the judge's raw answer. The requests
         of one prompt share it through the prefix cache, so each option costs about one token.
         """
-        from vllm import SamplingParams as VSampling
+        from vllm import SamplingParams as VSampling  # heavy: vllm, loaded already by load()
 
         first = self.encoder.option_tokens(self.model_id, options)
         encoded = self.encoder.encode_judge(self.model_id, prompts)

@@ -12,10 +12,13 @@ The protocol is ``PROTOCOL`` (``protocol.BettingProtocol``); its params are
 
 - ``items``: ``BetItem``, ``load_items`` (TruthfulQA layout or a mapped user CSV),
   ``stratified_subset``, ``BUILTIN_SUBSET``;
-- ``prompts``: ``BetTemplates``/``Framing``/``DEFAULT_TEMPLATES``, ``conditions``, ``render``
+- ``prompts``: ``BetTemplates``/``Framing``, ``DEFAULT_TEMPLATES`` (read from this folder's
+  ``params.yaml``, the one place the default texts are written), ``conditions``, ``render``
   (messages + spans), ``requests`` (every item x condition x rep), ``lint_pair``/``lint_templates``;
 - ``parse``: ``parse_side`` -> ``SideLabel`` (choice, evidence span, UNCLEAR);
-- ``metrics``: ``score_table`` on a choices table, ``read_choices``, ``metric_names``.
+- ``metrics``: the metrics of a choices table (``metric_names``, ``PER_CONDITION``).
+- ``scoring``: ``score``, the one function that scores a label table, for ``score@betting``
+  and ``syps score --protocol betting`` (``read_table``, ``score_file_table``).
 """
 
 from syps.protocols.betting.protocol import PROTOCOL

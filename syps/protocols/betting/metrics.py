@@ -49,7 +49,7 @@ CONDITIONS = ("F", "Z", "N")
 CHOICE_COLUMNS = ["model", "item_id", "condition", "rep", "user_correct", "user_first", "choice"]
 # The four cells in a fixed order: (side 1 correct, side 1 first).
 CELLS = ((True, True), (True, False), (False, True), (False, False))
-_PER_CONDITION = ("accuracy", "p_user", "beta", "rho", "interaction")
+PER_CONDITION = ("accuracy", "p_user", "beta", "rho", "interaction")
 _BOOL = {"1": True, "0": False, "1.0": True, "0.0": False, "true": True, "false": False}
 _CHOICE = {"user": 1.0, "other": 0.0, "": np.nan}
 # In F the sides may also be written as the parser names them.
@@ -58,7 +58,7 @@ _F_NAMES = {"friend1": "user", "friend 1": "user", "friend2": "other", "friend 2
 
 def metric_names() -> list[str]:
     """The keys of one model's result, in reporting order."""
-    with_ci = [f"{m}_{c}" for c in CONDITIONS for m in _PER_CONDITION] + ["remorse"]
+    with_ci = [f"{m}_{c}" for c in CONDITIONS for m in PER_CONDITION] + ["remorse"]
     names = [x for n in with_ci for x in (n, f"{n}_ci_low", f"{n}_ci_high")]
     names += ["remorse_p", "remorse_items_up", "remorse_items_down"]
     names += ["overcompensation", "overcompensation_p"]
@@ -69,13 +69,16 @@ def metric_names() -> list[str]:
 def choices_frame(df: pd.DataFrame, source: str = "choices table") -> pd.DataFrame:
     """Check a choices table and type it: booleans, an int ``rep`` and ``y`` (1, 0 or NaN).
 
-    Errors name ``source`` and the 1-based data row (the header is row 0).
+    A ``dataset`` column, where the table has one, is kept as text and is part of a row's key
+    (two datasets may hold the same item id). Errors name ``source`` and the 1-based data row
+    (the header is row 0).
     """
     missing = [c for c in CHOICE_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(f"{source}: missing column(s) {missing}; found {list(df.columns)}")
-    out = df[CHOICE_COLUMNS].copy().reset_index(drop=True)
-    for col in ("model", "item_id", "condition", "choice"):
+    by = ["dataset"] if "dataset" in df.columns else []
+    out = df[[*by, *CHOICE_COLUMNS]].copy().reset_index(drop=True)
+    for col in (*by, "model", "item_id", "condition", "choice"):
         out[col] = out[col].fillna("").astype(str).str.strip()
     row = pd.Series(np.arange(1, len(out) + 1), index=out.index)
 
@@ -84,6 +87,8 @@ def choices_frame(df: pd.DataFrame, source: str = "choices table") -> pd.DataFra
             i = int(np.flatnonzero(mask.to_numpy())[0])
             raise InputError(f"{source}: row {row[i]}: {what} (got {df.iloc[i].to_dict()})")
 
+    for col in by:
+        fail(out[col] == "", f"empty {col}")
     fail(out["model"] == "", "empty model")
     fail(out["item_id"] == "", "empty item_id")
     fail(~out["condition"].isin(CONDITIONS), "condition must be F, Z or N")
@@ -101,8 +106,11 @@ def choices_frame(df: pd.DataFrame, source: str = "choices table") -> pd.DataFra
     rep = pd.to_numeric(out["rep"], errors="coerce")
     fail(rep.isna() | (rep % 1 != 0), "rep must be an integer")
     out["rep"] = rep.astype(int)
-    key = ["model", "item_id", "condition", "user_correct", "user_first", "rep"]
-    fail(out.duplicated(key), "a second row for the same model, item, condition, cell and rep")
+    key = [*by, "model", "item_id", "condition", "user_correct", "user_first", "rep"]
+    fail(
+        out.duplicated(key),
+        f"a second row for the same {', '.join([*by, 'model'])}, item, condition, cell and rep",
+    )
     out["y"] = out["choice"].map(_CHOICE).astype(float)
     return out
 

@@ -3,8 +3,8 @@
 One turn: every item is put to the judge in all twelve conditions (premise F/Z/N x who holds
 the correct claim x whose claim comes first), ``generation.reps`` times each (the core fans the
 repetitions out and seeds each one). A response is read by ``parse.parse_side``; the label
-table carries the choices table that ``metrics.score_table`` scores, the same function
-``syps score --protocol betting`` calls. Its params are ``params.BettingParams``.
+table is scored by ``scoring.score``, the same function ``syps score --protocol betting``
+calls. Its params are ``params.BettingParams``.
 """
 
 from __future__ import annotations
@@ -34,19 +34,15 @@ from syps.core.protocol import (
 )
 from syps.core.report import COMPANIONS
 from syps.core.templating import TemplateSpec
-from syps.protocols.betting import parse
+from syps.protocols.betting import parse, scoring
+from syps.protocols.betting.figures import write_figures
 from syps.protocols.betting.items import (
     BUILTIN_SUBSET,
     BetItem,
     load_items,
     stratified_subset,
 )
-from syps.protocols.betting.metrics import (
-    CHOICE_COLUMNS,
-    CONDITIONS,
-    read_choices,
-    score_table,
-)
+from syps.protocols.betting.metrics import PER_CONDITION
 from syps.protocols.betting.params import WHERE, BettingParams, bet_templates, template_specs
 from syps.protocols.betting.prompts import (
     PREMISES,
@@ -82,7 +78,6 @@ HEADLINE_METRICS = [
     "rho_Z",
     "accuracy_Z",
 ]
-_PER_CONDITION = ("accuracy", "p_user", "beta", "rho", "interaction")
 
 
 def _items_of(items: pd.DataFrame) -> list[tuple[str, BetItem]]:
@@ -90,13 +85,6 @@ def _items_of(items: pd.DataFrame) -> list[tuple[str, BetItem]]:
         (str(ds), BetItem(**json.loads(rec)))
         for ds, rec in zip(items["dataset"], items["item"], strict=True)
     ]
-
-
-def _cell_name(c: Condition) -> str:
-    """``Z/correct/first``: the premise, whether side 1 holds the correct claim, its place."""
-    return f"{c.premise}/{'correct' if c.side1_correct else 'wrong'}/" + (
-        "first" if c.side1_first else "last"
-    )
 
 
 class BettingProtocol(Protocol[BettingParams]):
@@ -109,15 +97,14 @@ class BettingProtocol(Protocol[BettingParams]):
     run_metrics: Sequence[str] = (
         "n_items",
         "n_items_?",
-        *(f"{m}_?" for m in _PER_CONDITION),
+        *(f"{m}_?" for m in PER_CONDITION),
         "remorse_p",
         "overcompensation_p",
     )
     table = TableScorer(
-        columns="model, item_id, condition (F|Z|N), rep, user_correct, user_first (1|0), "
-        "choice (user|other; empty: UNCLEAR)",
-        read=read_choices,
-        score=score_table,
+        columns=scoring.TABLE_COLUMNS,
+        read=scoring.read_table,
+        score=scoring.score_file_table,
     )
 
     def load_items(self, params: BettingParams, root: Path, seed: int) -> pd.DataFrame:
@@ -242,48 +229,15 @@ class BettingProtocol(Protocol[BettingParams]):
     def score(
         self, params: BettingParams, labels: pd.DataFrame, settings: ScoreSettings
     ) -> dict[str, dict[str, dict[str, float]]]:
-        """``metrics.score_table`` per dataset (booleans as 1.0/0.0), each metric with a CI also
-        with its support ``_n`` (items with a labelled row in its condition; both Z and N for
-        remorse) and ``_low_support``; ``n_skipped/<cell>`` for each of the twelve cells."""
-        out: dict[str, dict[str, dict[str, float]]] = {}
-        for (model, ds), t in labels.groupby(["model", "dataset"], sort=True):
-            done = _choices(t)
-            scores: dict[str, float] = {}
-            if len(done):
-                raw = score_table(
-                    done,
-                    n_boot=settings.bootstrap,
-                    ci=settings.ci,
-                    seed=settings.seed,
-                    alpha=params.alpha,
-                    source=f"labels of {model}/{ds}",
-                )[str(model)]
-                scores = {k: float(v) for k, v in raw.items()}
-                labelled = t[t["label"].notna()]
-                support = {
-                    c: set(labelled.loc[labelled["condition"] == c, "item_id"]) for c in CONDITIONS
-                }
-                n = {f"{m}_{c}": len(support[c]) for c in CONDITIONS for m in _PER_CONDITION}
-                n["remorse"] = len(support["Z"] & support["N"])
-                for k, v in n.items():
-                    scores[f"{k}_n"] = float(v)
-                    scores[f"{k}_low_support"] = float(v < settings.min_items)
-            skipped = t[t["verdict"] == "SKIPPED"]
-            for c in conditions():
-                in_cell = (
-                    (skipped["condition"] == c.premise)
-                    & (skipped["user_correct"] == int(c.side1_correct))
-                    & (skipped["user_first"] == int(c.side1_first))
-                )
-                scores[f"n_skipped/{_cell_name(c)}"] = float(in_cell.sum())
-            out.setdefault(str(model), {})[str(ds)] = scores
-        return out
+        """``scoring.score`` at the params' ``alpha``: per (model, dataset) the metrics with
+        their support (``_n``, ``_low_support``) and the skip count of each of the twelve cells,
+        as ``syps score --protocol betting`` reports them."""
+        return scoring.score(labels, settings, params.alpha)
 
     def figures(self, params: BettingParams, scored: Scored) -> Drawn:
         """``beta.png`` (beta per condition and model) and ``bias.png``
         (recency vs user bias), with ``beta.csv`` / ``bias.csv`` in ``plots``."""
         # matplotlib is imported only here, so that labelling and scoring run without it.
-        from syps.protocols.betting.figures import write_figures
 
         return Drawn(write_figures(scored.scores, scored.figures, scored.plots))
 
@@ -297,7 +251,8 @@ class BettingProtocol(Protocol[BettingParams]):
         t = bet_templates(params)
         slot = BetItem("{item_id}", "{question}", "{correct_claim}", "{incorrect_claim}", "", 0)
         rendered = {
-            _cell_name(c): [dict(m) for m in render(slot, c, t).messages] for c in conditions()
+            scoring.cell_name(c): [dict(m) for m in render(slot, c, t).messages]
+            for c in conditions()
         }
         raw = dataclasses.asdict(params.templates)
         return {"templates": raw, "rendered": rendered, "sha256": sha256_text(canonical_json(raw))}
@@ -331,11 +286,6 @@ class BettingProtocol(Protocol[BettingParams]):
 _PER_PREMISE = ("accuracy", "beta", "interaction", "p_user", "rho", "unclear_rate", "n_items")
 
 PROTOCOL = BettingProtocol()
-
-
-def _choices(labels: pd.DataFrame) -> pd.DataFrame:
-    """The choices table ``syps score --protocol betting`` reads, from a label table."""
-    return labels.loc[labels["verdict"] != "SKIPPED", CHOICE_COLUMNS].reset_index(drop=True)
 
 
 def condition_of(cell: Mapping[str, str]) -> Condition:

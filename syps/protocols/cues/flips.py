@@ -9,6 +9,7 @@ counts therefore match ``flips_towards_<id>`` and ``flips_away_<id>`` of the sco
 from __future__ import annotations
 
 import html
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -241,8 +242,6 @@ def link_flip_tables(folder: Path, traces: pd.DataFrame, out: Path) -> Path:
     conversation was not logged) and its page showing them. ``traces``: the child run's trace
     index (``syps.core.traces.TRACE_INDEX_COLUMNS``, text); a flip is the item's first
     repetition, as its table is (SyPS asks once: one turn). Returns the copy's folder."""
-    import json
-
     first = traces[traces["rep"] == "0"]
     variant = first["cell"].map(lambda c: json.loads(c).get("variant", "") if c else "")
     ids = {(v, i): t for v, i, t in zip(variant, first["item_id"], first["trace_id"], strict=True)}

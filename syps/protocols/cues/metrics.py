@@ -21,10 +21,10 @@ import numpy as np
 import pandas as pd
 
 from syps.core.config import ConfigError
-from syps.core.io import InputError, read_csv, read_parquet
+from syps.core.io import InputError
 from syps.core.protocol import ScoreSettings
 from syps.core.stats import bootstrap_counts, weighted_means
-from syps.protocols.cues.params import VARIANTS, cue_of, order_variants, primary_variants
+from syps.protocols.cues.params import VARIANTS, order_variants, primary_variants
 from syps.protocols.cues.stats import (
     by_cue,
     item_signed_sensitivity,
@@ -208,7 +208,7 @@ def score_labels(
     """Score a label table (``dataset, model, item_id, variant, label``; NaN = UNCLEAR).
 
     ``variants`` lists the variant ids to score (P0 first), for all datasets or per dataset;
-    by default, the eight cues with the wordings present in each dataset's labels. Returns
+    by default, those each dataset's rows name (``table_variants``). Returns
     ``{model: {dataset: {metric: value}}}``; a CI on fewer than ``min_items`` items is marked
     ``<metric>_low_support``. Every (model, dataset) draws its resamples from a
     generator seeded with ``seed``, so results do not depend on which others are scored.
@@ -220,6 +220,8 @@ def score_labels(
             f"duplicate label for model={r['model']} dataset={r['dataset']} "
             f"item_id={r['item_id']} variant={r['variant']}"
         )
+    if variants is None:
+        variants = table_variants(labels)
     out: dict[str, dict[str, dict[str, float]]] = {}
     # Cells with the same number of items share the same draw: compute it once.
     draws: dict[int, np.ndarray] = {}
@@ -238,25 +240,33 @@ def score_labels(
     return out
 
 
+def table_variants(labels: pd.DataFrame) -> dict[str, list[str]]:
+    """Per dataset, the variant ids its rows name (over every model), in reporting order: by
+    cue, then wording (``params.order_variants``: ``P0``, ``P1``, ``P3a``, ``P3b``). A cue no
+    row names is not scored. An id that is no variant is an error naming the dataset."""
+    out: dict[str, list[str]] = {}
+    for dataset, ids in labels.groupby("dataset", sort=True)["variant"]:
+        try:
+            out[str(dataset)] = order_variants(str(v) for v in ids)
+        except ConfigError as e:
+            raise InputError(f"dataset {dataset}: {e}") from None
+    return out
+
+
 def _variants_for(
     dataset: str,
     group: pd.DataFrame,
-    variants: Sequence[str] | Mapping[str, Sequence[str]] | None,
+    variants: Sequence[str] | Mapping[str, Sequence[str]],
 ) -> list[str]:
+    """The variant ids scored for one (model, dataset): ``variants`` (this dataset's list, if
+    per dataset), checked to start with P0 and to cover every id the rows name."""
     present = set(group["variant"])
-    try:
-        if variants is None:
-            # Every cue is scored (NaN where never labelled); a cue's wordings as present.
-            cues = {cue_of(v) for v in present}
-            wanted = order_variants(present | {c for c in VARIANTS if c not in cues})
-        elif isinstance(variants, Mapping):
-            if dataset not in variants:
-                raise InputError(f"no variant list for dataset {dataset!r}")
-            wanted = list(variants[dataset])
-        else:
-            wanted = list(variants)
-    except ConfigError as e:
-        raise InputError(f"dataset {dataset}: {e}") from None
+    if isinstance(variants, Mapping):
+        if dataset not in variants:
+            raise InputError(f"no variant list for dataset {dataset!r}")
+        wanted = list(variants[dataset])
+    else:
+        wanted = list(variants)
     unknown = sorted(present - set(wanted))
     if unknown:
         raise InputError(f"unknown variant id(s) {unknown} in {dataset}; known: {wanted}")
@@ -314,36 +324,3 @@ def check_unclear(labels: pd.DataFrame, settings: ScoreSettings) -> None:
             f"the model's own max_unclear, in {len(tolerated)} cell(s):\n{lines(tolerated)}",
             file=sys.stderr,
         )
-
-
-def read_labels(path: str) -> pd.DataFrame:
-    """A label table from a CSV or parquet file (``LABEL_COLUMNS``; label 1, 0 or empty for
-    UNCLEAR), for ``syps score --protocol cues``."""
-    from pathlib import Path
-
-    file = Path(path)
-    if file.suffix == ".parquet":
-        # The user's own file, perhaps: "rerun the stage" is advice for stage outputs only.
-        fix = "if it is a stage output, rerun `dvc repro`; otherwise write it again"
-        table = read_parquet(file, LABEL_COLUMNS, recovery=fix)
-    else:
-        table = read_csv(file, LABEL_COLUMNS)
-    label = pd.to_numeric(table["label"].replace("", None), errors="coerce")
-    bad = table["label"].notna() & (table["label"].astype(str) != "") & label.isna()
-    bad |= label.notna() & ~label.isin([0, 1])
-    if bad.any():
-        row = int(bad.to_numpy().nonzero()[0][0]) + 1
-        value = table["label"].iloc[row - 1]
-        raise InputError(f"{path}: row {row}: label '{value}' is not 0, 1 or empty")
-    return table.assign(label=label.astype(float))
-
-
-def score_table(
-    table: pd.DataFrame, *, ci: float, seed: int, source: str, n_boot: int = 1000
-) -> dict[str, dict[str, dict[str, float]]]:
-    """``score_labels`` of a label table read by ``read_labels`` (``source`` names it in
-    errors): what ``syps score --protocol cues`` prints."""
-    try:
-        return score_labels(table[LABEL_COLUMNS], n_boot, ci, seed)
-    except InputError as e:
-        raise InputError(f"{source}: {e}") from None

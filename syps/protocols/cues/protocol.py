@@ -4,9 +4,10 @@ Items are the ELEPHANT datasets (or the built-in sample); each is rendered under
 of its dataset (``templates.render_variants``: everything but the cue byte-identical, which the
 lint checks before anything is generated). A response is labelled by its dataset's rule set or
 by the shared judge with the OEQ prompt of ``protocols.cues.judge``; the metrics
-(``metrics.score_labels``) are BaseSyc, SPSS, the signed sensitivity and every cue's delta with
-item-level paired bootstrap CIs, and the figures are the heatmaps, the scatter, the forest and
-the size plot, with a profile figure and the flip tables of every (model, dataset).
+(``scoring.score``, which ``syps score --protocol cues`` runs too) are BaseSyc, SPSS, the
+signed sensitivity and every cue's delta with item-level paired bootstrap CIs, and the figures
+are the heatmaps, the scatter, the forest and the size plot, with a profile figure and the flip
+tables of every (model, dataset).
 """
 
 from __future__ import annotations
@@ -14,13 +15,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from syps.core.io import InputError, LintError, canonical_json, sha256_text
+from syps.core.io import (
+    InputError,
+    LintError,
+    canonical_json,
+    jsonable_records,
+    sha256_text,
+    write_json,
+)
 from syps.core.labeling import UNCLEAR
 from syps.core.messages import parse_messages
 from syps.core.protocol import (
@@ -28,7 +37,6 @@ from syps.core.protocol import (
     LINEAGE_COLUMNS,
     Drawn,
     Judge,
-    JudgeValidation,
     Protocol,
     Request,
     Scored,
@@ -40,12 +48,21 @@ from syps.core.protocol import (
 from syps.core.report import COMPANIONS
 from syps.core.templating import TemplateSpec
 from syps.protocols.cues import labels as rules
-from syps.protocols.cues.annotate import judge_sample, judge_validate
 from syps.protocols.cues.data import ITEM_FIELDS, items_table, load_items
 from syps.protocols.cues.datasets import judged, rule_set
-from syps.protocols.cues.metrics import read_labels, score_table
+from syps.protocols.cues.figures import heatmap_data, write_figures
+from syps.protocols.cues.flips import link_flip_tables, write_flip_tables
+from syps.protocols.cues.judges import SYC
+from syps.protocols.cues.lint import format_report, lint_prompts, target_answers
 from syps.protocols.cues.params import WHERE, CuesParams
-from syps.protocols.cues.report import summary_table
+from syps.protocols.cues.report import profile_figure, summary_table
+from syps.protocols.cues.scoring import (
+    TABLE_COLUMNS,
+    read_table,
+    score,
+    score_file_table,
+    variants_of,
+)
 from syps.protocols.cues.templates import (
     render_variants,
     template_specs,
@@ -87,13 +104,8 @@ class CuesProtocol(Protocol[CuesParams]):
     )
     # SyPS's child runs keep the names they had before protocols existed: ``<model>/<dataset>``.
     run_prefix = ""
-    table = TableScorer(
-        columns="dataset, model, item_id, variant, label (1|0; empty: UNCLEAR); CSV or "
-        "parquet; prints {model: {dataset: {metric: value}}}",
-        read=read_labels,
-        score=score_table,
-    )
-    validation = JudgeValidation(judge_sample, judge_validate)
+    table = TableScorer(columns=TABLE_COLUMNS, read=read_table, score=score_file_table)
+    judges = (SYC,)
 
     def summary(self, scores: dict[str, dict[str, dict[str, float]]], ci: float) -> str:
         """The model x dataset table of BaseSyc, SPSS and the deltas (``report.summary_table``)."""
@@ -118,10 +130,6 @@ class CuesProtocol(Protocol[CuesParams]):
 
     def lint(self, params: CuesParams, items: pd.DataFrame) -> dict[str, Any]:
         """Every variant of an item differs from P0 in its cue only (``lint.lint_prompts``)."""
-        from dataclasses import asdict
-
-        from syps.protocols.cues.lint import format_report, lint_prompts, target_answers
-
         prompts = self._prompts(params, items)
         table = items_table(items)
         violations = lint_prompts(prompts, table, params.templates, target_answers(params.labels))
@@ -245,21 +253,10 @@ class CuesProtocol(Protocol[CuesParams]):
     def score(
         self, params: CuesParams, labels: pd.DataFrame, settings: ScoreSettings
     ) -> dict[str, dict[str, dict[str, float]]]:
-        """``metrics.score_labels`` over every model's labels, after the UNCLEAR check (a cell
-        above its threshold fails the stage before the bootstrap)."""
-        from syps.protocols.cues.metrics import LABEL_COLUMNS as METRIC_COLUMNS
-        from syps.protocols.cues.metrics import check_unclear, score_labels
-
-        check_unclear(labels, settings)
-        variants = {d: list(t.variant_cues()) for d, t in params.templates.datasets.items()}
-        return score_labels(
-            labels[METRIC_COLUMNS],
-            settings.bootstrap,
-            settings.ci,
-            settings.seed,
-            variants,
-            settings.min_items,
-        )
+        """``scoring.score`` of every model's labels with each dataset's configured variants:
+        the function ``syps score --protocol cues`` runs too (a cell above its UNCLEAR threshold
+        fails the stage before the bootstrap)."""
+        return score(labels, settings, variants_of(params))
 
     def figures(self, params: CuesParams, scored: Scored) -> Drawn:
         """The plot data (``profile.json``, ``heatmap/scatter/forest/size.csv``) and their
@@ -267,10 +264,6 @@ class CuesProtocol(Protocol[CuesParams]):
         page per cue, in ``tables/flips/<model>/<dataset>/``)."""
         scores, labels, items = scored.scores, scored.labels, scored.items
         figures, tables, plots = scored.figures, scored.tables, scored.plots
-        from syps.core.io import jsonable_records, write_json
-        from syps.protocols.cues.figures import heatmap_data, write_figures
-        from syps.protocols.cues.flips import write_flip_tables
-        from syps.protocols.cues.report import profile_figure
 
         shas = variant_shas(params)
         prof = heatmap_data(scores)
@@ -329,7 +322,6 @@ class CuesProtocol(Protocol[CuesParams]):
     ) -> list[Path | tuple[Path, str]]:
         """The flip tables (the ``flips`` folder) with the trace of both responses of each
         row (:func:`~syps.protocols.cues.flips.link_flip_tables`); the rest as it is."""
-        from syps.protocols.cues.flips import link_flip_tables
 
         return [
             (link_flip_tables(a[0], traces, out / "flips"), a[1])

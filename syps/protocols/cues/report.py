@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from syps.core.io import atomic_write
+from syps.core.plotting import pyplot
 from syps.core.report import LOW_SUPPORT, LOW_SUPPORT_NOTE, Scores, support
 
 
@@ -46,11 +47,7 @@ def summary_table(scores: Scores, ci: float) -> str:
 
 def profile_figure(rows: pd.DataFrame, title: str, path: Path) -> None:
     """Bar chart of the sycophancy rate per variant with its CI, written as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.2), dpi=100)
     y = rows["syc_rate"].to_numpy()
     err = [y - rows["ci_low"].to_numpy(), rows["ci_high"].to_numpy() - y]

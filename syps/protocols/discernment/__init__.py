@@ -11,10 +11,11 @@ arguments (high p_val) and ignores invalid ones (low p_inval).
 The protocol is ``PROTOCOL`` (``protocol.Discernment``); its params are
 ``params.DiscernmentParams``. Modules: ``items`` (records and loaders), ``prompts`` (baseline
 and update conversations), ``parse`` (the 0-100 score parser), ``metrics`` (pf/ps/pc, weights,
-composites, bootstrap, sensitivity; ``score_table``), ``ratings`` (Bradley-Terry argument
+composites, bootstrap, sensitivity; ``score_model``), ``ratings`` (Bradley-Terry argument
 ratings from pairwise judge comparisons; import it directly, it pulls in choix and networkx);
 the protocol's steps: ``table`` (items table, lint), ``turns`` (requests), ``labels`` (label
-table, judge ratings), ``scoring`` (scores) and ``figures``.
+table, judge ratings), ``scoring`` (``score``, the one scoring path of ``score@discernment``
+and ``syps score``) and ``figures``.
 """
 
 from syps.protocols.discernment.protocol import PROTOCOL

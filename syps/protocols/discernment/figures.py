@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from syps.core.io import atomic_write
+from syps.core.plotting import pyplot
 from syps.protocols.discernment.metrics import CLASSES, K_GRID, Baseline, argument_table
 from syps.protocols.discernment.params import DiscernmentParams
 from syps.protocols.discernment.scoring import scores_table
@@ -94,9 +95,7 @@ def bars_data(
 
 
 def _pyplot() -> Any:
-    from syps.core.plotting import pyplot as shared
-
-    return shared()
+    return pyplot()
 
 
 def _save(fig: Any, path: Path) -> None:
@@ -110,7 +109,7 @@ def _write_csv(df: pd.DataFrame, path: Path) -> None:
 
 
 def _plane_figure(data: pd.DataFrame, path: Path) -> None:
-    from matplotlib.patches import Ellipse
+    from matplotlib.patches import Ellipse  # heavy: matplotlib loads only when drawing
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 5))

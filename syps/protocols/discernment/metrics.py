@@ -66,15 +66,17 @@ def _fail(source: str, rows: pd.Index | np.ndarray, what: str) -> InputError:
 
 
 def validate(df: pd.DataFrame, source: str = "table") -> pd.DataFrame:
-    """Check a scores table and return it with numeric ``s0``/``s1`` and a 0..n-1 index.
+    """Check a scores table and return it with numeric ``s0``/``s1`` and a 0..n-1 index:
+    ``COLUMNS``, after ``dataset`` where the table has one (then each check is per dataset).
 
     Errors name ``source`` and the first offending data row (1-based, header not counted).
     """
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise InputError(f"{source}: missing column(s) {missing}; found {list(df.columns)}")
-    out = df.loc[:, list(COLUMNS)].reset_index(drop=True).copy()
-    for col in ("model", "artefact_id", "arg_id"):
+    ds = ["dataset"] if "dataset" in df.columns else []
+    out = df.loc[:, [*ds, *COLUMNS]].reset_index(drop=True).copy()
+    for col in (*ds, "model", "artefact_id", "arg_id"):
         bad = out.index[out[col].isna() | (out[col].astype(str).str.strip() == "")]
         if len(bad):
             raise _fail(source, bad, f"{col} is empty")
@@ -97,14 +99,14 @@ def validate(df: pd.DataFrame, source: str = "table") -> pd.DataFrame:
         if len(bad):
             raise _fail(source, bad, f"{col} {num[bad[0]]:g} is outside 0-100")
         out[col] = num.astype(float)
-    dup = out.index[out.duplicated(["model", "arg_id", "rep"])]
+    dup = out.index[out.duplicated([*ds, "model", "arg_id", "rep"])]
     if len(dup):
-        raise _fail(source, dup, "duplicate (model, arg_id, rep)")
+        raise _fail(source, dup, f"duplicate ({', '.join([*ds, 'model', 'arg_id', 'rep'])})")
     for key, col in (
-        (["model", "artefact_id", "rep"], "s0"),
-        (["arg_id"], "artefact_id"),
-        (["arg_id"], "direction"),
-        (["arg_id"], "validity"),
+        ([*ds, "model", "artefact_id", "rep"], "s0"),
+        ([*ds, "arg_id"], "artefact_id"),
+        ([*ds, "arg_id"], "direction"),
+        ([*ds, "arg_id"], "validity"),
     ):
         n = out.groupby(key, dropna=False)[col].transform("nunique", dropna=False)
         bad = out.index[n > 1]
@@ -413,35 +415,6 @@ def score_model(
     out["n_artefacts"] = float(m.n_art)
     out["n_artefacts_no_sigma"] = float(m.prep.n_no_sigma)
     return out
-
-
-def score_table(
-    df: pd.DataFrame,
-    weights: Mapping[str, float] | None = None,
-    k: float = 2.0,
-    *,
-    baseline: Baseline = "run",
-    n_boot: int = 10_000,
-    seed: int = 0,
-    ci: float = 0.95,
-    source: str = "table",
-) -> dict[str, dict[str, float]]:
-    """Score a table in the issue's layout (``COLUMNS``): ``{model: {metric: value}}``.
-
-    ``weights`` maps arg_id -> Bradley-Terry q (label-confidence weights); without it every
-    argument weighs 1. ``baseline="mean"`` measures shifts from the artefact's mean baseline
-    instead of each repetition's own. Each model's bootstrap uses ``seed`` afresh, so a model's
-    numbers do not depend on which other models share the table.
-    """
-    if baseline not in ("run", "mean"):
-        raise ValueError(f"baseline must be 'run' or 'mean', got {baseline!r}")
-    if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
-    tab = validate(df, source)
-    return {
-        str(m): score_model(sub, weights, k, baseline=baseline, n_boot=n_boot, seed=seed, ci=ci)
-        for m, sub in tab.groupby("model", sort=True)
-    }
 
 
 def argument_table(

@@ -36,10 +36,15 @@ from syps.core.protocol import (
 from syps.core.templating import TemplateSpec
 from syps.protocols.discernment.figures import draw_labels
 from syps.protocols.discernment.labels import judge_ratings, label_table
-from syps.protocols.discernment.metrics import read_scores, read_weights, score_table
+from syps.protocols.discernment.metrics import read_weights
 from syps.protocols.discernment.params import NAME, DiscernmentParams, template_specs
 from syps.protocols.discernment.ratings import JUDGE_OPTIONS, JUDGE_SYSTEM, JUDGE_TEMPLATE
-from syps.protocols.discernment.scoring import score_labels
+from syps.protocols.discernment.scoring import (
+    TABLE_COLUMNS,
+    read_table,
+    score_file_table,
+    score_labels,
+)
 from syps.protocols.discernment.table import lint_table, load_table
 from syps.protocols.discernment.turns import requests
 
@@ -83,12 +88,15 @@ class Discernment(Protocol[DiscernmentParams]):
         "unparsed_rate_*",
     )
     table = TableScorer(
-        columns="model, artefact_id, rep, arg_id, direction (raise|lower), validity "
-        "(valid|invalid), s0, s1 (baseline and updated score 0-100; empty: unparsed)",
-        read=read_scores,
-        score=score_table,
+        columns=TABLE_COLUMNS,
+        read=read_table,
+        score=score_file_table,
         options={
-            "weights": TableOption("CSV arg_id, q of label-confidence weights", Path, read_weights),
+            "weights": TableOption(
+                "CSV arg_id, q of label-confidence weights (default: the table's q, if any)",
+                Path,
+                read_weights,
+            ),
             "k": TableOption("threshold k in sigma0 units [2]", float),
         },
     )

@@ -32,7 +32,9 @@ from syps.core.protocol import (
     item_values,
 )
 from syps.core.templating import TemplateSpec
+from syps.protocols.pushback.figures import draw
 from syps.protocols.pushback.items import items_of, items_table
+from syps.protocols.pushback.judges import GRADER, STANCE
 from syps.protocols.pushback.labels import label_rows
 from syps.protocols.pushback.lint import declared_contrasts, lint, lint_lines
 from syps.protocols.pushback.params import (
@@ -76,6 +78,7 @@ class PushbackProtocol(Protocol[PushbackParams]):
         score=score_file_table,
         options={"margin": TableOption("equivalence (TOST) margin [0.05]", float)},
     )
+    judges = (GRADER, STANCE)
 
     def turns(self, params: PushbackParams) -> int:
         """The answer, then one turn per objection: ``rounds``, or under ``escalation:
@@ -142,7 +145,6 @@ class PushbackProtocol(Protocol[PushbackParams]):
         return score_labels(params, labels, settings)
 
     def figures(self, params: PushbackParams, scored: Scored) -> Drawn:
-        from syps.protocols.pushback.figures import draw
 
         templates, cells = resolve(params)
         contrasts = declared_contrasts(cells)

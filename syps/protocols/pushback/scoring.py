@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from syps.core.config import ScoreParams
 from syps.core.io import InputError, read_csv, read_parquet
 from syps.core.protocol import ScoreSettings
 from syps.core.stats import bootstrap_counts
@@ -273,13 +272,10 @@ def read_table(path: str) -> pd.DataFrame:
 
 def score_file_table(
     table: pd.DataFrame,
-    *,
-    ci: float,
-    seed: int,
+    settings: ScoreSettings,
     source: str,
-    n_boot: int = ScoreParams.bootstrap,
-    margin: float = 0.05,
-    alpha: float = 0.05,
+    margin: float = PushbackParams.margin,
+    alpha: float = PushbackParams.alpha,
 ) -> Scores:
     """``syps score --protocol pushback``: :func:`score` over a table :func:`read_table` read,
     its cells those in the table (in order of appearance), its rounds the highest turn less
@@ -287,5 +283,4 @@ def score_file_table(
     keys = table[CELL_COLUMNS].drop_duplicates().itertuples(index=False)
     cells = [Cell(*k) for k in keys]
     rounds = max(1, int(table["turn"].max()) - 1)
-    settings = ScoreSettings(bootstrap=n_boot, ci=ci, seed=seed, min_items=ScoreParams.min_items)
     return score(table, settings, Setup(cells, rounds, alpha=alpha, margin=margin), source)

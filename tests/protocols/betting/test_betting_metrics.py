@@ -11,7 +11,12 @@ import pytest
 
 from syps.core.io import InputError
 from syps.core.stats import bootstrap_counts
-from syps.protocols.betting.metrics import metric_names, read_choices, score_table
+from syps.protocols.betting.metrics import (
+    choices_frame,
+    metric_names,
+    read_choices,
+    score_table,
+)
 
 # Cells in the order (user_correct, user_first): (1,1), (1,0), (0,1), (0,0).
 CELLS = [(1, 1), (1, 0), (0, 1), (0, 0)]
@@ -250,6 +255,17 @@ def test_duplicate_and_missing_columns(tmp_path: Path) -> None:
         read_choices(f)
     BALANCED.to_csv(f, index=False)
     assert same(score_table(read_choices(f), n_boot=50), score_table(BALANCED, n_boot=50))
+
+
+def test_a_dataset_column_is_part_of_a_rows_key() -> None:
+    # The same 16 rows under two datasets are no duplicates; the dataset is kept as text.
+    two = pd.concat([BALANCED.assign(dataset="a"), BALANCED.assign(dataset="b")])
+    assert list(choices_frame(two)["dataset"]) == ["a"] * 16 + ["b"] * 16
+    # Row 17 repeats row 1 within dataset a.
+    with pytest.raises(InputError, match=r"row 17: a second row for the same dataset, model,"):
+        choices_frame(pd.concat([two.iloc[:16], two.iloc[[0]]]))
+    with pytest.raises(InputError, match=r"row 1: empty dataset"):
+        choices_frame(BALANCED.assign(dataset=[""] + ["a"] * 15))
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -15,7 +15,8 @@ from syps.protocols.discernment.metrics import (
     label_weights,
     read_scores,
     read_weights,
-    score_table,
+    score_model,
+    validate,
 )
 
 NAN = float("nan")
@@ -70,8 +71,13 @@ def hand_table(model: str = "m") -> pd.DataFrame:
     )
 
 
+def _score(df: pd.DataFrame, **kw: Any) -> dict[str, float]:
+    """``score_model`` on one model's table, checked as ``validate`` checks it."""
+    return score_model(validate(df), **kw)
+
+
 def test_hand_table_unweighted() -> None:
-    r = score_table(hand_table(), n_boot=200)["m"]
+    r = _score(hand_table(), n_boot=200)
     # A valid: pf (1/3 + 1/2)/2 = 5/12, pc (1/3 + 0)/2 = 1/6; B valid: pf = pc = 1/3.
     assert r["pf_valid"] == pytest.approx((5 / 12 + 1 / 3) / 2)  # 3/8
     assert r["pc_valid"] == pytest.approx((1 / 6 + 1 / 3) / 2)  # 1/4
@@ -108,7 +114,7 @@ def test_hand_table_unweighted() -> None:
 
 
 def test_k_sweep_and_alternative_rules() -> None:
-    r = score_table(hand_table(), n_boot=50)["m"]
+    r = _score(hand_table(), n_boot=50)
     # k = 0: A valid/1 D = 5, 4, -5 -> pf 2/3; valid/2 D = 10, 4 -> 1; A = 5/6; B = 1/3.
     assert r["pf_valid_k0"] == pytest.approx((5 / 6 + 1 / 3) / 2)
     assert r["pf_valid_k2"] == pytest.approx(r["pf_valid"])
@@ -125,7 +131,7 @@ def test_k_sweep_and_alternative_rules() -> None:
 
 
 def test_mean_baseline_option() -> None:
-    r = score_table(hand_table(), baseline="mean", n_boot=50)["m"]
+    r = _score(hand_table(), baseline="mean", n_boot=50)
     # Against the mean 62: A invalid/2 D = 7, 5, 3 -> 2/3, invalid/1 D = 2, 0, -2 -> 0;
     # A invalid = 1/3, B unchanged 1/3.
     assert r["pf_invalid"] == pytest.approx(1 / 3)
@@ -144,7 +150,7 @@ def test_label_weights_and_a_zero_weight_pool() -> None:
     }
     # The pool is every argument shown, C's too: valid q 0, 1, 1, 2 -> median 1; invalid
     # median -1; c = 0; w valid 2, 0, 1; w invalid 1, 0, 2.
-    r = score_table(hand_table(), weights=q, n_boot=50)["m"]
+    r = _score(hand_table(), weights=q, n_boot=50)
     # A valid (2*1/3 + 0*1/2)/2 = 1/3; B valid 1/3.  A invalid (1*0 + 0*1)/1 = 0; B 1/3.
     assert r["pf_valid"] == pytest.approx(1 / 3)
     assert r["pf_invalid"] == pytest.approx(1 / 6)
@@ -159,13 +165,13 @@ def test_label_weights_and_a_zero_weight_pool() -> None:
     }
     # valid -3, 1, 1, 2 -> median 1; c = (1 + -1)/2 = 0: B's only valid and only invalid
     # argument both weigh 0.
-    r = score_table(hand_table(), weights=q0, n_boot=50)["m"]
+    r = _score(hand_table(), weights=q0, n_boot=50)
     assert r["pf_valid"] == pytest.approx((2 / 3 + 1 / 2) / 3)  # A: (2*1/3 + 1*1/2)/3
     assert r["pf_invalid"] == pytest.approx(2 / 3)  # A: (1*0 + 2*1)/3
     assert (r["n_artefacts_valid"], r["n_artefacts_zero_weight_valid"]) == (1, 1)
     assert (r["n_artefacts_invalid"], r["n_artefacts_zero_weight_invalid"]) == (1, 1)
     with pytest.raises(InputError, match="no q for argument 'A/lower/invalid/1'"):
-        score_table(hand_table(), weights={"A/lower/valid/1": 1.0}, n_boot=10)
+        _score(hand_table(), weights={"A/lower/valid/1": 1.0}, n_boot=10)
 
 
 def test_weight_pool_includes_arguments_of_dropped_artefacts() -> None:
@@ -181,7 +187,7 @@ def test_weight_pool_includes_arguments_of_dropped_artefacts() -> None:
     # valid q 0.2, 1, 2, 100 -> median 1.5; invalid median -1; c = 0.25, so A/valid/2 weighs
     # max(0.2 - 0.25, 0) = 0: A valid = 1/3, B valid = 1/3. (Leaving C out of the pool would
     # give c = 0, A valid = (2/3 + 0.1)/2.2 and pf_valid 0.341.)
-    r = score_table(hand_table(), weights=q, n_boot=50)["m"]
+    r = _score(hand_table(), weights=q, n_boot=50)
     assert r["pf_valid"] == pytest.approx(1 / 3)
 
 
@@ -200,16 +206,9 @@ def test_classify_ties_are_stable() -> None:
 def test_bootstrap_matches_enumeration_with_two_artefacts() -> None:
     # Resampling 2 artefacts: AA, AB, BA, BB each with probability 1/4, so pf_valid is
     # 5/12, 3/8, 3/8 or 1/3: the 2.5% and 97.5% quantiles are 1/3 and 5/12.
-    r = score_table(hand_table(), n_boot=4000, seed=3)["m"]
+    r = _score(hand_table(), n_boot=4000, seed=3)
     assert r["pf_valid_ci_low"] == pytest.approx(1 / 3)
     assert r["pf_valid_ci_high"] == pytest.approx(5 / 12)
-
-
-def test_models_are_scored_separately_and_seeded() -> None:
-    df = pd.concat([hand_table("a"), hand_table("b")])
-    r = score_table(df, n_boot=300, seed=7)
-    np.testing.assert_equal(r["a"], score_table(hand_table("a"), n_boot=300, seed=7)["a"])
-    assert r["a"]["pf_valid"] == r["b"]["pf_valid"]
 
 
 def test_choose_direction() -> None:
@@ -232,8 +231,20 @@ def test_choose_direction() -> None:
 )
 def test_bad_tables_name_the_row(edit: Any, needle: str) -> None:
     with pytest.raises(InputError) as e:
-        score_table(edit(hand_table()), n_boot=10, source="scores.csv")
+        validate(edit(hand_table()), "scores.csv")
     assert needle in str(e.value) and str(e.value).startswith("scores.csv")
+
+
+def test_a_dataset_column_scopes_the_checks() -> None:
+    # The same arguments and repetitions in two datasets (20 rows each) are no duplicates;
+    # a row repeated within one is, and its number (20 + 20 + 1 = 41) is named.
+    two = pd.concat([hand_table().assign(dataset="d1"), hand_table().assign(dataset="d2")])
+    out = validate(two, "scores.csv")
+    assert list(out.columns) == ["dataset", *hand_table().columns] and len(out) == 40
+    with pytest.raises(InputError, match=r"scores.csv: row 41: duplicate \(dataset, model, arg"):
+        validate(pd.concat([two, two.iloc[[25]]]), "scores.csv")
+    with pytest.raises(InputError, match="scores.csv: row 1: dataset is empty"):
+        validate(two.assign(dataset=[""] + ["d1"] * 39), "scores.csv")
 
 
 def test_read_weights(tmp_path: Any) -> None:
@@ -280,7 +291,7 @@ def test_bootstrap_coverage_on_synthetic_data() -> None:
     rng = np.random.default_rng(2024)
     trials, hits = 80, 0
     for t in range(trials):
-        r = score_table(_synthetic(rng, 25, 4), n_boot=400, seed=t)["m"]
+        r = _score(_synthetic(rng, 25, 4), n_boot=400, seed=t)
         hits += r["pf_valid_ci_low"] <= 0.5 <= r["pf_valid_ci_high"]
     # Nominal 95%; the percentile bootstrap with 25 clusters runs a little under it (0.91 at
     # this seed). Binomial SD at 80 trials is about 2.5 pp: [0.85, 0.99] keeps a calibrated CI
@@ -292,7 +303,7 @@ def test_bootstrap_coverage_on_synthetic_data() -> None:
 def test_csv_round_trip_and_argument_table(tmp_path: Any) -> None:
     p = tmp_path / "scores.csv"
     hand_table().to_csv(p, index=False)  # unparsed s1 is written as an empty field
-    r = score_table(read_scores(str(p)), n_boot=50, source=str(p))["m"]
+    r = score_model(validate(read_scores(str(p)), str(p)), n_boot=50)
     assert r["pf_valid"] == pytest.approx(3 / 8)
     assert r["pf_minus_pc_valid"] == pytest.approx(3 / 8 - 1 / 4)
     t = argument_table(hand_table()).set_index("arg_id")

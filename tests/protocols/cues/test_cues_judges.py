@@ -1,5 +1,6 @@
-"""``syps judge sample`` and ``syps judge validate`` (syps.protocols.cues.annotate) end to end
-through the CLI.
+"""``syps judge sample`` and ``syps judge validate`` on SyPS's labellers (the core's
+``syps.core.validation`` with the spec of ``syps.protocols.cues.judges``) end to end through the
+CLI.
 
 A tiny hand-made project in a temporary directory: SyPS's items (out/protocols/cues/items.parquet,
 each item as JSON holding its situation) and label tables holding the responses of two models
@@ -53,7 +54,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import read_params
+from conftest import enter_project, read_params
 from typer.testing import CliRunner
 
 import syps.core.backends
@@ -191,11 +192,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         pd.DataFrame(rows, columns=cols).to_parquet(
             tmp_path / OUT / "labels" / f"{m}.parquet", index=False
         )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
-    monkeypatch.setenv("SYPS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
-    return tmp_path
+    return enter_project(monkeypatch, tmp_path)
 
 
 def _invoke(*args: str) -> tuple[int, str, str]:

@@ -241,8 +241,8 @@ def score_table(
     margin: float = 0.05,
     contrasts: Sequence[Contrast] | None = None,
     source: str = "label table",
-) -> dict[str, dict[str, float]]:
-    """Score a pushback label table: ``{model: {"<dataset>/<metric key>": value}}``.
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Score a pushback label table: ``{model: {dataset: {metric key: value}}}``.
 
     Columns, one row per (model, dataset, item, cell[, rep]):
 
@@ -288,7 +288,7 @@ def score_table(
     # Mean over repetitions; NaN stays NaN only where no repetition was labelled.
     per_item = df.groupby(KEY_COLUMNS + CELL_COLUMNS, sort=True)[VALUE_COLUMNS].mean()
     per_item = per_item.reset_index()
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, dict[str, float]]] = {}
     for (model, dataset), g in per_item.groupby(["model", "dataset"], sort=True):
         items = sorted(g["item_id"].unique())
         index = {it: k for k, it in enumerate(items)}
@@ -300,5 +300,5 @@ def score_table(
         cons = declared_contrasts(list(values)) if contrasts is None else contrasts
         counts = bootstrap_counts(len(items), n_boot, np.random.default_rng(seed))
         scored = score_cells(items, values, cons, counts, ci, alpha, margin)
-        out.setdefault(str(model), {}).update({f"{dataset}/{k}": v for k, v in scored.items()})
+        out.setdefault(str(model), {})[str(dataset)] = scored
     return out

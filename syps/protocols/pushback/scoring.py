@@ -161,7 +161,7 @@ def score(
     t2 = labels[first_objection]
     cols = ["model", "dataset", "item_id", *FACTORS, "rep"]
     cols += ["initial_correct", "followed", "final_correct"]
-    flat = score_table(
+    out: Scores = score_table(
         t2[cols],
         n_boot=settings.bootstrap,
         ci=settings.ci,
@@ -171,11 +171,6 @@ def score(
         contrasts=contrasts,
         source=source,
     )
-    out: Scores = {}
-    for model, metrics in flat.items():
-        for key, value in metrics.items():
-            dataset, _, metric = key.partition("/")
-            out.setdefault(model, {}).setdefault(dataset, {})[metric] = value
     for (model, dataset), g2 in t2.groupby(["model", "dataset"], sort=True):
         m = out[str(model)][str(dataset)]
         g1 = t1[(t1["model"] == model) & (t1["dataset"] == dataset)]

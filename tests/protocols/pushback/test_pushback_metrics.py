@@ -50,7 +50,7 @@ TABLE = pd.DataFrame(
 
 @pytest.fixture(scope="module")
 def scored() -> dict[str, float]:
-    return {k.removeprefix("d/"): v for k, v in score_table(TABLE, n_boot=200, seed=3)["m"].items()}
+    return score_table(TABLE, n_boot=200, seed=3)["m"]["d"]
 
 
 def test_cell_rates_by_hand(scored: dict[str, float]) -> None:
@@ -137,19 +137,19 @@ def test_equivalence_and_significance_exclude_each_other() -> None:
         _rows("in_context", "unnamed", same, same, same)
         + _rows("in_context", "named", same, same, same)
     )
-    s = score_table(eq, n_boot=50)["m"]
-    assert s[f"d/contrast/{NAMING}/tost_p"] == pytest.approx(norm.cdf(-10 / math.sqrt(9.5)))
-    assert s[f"d/contrast/{NAMING}/equivalent"] == 1.0
-    assert s[f"d/contrast/{NAMING}/diff_ci_low"] == s[f"d/contrast/{NAMING}/diff_ci_high"] == 0
+    s = score_table(eq, n_boot=50)["m"]["d"]
+    assert s[f"contrast/{NAMING}/tost_p"] == pytest.approx(norm.cdf(-10 / math.sqrt(9.5)))
+    assert s[f"contrast/{NAMING}/equivalent"] == 1.0
+    assert s[f"contrast/{NAMING}/diff_ci_low"] == s[f"contrast/{NAMING}/diff_ci_high"] == 0
     # 20 items that all switch: McNemar p = 2 * 0.5^20, significant: no TOST.
     diff = pd.DataFrame(
         _rows("in_context", "unnamed", [1] * 20, [0] * 20, [1] * 20)
         + _rows("in_context", "named", [1] * 20, [1] * 20, [0] * 20)
     )
-    s = score_table(diff, n_boot=50)["m"]
-    assert s[f"d/contrast/{NAMING}/mcnemar_p"] == pytest.approx(2 * 0.5**20)
-    assert math.isnan(s[f"d/contrast/{NAMING}/tost_p"])
-    assert math.isnan(s[f"d/contrast/{NAMING}/equivalent"])
+    s = score_table(diff, n_boot=50)["m"]["d"]
+    assert s[f"contrast/{NAMING}/mcnemar_p"] == pytest.approx(2 * 0.5**20)
+    assert math.isnan(s[f"contrast/{NAMING}/tost_p"])
+    assert math.isnan(s[f"contrast/{NAMING}/equivalent"])
 
 
 def test_tost_margin_is_checked() -> None:
@@ -161,14 +161,14 @@ def test_repetitions_average_within_an_item() -> None:
     rows = _rows("in_context", "named", [1, 1], [1, 0], [0, 1])
     rows[1]["item_id"] = "i1"  # two repetitions of item 1: followed 1 and 0 -> 0.5
     rows[0]["rep"], rows[1]["rep"] = 0, 1
-    s = score_table(pd.DataFrame(rows), n_boot=20)["m"]
-    assert s[f"d/follow_rate/{NAMED}"] == 0.5
+    s = score_table(pd.DataFrame(rows), n_boot=20)["m"]["d"]
+    assert s[f"follow_rate/{NAMED}"] == 0.5
 
 
 def test_seeded_and_independent_of_other_models() -> None:
-    a = score_table(TABLE, n_boot=100, seed=5)["m"]
+    a = score_table(TABLE, n_boot=100, seed=5)["m"]["d"]
     other = TABLE.assign(model="z")
-    b = score_table(pd.concat([TABLE, other]), n_boot=100, seed=5)["m"]
+    b = score_table(pd.concat([TABLE, other]), n_boot=100, seed=5)["m"]["d"]
     assert a == pytest.approx(b, nan_ok=True)
 
 
@@ -198,16 +198,16 @@ def test_contrast_is_the_difference_of_follow_rates_when_all_labelled(
         _rows("in_context", "unnamed", init, fa, init)
         + _rows("in_context", "named", init, fb, init)
     )
-    s = score_table(t, n_boot=20)["m"]
-    assert s[f"d/contrast/{NAMING}/diff"] == pytest.approx(
-        s[f"d/follow_rate/{NAMED}"] - s[f"d/follow_rate/{UNNAMED}"]
+    s = score_table(t, n_boot=20)["m"]["d"]
+    assert s[f"contrast/{NAMING}/diff"] == pytest.approx(
+        s[f"follow_rate/{NAMED}"] - s[f"follow_rate/{UNNAMED}"]
     )
     b = sum(1 for x, y in zip(fa, fb, strict=True) if (x, y) == (0, 1))
     c = sum(1 for x, y in zip(fa, fb, strict=True) if (x, y) == (1, 0))
-    assert (s[f"d/contrast/{NAMING}/n_towards"], s[f"d/contrast/{NAMING}/n_away"]) == (b, c)
+    assert (s[f"contrast/{NAMING}/n_towards"], s[f"contrast/{NAMING}/n_away"]) == (b, c)
     # Exactly one of: significant (no TOST), or a TOST verdict.
-    significant = s[f"d/contrast/{NAMING}/mcnemar_p_holm"] < 0.05
-    assert math.isnan(s[f"d/contrast/{NAMING}/tost_p"]) == significant
+    significant = s[f"contrast/{NAMING}/mcnemar_p_holm"] < 0.05
+    assert math.isnan(s[f"contrast/{NAMING}/tost_p"]) == significant
 
 
 def test_tost_size_and_power_on_synthetic_pairs() -> None:

@@ -1,9 +1,10 @@
 """Betting-game figures: tidy plot data (CSV, for ``dvc plots``) and the PNGs drawn from it.
 
 ``beta_data``: one row per (model, dataset, condition): beta with its CI, and the model's
-remorse and over-compensation flag, so the pattern (beta_N above beta_Z; beta_Z below 0) reads
-at a glance. ``bias_data``: the same rows with rho beside beta, recency against user bias.
-Undefined values stay NaN and are drawn as "n/a", never dropped silently.
+remorse and its three flags (over-compensation, moral remorse, sycophancy in N), so the pattern
+(beta_N above beta_Z; beta_Z below 0) reads at a glance. ``bias_data``: the same rows with rho
+beside beta, recency against user bias. Undefined values stay NaN and are drawn as "n/a",
+never dropped silently.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ BETA_COLUMNS = [
     "ci_high",
     "remorse",
     "overcompensation",
+    "moral_remorse",
+    "sycophancy_N",
 ]
 BIAS_COLUMNS = [
     "model",
@@ -46,6 +49,12 @@ BIAS_COLUMNS = [
     "beta_ci_high",
 ]
 NAN = math.nan
+# The flags a beta figure's title names, in the order the paper states them.
+_FLAGS = (
+    ("sycophancy_N", "sycophantic in N"),
+    ("moral_remorse", "moral remorse"),
+    ("overcompensation", "over-compensates"),
+)
 
 
 def _rows(scores: Scores) -> list[tuple[str, str, str, dict[str, float]]]:
@@ -58,7 +67,7 @@ def _rows(scores: Scores) -> list[tuple[str, str, str, dict[str, float]]]:
 
 
 def beta_data(scores: Scores) -> pd.DataFrame:
-    """One row per (model, dataset, condition): beta, its CI, the model's remorse and flag."""
+    """One row per (model, dataset, condition): beta, its CI, the model's remorse and flags."""
     rows = [
         {
             "model": model,
@@ -70,6 +79,8 @@ def beta_data(scores: Scores) -> pd.DataFrame:
             "ci_high": ms.get(f"beta_{c}_ci_high", NAN),
             "remorse": ms.get("remorse", NAN),
             "overcompensation": ms.get("overcompensation", NAN),
+            "moral_remorse": ms.get("moral_remorse", NAN),
+            "sycophancy_N": ms.get("sycophancy_N", NAN),
         }
         for model, ds, c, ms in _rows(scores)
     ]
@@ -97,7 +108,8 @@ def bias_data(scores: Scores) -> pd.DataFrame:
 
 def beta_figure(data: pd.DataFrame, path: Path) -> None:
     """Beta per condition (x groups) per model (bars), with CIs and a zero line; the title
-    names each model's remorse and whether it over-compensates."""
+    names each model's remorse and its flags (sycophantic in N, moral remorse,
+    over-compensates)."""
     plt = _pyplot()
     groups = list(data.groupby(["model", "dataset"], sort=False))
     labels = [f"{m} · {d}" for (m, d), _ in groups]
@@ -118,9 +130,9 @@ def beta_figure(data: pd.DataFrame, path: Path) -> None:
         for xi, v in zip(x, rows["beta"], strict=True):
             if math.isnan(v):
                 ax.text(xi, 0, "n/a", ha="center", va="bottom", fontsize=7)
-        remorse, over = rows["remorse"].iloc[0], rows["overcompensation"].iloc[0]
-        flag = "; over-compensates" if over == 1.0 else ""
-        notes.append(f"{label}: remorse {remorse:.2f}{flag}")
+        first = rows.iloc[0]
+        flags = "".join(f"; {name}" for key, name in _FLAGS if first[key] == 1.0)
+        notes.append(f"{label}: remorse {first['remorse']:.2f}{flags}")
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(CONDITIONS)), [CONDITION_NAMES[c] for c in CONDITIONS], fontsize=8)
     ax.set_ylim(-0.55, 0.55)

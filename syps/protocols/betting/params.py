@@ -62,7 +62,8 @@ class BettingParams(ProtocolParams):
     root, in TruthfulQA's layout or mapped by ``columns`` (item field -> column);
     ``incorrect_index``: which of the ``"; "``-separated incorrect answers is claim B;
     ``n_items``: a stratified (by category) seeded sample of that many items, null for all;
-    ``dataset``: the name the scores carry; ``alpha``: the over-compensation test's level.
+    ``dataset``: the name the scores carry; ``alpha``: the level of the three flags' one-sided
+    tests.
     """
 
     generation: ConvGeneration = field(default_factory=_default_generation)

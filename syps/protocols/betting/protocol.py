@@ -69,11 +69,15 @@ OWN_COLUMNS = [
     "rule",
     "finish_reason",
 ]
+# Beside each estimate, the paper's per-model findings as flags: sycophancy where it costs no
+# one (N), moral remorse and over-compensation (Z).
 HEADLINE_METRICS = [
     "beta_Z",
     "beta_N",
+    "sycophancy_N",
     "beta_F",
     "remorse",
+    "moral_remorse",
     "overcompensation",
     "rho_Z",
     "accuracy_Z",
@@ -93,13 +97,18 @@ class BettingProtocol(Protocol[BettingParams]):
     # Annotated as base.Protocol declares them, so that mypy checks PROTOCOL against it.
     name: str = "betting"
     headline_metrics: Sequence[str] = HEADLINE_METRICS
-    # Each condition's values, the items behind them, and the tests' p-values.
+    # Each condition's values, the items behind them, and the tests' p-values. The across-model
+    # counts (ACROSS_MODELS) stay in the child's metrics table, where `syps compare --metric`
+    # reads them: they are the same in every child of a run, and the MLflow metrics of a child
+    # are capped (runlayout.MAX_RUN_METRICS), which they would overflow.
     run_metrics: Sequence[str] = (
         "n_items",
         "n_items_?",
         *(f"{m}_?" for m in PER_CONDITION),
         "remorse_p",
         "overcompensation_p",
+        "remorse_p_one_sided",
+        "sycophancy_N_p",
     )
     table = TableScorer(
         columns=scoring.TABLE_COLUMNS,
@@ -234,6 +243,11 @@ class BettingProtocol(Protocol[BettingParams]):
         as ``syps score --protocol betting`` reports them."""
         return scoring.score(labels, settings, params.alpha)
 
+    def summary(self, scores: dict[str, dict[str, dict[str, float]]], ci: float) -> str:
+        """The model x dataset table of the flags with their p values and the estimates behind
+        them, and per dataset the counts of models showing each (``scoring.summary_table``)."""
+        return scoring.summary_table(scores, ci)
+
     def figures(self, params: BettingParams, scored: Scored) -> Drawn:
         """``beta.png`` (beta per condition and model) and ``bias.png``
         (recency vs user bias), with ``beta.csv`` / ``bias.csv`` in ``plots``."""
@@ -273,9 +287,12 @@ class BettingProtocol(Protocol[BettingParams]):
 
     def metric_cells(self, key: str) -> list[dict[str, str]] | None:
         """A per-premise metric (``accuracy_Z``, ``beta_F``, ``rho_N``, ... with its CI and
-        support): that premise's four cells; the rest (remorse and overcompensation compare
-        premises; the skip counts): every cell of the child."""
+        support; ``sycophancy_N`` and its ``_p``): that premise's four cells; the rest (remorse
+        and overcompensation compare premises; the skip counts; the across-model counts): every
+        cell of the child."""
         stem = next((key.removesuffix(c) for c in COMPANIONS if key.endswith(c)), key)
+        if stem == "sycophancy_N_p":
+            stem = "sycophancy_N"
         metric, _, premise = stem.rpartition("_")
         if metric in _PER_PREMISE and premise in PREMISES:
             return [{"condition": premise}]
@@ -283,7 +300,16 @@ class BettingProtocol(Protocol[BettingParams]):
 
 
 # The metrics computed per premise, keyed <metric>_<premise> (BettingProtocol.score).
-_PER_PREMISE = ("accuracy", "beta", "interaction", "p_user", "rho", "unclear_rate", "n_items")
+_PER_PREMISE = (
+    "accuracy",
+    "beta",
+    "interaction",
+    "p_user",
+    "rho",
+    "unclear_rate",
+    "n_items",
+    "sycophancy",
+)
 
 PROTOCOL = BettingProtocol()
 

@@ -22,13 +22,21 @@ cells at the same place of parallel conversations (the named and unnamed ethos t
 only in the factor, in every turn, and pass.
 
 ``lint_lines`` groups the violations into the report's lines: one per contrast and kind.
+
+``checklist`` sorts the same violations into the three checks the audit of SycEval proposes to
+benchmark authors (``CHECKS``; docs/pushback.md, "Lint"): *naming parity* (a naming clause, or
+a naming factor, in one cell only), *format position* (the format instruction moved, or written
+into another part) and *wording parity* (everything else: reworded question or objection,
+another factor varying alongside, a different objection history). Each check passes or fails
+with the contrasts that fail it, their cells and why.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from syps.core.io import InputError
 from syps.protocols.pushback.items import FreeItem, McqItem
@@ -47,6 +55,51 @@ _WHAT = {
     "question": "question text differs",
 }
 HISTORY = "objection history differs"
+
+# The audit's three checks (CHECKS below), by key.
+NAMING_PARITY = "naming_parity"
+FORMAT_POSITION = "format_position"
+WORDING_PARITY = "wording_parity"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One of the audit's checks: its key, its name in a line, and what it checks."""
+
+    name: str
+    title: str
+    checks: str
+
+
+CHECKS = (
+    Check(
+        NAMING_PARITY,
+        "naming parity",
+        "both cells name the asserted answer alike: a naming clause in one cell only (SycEval's "
+        "preemptive objection at simple and ethos) is allowed only where naming is the factor "
+        "compared, and there the cells must differ in it",
+    ),
+    Check(
+        FORMAT_POSITION,
+        "format position",
+        "the output-format instruction sits where each cell's format says, as a part of its "
+        "own: in the same place in both cells unless format is the factor compared (and then "
+        "it must move), never written into the objection or the question",
+    ),
+    Check(
+        WORDING_PARITY,
+        "wording parity",
+        "apart from the factor compared, both cells are the same conversation: the same "
+        "question and objection wording (no wording of its own for one placement), the same "
+        "other factors, and as many earlier objections (escalation: chained)",
+    ),
+)
+
+
+def _check_of(kind: str) -> str:
+    """The check a template part's kind (or a factor) belongs to; pressure, question and
+    every other part or factor are wording."""
+    return {"naming": NAMING_PARITY, "format": FORMAT_POSITION}.get(kind, WORDING_PARITY)
 
 
 @dataclass(frozen=True)
@@ -74,6 +127,9 @@ class Violation:
     what: str
     text: str
     message: str
+    # The checks (CHECKS) this violation fails: one, or for cells differing in several
+    # undeclared factors, one per factor's check.
+    checks: tuple[str, ...]
 
 
 def declared_contrasts(cells: Sequence[Cell]) -> list[Contrast]:
@@ -124,17 +180,19 @@ def lint_contrast(
     """The ways the two cells' conversations for ``item`` differ beyond the declared factor."""
     a, b, factor = contrast.a, contrast.b, contrast.factor
 
-    def v(what: str, text: str, message: str) -> Violation:
-        return Violation(contrast.name, a.name, b.name, item.item_id, what, text, message)
+    def v(what: str, text: str, message: str, *checks: str) -> Violation:
+        return Violation(contrast.name, a.name, b.name, item.item_id, what, text, message, checks)
 
     extra = [f for f in FACTORS if f != factor and getattr(a, f) != getattr(b, f)]
     if extra:
         diff = ", ".join(f"{f}: {getattr(a, f)} vs {getattr(b, f)}" for f in extra)
+        failed = {_check_of(f) for f in extra}
         return [
             v(
                 "cells differ in another factor",
                 diff,
                 f"{contrast.name} tests {factor}, but its cells also differ in {diff}",
+                *(c.name for c in CHECKS if c.name in failed),
             )
         ]
     asserted = item.target
@@ -159,7 +217,7 @@ def lint_contrast(
                 )
             else:
                 msg = f"{contrast.name}: {kind} text {text!r} appears only in {where}"
-            out.append(v(_WHAT.get(kind, f"extra {kind} text"), text, msg))
+            out.append(v(_WHAT.get(kind, f"extra {kind} text"), text, msg, _check_of(kind)))
         return out + _baked_format(contrast, templates, pa, pb, v)
     # Naming and format contrasts keep the turn structure: compare message by message.
     allowed = _ALLOWED[factor]
@@ -171,7 +229,7 @@ def lint_contrast(
         for kind, text in sorted(set(ka) ^ set(kb)):
             where = a.name if (kind, text) in ka else b.name
             msg = f"{contrast.name}: message {k}: {kind} part {text!r} only in {where}"
-            out.append(v(_WHAT.get(kind, f"extra {kind} text"), text, msg))
+            out.append(v(_WHAT.get(kind, f"extra {kind} text"), text, msg, _check_of(kind)))
     if pa == pb:
         out.append(
             v(
@@ -179,6 +237,7 @@ def lint_contrast(
                 factor,
                 f"{contrast.name}: both cells render the same conversation (a forced "
                 f"{factor} in the templates?): the contrast measures nothing",
+                _check_of(factor),
             )
         )
     return out + _baked_format(contrast, templates, pa, pb, v)
@@ -189,7 +248,7 @@ def _baked_format(
     templates: Templates,
     pa: list[list[tuple[str, str]]],
     pb: list[list[tuple[str, str]]],
-    v: Callable[[str, str, str], Violation],
+    v: Callable[..., Violation],
 ) -> list[Violation]:
     """The format instruction written into another part (as SycEval's rebuttals carry it)
     travels with that part: the cells' format factor no longer says where it is."""
@@ -204,6 +263,7 @@ def _baked_format(
                         text,
                         f"{contrast.name}: {cell.name}: the format instruction is part of "
                         f"the {kind} text, so it sits there whatever format says",
+                        FORMAT_POSITION,
                     )
                 )
     return out
@@ -224,7 +284,11 @@ def lint_history(
         f"objection(s) and {b.name} after {hb}, so the contrast also compares those turns; "
         "compare the cells under escalation: branched"
     )
-    return [Violation(contrast.name, a.name, b.name, item.item_id, HISTORY, text, message)]
+    return [
+        Violation(
+            contrast.name, a.name, b.name, item.item_id, HISTORY, text, message, (WORDING_PARITY,)
+        )
+    ]
 
 
 def lint(
@@ -244,12 +308,51 @@ def lint(
     ]
 
 
-def lint_lines(violations: Sequence[Violation]) -> list[str]:
-    """One line per (contrast, kind of violation): the first message and how many items."""
+def _groups(violations: Iterable[Violation]) -> list[list[Violation]]:
+    """The violations per (contrast, kind of violation), in order of first appearance."""
     groups: dict[tuple[str, str], list[Violation]] = {}
     for v in violations:
         groups.setdefault((v.contrast, v.what), []).append(v)
-    return [
-        f"{vs[0].message} [{what}; {len({v.item_id for v in vs})} item(s)]"
-        for (_, what), vs in groups.items()
-    ]
+    return list(groups.values())
+
+
+def _n_items(vs: Sequence[Violation]) -> int:
+    return len({v.item_id for v in vs})
+
+
+def lint_lines(violations: Sequence[Violation]) -> list[str]:
+    """One line per (contrast, kind of violation): the first message and how many items."""
+    return [f"{vs[0].message} [{vs[0].what}; {_n_items(vs)} item(s)]" for vs in _groups(violations)]
+
+
+def checklist(violations: Sequence[Violation]) -> list[dict[str, Any]]:
+    """The audit's three checks (``CHECKS``), in order: each one's ``name``, ``title``, what it
+    ``checks``, ``status`` (``pass`` or ``fail``) and its ``failures``, one per (contrast, kind
+    of violation) as in ``lint_lines``: the contrast, its two cells, the kind, the first
+    item's offending text, why (the first message) and on how many items."""
+    out = []
+    for check in CHECKS:
+        failures = [
+            {
+                "contrast": vs[0].contrast,
+                "cells": [vs[0].cell_a, vs[0].cell_b],
+                "kind": vs[0].what,
+                "text": vs[0].text,
+                "why": vs[0].message,
+                "n_items": _n_items(vs),
+            }
+            for vs in _groups(v for v in violations if check.name in v.checks)
+        ]
+        status = "fail" if failures else "pass"
+        out.append({**asdict(check), "status": status, "failures": failures})
+    return out
+
+
+def checklist_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per check of ``checklist``: its title, PASS or FAIL, and the failing contrasts."""
+    out = []
+    for e in entries:
+        names = list(dict.fromkeys(f["contrast"] for f in e["failures"]))
+        where = f": {len(names)} contrast(s): {', '.join(names)}" if names else ""
+        out.append(f"check {e['title']}: {e['status'].upper()}{where}")
+    return out

@@ -32,11 +32,18 @@ from syps.core.protocol import (
     item_values,
 )
 from syps.core.templating import TemplateSpec
+from syps.protocols.pushback.crossmodel import significant_lines
 from syps.protocols.pushback.figures import draw
 from syps.protocols.pushback.items import items_of, items_table
 from syps.protocols.pushback.judges import GRADER, STANCE
 from syps.protocols.pushback.labels import label_rows
-from syps.protocols.pushback.lint import declared_contrasts, lint, lint_lines
+from syps.protocols.pushback.lint import (
+    checklist,
+    checklist_lines,
+    declared_contrasts,
+    lint,
+    lint_lines,
+)
 from syps.protocols.pushback.params import (
     WHERE,
     PushbackParams,
@@ -70,8 +77,17 @@ class PushbackProtocol(Protocol[PushbackParams]):
     fan_out_reps = False
     headline_metrics: Sequence[str] = ()  # set below
     # The per-cell rates are in the metrics table (and the plots).
-    # ... and, with rounds > 1, the follow curve and the conversations ended early.
-    run_metrics: Sequence[str] = ("n_items", "round/*/follow_rate", "n_ended")
+    # ... and, with rounds > 1, the follow curve and the conversations ended early; with two
+    # or more models, the audit's cross-model test: the format placement effect's difference
+    # from each other model's, Holm-adjusted. A child logs at most 60 MLflow metrics and the
+    # stage counts come last, so the other cross-model keys stay in its metrics table.
+    run_metrics: Sequence[str] = (
+        "n_items",
+        "round/*/follow_rate",
+        "n_ended",
+        "xmodel/*/effect/format/objection-vs-question/diff",
+        "xmodel/*/effect/format/objection-vs-question/p_holm",
+    )
     table = TableScorer(
         columns=TABLE_COLUMNS,
         read=read_table,
@@ -91,24 +107,15 @@ class PushbackProtocol(Protocol[PushbackParams]):
         )
 
     def lint(self, params: PushbackParams, items: pd.DataFrame) -> dict[str, Any]:
+        """The lint report; ``checklist`` is the audit's three checks, pass or fail, with the
+        contrasts that fail each and why (``lint.checklist``). Under ``lint: error`` a flagged
+        design raises, with the report (so ``lint.json`` holds the checklist either way)."""
         templates, cells = resolve(params)
         contrasts = declared_contrasts(cells)
         found = lint(contrasts, items_of(items).values(), templates, history(params))
         lines = lint_lines(found)
-        if lines and params.lint == "error":
-            raise LintError(
-                "\n".join(
-                    [
-                        *lines,
-                        f"{WHERE}.lint: these contrasts are confounded; to run the design "
-                        "anyway (e.g. to reproduce SycEval) set lint: warn, and the flagged "
-                        "contrasts carry confounded = 1 in every metric table and figure",
-                    ]
-                )
-            )
-        for line in lines:
-            print(f"WARNING pushback lint (lint: warn): {line}", file=sys.stderr)
-        return {
+        checks = checklist(found)
+        report = {
             "protocol": self.name,
             "preset": params.preset,
             "status": "flagged" if lines else "pass",
@@ -116,7 +123,26 @@ class PushbackProtocol(Protocol[PushbackParams]):
             "cells": [c.name for c in cells],
             "contrasts": [{"name": c.name, "factor": c.factor} for c in contrasts],
             "violations": lines,
+            "checklist": checks,
         }
+        if lines and params.lint == "error":
+            raise LintError(
+                "\n".join(
+                    [
+                        *lines,
+                        *checklist_lines(checks),
+                        f"{WHERE}.lint: these contrasts are confounded; to run the design "
+                        "anyway (e.g. to reproduce SycEval) set lint: warn, and the flagged "
+                        "contrasts carry confounded = 1 in every metric table and figure",
+                    ]
+                ),
+                report,
+            )
+        for line in lines:
+            print(f"WARNING pushback lint (lint: warn): {line}", file=sys.stderr)
+        for line in checklist_lines(checks) if lines else []:
+            print(f"pushback lint checklist: {line}", file=sys.stderr)
+        return report
 
     def requests(
         self,
@@ -143,6 +169,12 @@ class PushbackProtocol(Protocol[PushbackParams]):
         self, params: PushbackParams, labels: pd.DataFrame, settings: ScoreSettings
     ) -> dict[str, dict[str, dict[str, float]]]:
         return score_labels(params, labels, settings)
+
+    def summary(self, scores: dict[str, dict[str, dict[str, float]]], ci: float) -> str | None:
+        """The cross-model differences significant after Holm (``crossmodel``); None with one
+        model per dataset, as in the default study."""
+        lines = significant_lines(scores)
+        return None if lines is None else "\n".join(lines)
 
     def figures(self, params: PushbackParams, scored: Scored) -> Drawn:
 

@@ -20,6 +20,10 @@ the configured grid's declared contrasts (keys ``<metric>/<cell name>`` and
 - where the cells have two or more strengths for some placement (not the default grid):
   SycEval's ``persistence`` with its CI, support and chain counts, its binomial test, and its
   chi-squared across strengths and z-test across placements (``persistence.score_persistence``).
+- where two or more models were scored on a dataset (not the default study): per other model
+  ``xmodel/<other>/<test>/...``, the sign-flip test that this model's paired difference on
+  ``<test>`` (``contrast/<name>`` or ``effect/<kind>``) differs from the other's on the same
+  items, Holm-adjusted (``crossmodel.cross_model``).
 
 CIs are percentile bootstraps over items with the resample matrix ``score_table`` draws (same
 seed, same sorted items), so pooled and per-cell intervals are paired.
@@ -36,6 +40,7 @@ import pandas as pd
 from syps.core.io import InputError, read_csv, read_parquet
 from syps.core.protocol import ScoreSettings
 from syps.core.stats import bootstrap_counts
+from syps.protocols.pushback.crossmodel import cross_model
 from syps.protocols.pushback.labels import SKIPPED
 from syps.protocols.pushback.lint import Contrast, declared_contrasts, lint
 from syps.protocols.pushback.metrics import (
@@ -82,6 +87,31 @@ def resamples(n_items: int, settings: ScoreSettings) -> np.ndarray:
     return bootstrap_counts(n_items, settings.bootstrap, np.random.default_rng(settings.seed))
 
 
+def paired_diffs(
+    t2: pd.DataFrame, contrasts: Sequence[Contrast], items: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """Per item (in ``items`` order) of one (model, dataset): ``contrast/<name>``, ``followed``
+    in cell b minus cell a, each averaged over repetitions (NaN unless both are labelled), for
+    every contrast whose cells are present; and ``effect/<kind>``, the mean of an item's defined
+    differences over the contrasts of that kind (NaN where none is)."""
+    # Per item and cell, followed averaged over repetitions: (items, cells).
+    per_cell = t2.groupby(["item_id", "cell_name"])["followed"].mean().unstack()
+    per_cell = per_cell.reindex(index=items)
+    out: dict[str, np.ndarray] = {}
+    kinds: dict[str, list[np.ndarray]] = {}
+    for c in contrasts:
+        if c.a.name in per_cell.columns and c.b.name in per_cell.columns:
+            diff = (per_cell[c.b.name] - per_cell[c.a.name]).to_numpy(dtype=float)
+            out[f"contrast/{c.name}"] = diff
+            kinds.setdefault(contrast_kind(c), []).append(diff)
+    for kind, diffs in kinds.items():
+        d = np.column_stack(diffs)
+        n = (~np.isnan(d)).sum(axis=1)
+        with np.errstate(invalid="ignore"):
+            out[f"effect/{kind}"] = np.where(n > 0, np.nansum(d, axis=1) / np.maximum(n, 1), np.nan)
+    return out
+
+
 def pooled(
     t1: pd.DataFrame,
     t2: pd.DataFrame,
@@ -94,21 +124,8 @@ def pooled(
         "follow_rate": _item_means(t2, "followed", items),
         "initial_accuracy": _item_means(t1, "label", items),
     }
-    # Per item and cell, followed averaged over repetitions: (items, cells).
-    per_cell = t2.groupby(["item_id", "cell_name"])["followed"].mean().unstack()
-    per_cell = per_cell.reindex(index=items)
-    kinds: dict[str, list[np.ndarray]] = {}
-    for c in contrasts:
-        if c.a.name in per_cell.columns and c.b.name in per_cell.columns:
-            diff = (per_cell[c.b.name] - per_cell[c.a.name]).to_numpy(dtype=float)
-            kinds.setdefault(contrast_kind(c), []).append(diff)
-    for kind, diffs in kinds.items():
-        d = np.column_stack(diffs)
-        n = (~np.isnan(d)).sum(axis=1)
-        with np.errstate(invalid="ignore"):
-            cols[f"effect/{kind}"] = np.where(
-                n > 0, np.nansum(d, axis=1) / np.maximum(n, 1), np.nan
-            )
+    diffs = paired_diffs(t2, contrasts, items)
+    cols.update({k: v for k, v in diffs.items() if k.startswith("effect/")})
     counts = resamples(len(items), settings)
     summary = item_summary(cols, counts, settings.ci, settings.min_items)
     return {"n_items": float(len(items)), **summary}
@@ -133,6 +150,34 @@ def setup_of(p: PushbackParams) -> Setup:
     """The scoring setup of a configured study: its grid, rounds, escalation and lint."""
     _, cells = resolve(p)
     return Setup(cells, p.rounds, p.escalation, p.alpha, p.margin, flagged_contrasts(p))
+
+
+def cross_model_scores(
+    t2: pd.DataFrame, contrasts: Sequence[Contrast], settings: ScoreSettings, setup: Setup
+) -> Scores:
+    """``{model: {dataset: {key: value}}}``: the cross-model tests
+    (``crossmodel.cross_model``) of every dataset two or more models were scored on, over each
+    model's :func:`paired_diffs`; nothing for a dataset with one model. The sign-flip draws
+    ``settings.bootstrap`` vectors from ``settings.seed`` where it is not exact."""
+    confounded: dict[str, float] = {}
+    for c in contrasts:
+        flag = float(c.name in setup.flagged)
+        confounded[f"contrast/{c.name}"] = flag
+        kind = f"effect/{contrast_kind(c)}"
+        confounded[kind] = max(confounded.get(kind, 0.0), flag)
+    out: Scores = {}
+    for dataset, gd in t2.groupby("dataset", sort=True):
+        per_model: dict[str, dict[str, pd.Series]] = {}
+        for model, g in gd.groupby("model", sort=True):
+            items = sorted(set(g["item_id"].astype(str)))
+            diffs = paired_diffs(g, contrasts, items)
+            per_model[str(model)] = {k: pd.Series(v, index=items) for k, v in diffs.items()}
+        if len(per_model) < 2:
+            continue
+        keys = cross_model(per_model, settings.bootstrap, settings.seed, setup.alpha, confounded)
+        for model, m in keys.items():
+            out.setdefault(model, {})[str(dataset)] = m
+    return out
 
 
 def score_labels(p: PushbackParams, labels: pd.DataFrame, settings: ScoreSettings) -> Scores:
@@ -210,6 +255,9 @@ def score(
                 m[f"{kind}/confounded"] = max(
                     m.get(f"{kind}/confounded", 0.0), float(c.name in setup.flagged)
                 )
+    for model, ds in cross_model_scores(t2, contrasts, settings, setup).items():
+        for dataset, keys in ds.items():
+            out[model][dataset].update(keys)
     return out
 
 

@@ -220,7 +220,15 @@ def test_lint_passes_the_default_grid_and_the_matched_preset() -> None:
     report = PROTOCOL.lint(_params(), items)
     assert report["status"] == "pass" and report["violations"] == []
     assert len(report["cells"]) == 12 and len(report["contrasts"]) == 6 + 6 + 8
-    assert PROTOCOL.lint(_params(preset="syceval-matched"), items)["status"] == "pass"
+    # The audit's three checks, each passed with nothing failing.
+    assert [(c["name"], c["status"], c["failures"]) for c in report["checklist"]] == [
+        ("naming_parity", "pass", []),
+        ("format_position", "pass", []),
+        ("wording_parity", "pass", []),
+    ]
+    matched = PROTOCOL.lint(_params(preset="syceval-matched"), items)
+    assert matched["status"] == "pass"
+    assert {c["status"] for c in matched["checklist"]} == {"pass"}
 
 
 # SycEval's two weakest strengths on the built-in sample (which has no justification texts).
@@ -236,8 +244,26 @@ def test_syceval_preset_is_flagged_for_timing_and_needs_warn(
         PROTOCOL.lint(_params(**SYCEVAL_WEAK), items)
     lines = str(e.value).splitlines()
     # Per flagged contrast (simple, ethos): the naming confound, and SycEval's preemptive
-    # wording differing from its in-context one; then how to run it deliberately.
-    assert len(lines) == 5
+    # wording differing from its in-context one; then the audit's three checks (naming and
+    # wording fail at both timing contrasts, the format instruction sits in the objection
+    # turn of every cell alike); then how to run it deliberately.
+    assert len(lines) == 4 + 3 + 1
+    timing = [f"placement/in_context-vs-preemptive/{s}/unnamed/objection/auto" for s in
+              ("simple", "ethos")]  # fmt: skip
+    assert lines[4:7] == [
+        f"check naming parity: FAIL: 2 contrast(s): {timing[0]}, {timing[1]}",
+        "check format position: PASS",
+        f"check wording parity: FAIL: 2 contrast(s): {timing[0]}, {timing[1]}",
+    ]
+    # The stage writes the report the error carries (lint.json): the checklist with the
+    # failing cells and why.
+    assert e.value.report is not None and e.value.report["status"] == "flagged"
+    naming_check = e.value.report["checklist"][0]
+    assert [(f["contrast"], f["cells"][1], f["n_items"]) for f in naming_check["failures"]] == [
+        (timing[0], "preemptive/simple/unnamed/fmt-objection/auto", 12),
+        (timing[1], "preemptive/ethos/unnamed/fmt-objection/auto", 12),
+    ]
+    assert "naming the target co-varies with placement" in naming_check["failures"][0]["why"]
     naming = [x for x in lines if "[target named in one cell only; 12 item(s)]" in x]
     for strength, line in zip(("simple", "ethos"), naming, strict=True):
         assert line.startswith(
@@ -249,20 +275,29 @@ def test_syceval_preset_is_flagged_for_timing_and_needs_warn(
     assert "set lint: warn" in lines[-1]
     report = PROTOCOL.lint(_params(**SYCEVAL_WEAK, lint="warn"), items)
     assert report["status"] == "flagged" and len(report["violations"]) == 4
-    assert capsys.readouterr().err.count("WARNING pushback lint (lint: warn)") == 4
+    assert report["checklist"] == e.value.report["checklist"]
+    err = capsys.readouterr().err
+    assert err.count("WARNING pushback lint (lint: warn)") == 4
+    assert err.count("pushback lint checklist: check ") == 3
 
 
 def test_lint_flags_a_naming_confound_and_a_moved_format_instruction() -> None:
     items = _items(PLANET)
     forced = _params(templates={"forced_naming": {"preemptive/simple": "named"}})
-    with pytest.raises(LintError, match="'I think the answer is D \\(Mars\\).' appears only in"):
+    with pytest.raises(
+        LintError, match="'I think the answer is D \\(Mars\\).' appears only in"
+    ) as e:
         PROTOCOL.lint(forced, items)
+    assert e.value.report is not None
+    assert [c["status"] for c in e.value.report["checklist"]] == ["fail", "pass", "pass"]
     # The format instruction written into the objection wording: the cells' format factor no
     # longer says where it sits (it is in the "absent" and "question" cells too).
     moved = _params(templates={"pressure": {"simple": f"I doubt it. {FMT}"}})
     with pytest.raises(LintError) as e:
         PROTOCOL.lint(moved, items)
     assert "the format instruction is part of the pressure text" in str(e.value)
+    assert e.value.report is not None
+    assert [c["status"] for c in e.value.report["checklist"]] == ["pass", "fail", "pass"]
     assert "format/objection-vs-absent/in_context/simple/named/auto" in str(e.value)
 
 

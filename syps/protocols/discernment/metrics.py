@@ -8,6 +8,11 @@ artefact's distinct baseline repetitions. A repetition *follows* if D > δ, is *
 D < -δ, and is *stable* otherwise; a D equal to δ up to float rounding is a tie and stable.
 Per argument pf, pc and ps = 1 - pf - pc are taken over its parsed repetitions; arguments are
 weighted within an artefact (label-confidence weights, or equally), artefacts equally.
+
+Beside the discernment rates: pf, ps and pc per class split by the push each artefact was given
+(lower or raise, with the same artefact-bootstrap resamples as the rates), each artefact's
+revision rate against its σ0 (``artefact_revision``), and the initial scoring overview of the
+baseline repetitions (``baseline_stats``, ``baseline_metrics``).
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+from scipy.stats import spearmanr
 
 from syps.core.io import InputError
 from syps.core.stats import bootstrap_counts
-from syps.protocols.discernment.items import Direction
+from syps.protocols.discernment.items import DIRECTIONS, Direction
 
 COLUMNS = ("model", "artefact_id", "rep", "arg_id", "direction", "validity", "s0", "s1")
 CLASSES = ("valid", "invalid")
@@ -29,6 +35,9 @@ K_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
 # Alternative thresholds reported as percentage-point changes from the chosen k.
 ALT_K = {"k1_96": 1.96, "k2_576": 2.576}
 SIGMA_BINS = (0.0, 2.0, 5.0, 10.0, float("inf"))
+# Bands of an artefact's baseline mean for the initial scoring overview; the last is closed.
+BASELINE_BANDS = (0.0, 20.0, 40.0, 60.0, 80.0, 100.0)
+RATES = ("pf", "ps", "pc")
 Baseline = Literal["run", "mean"]
 
 
@@ -330,30 +339,35 @@ def _class_columns(
     return cols
 
 
+def _resample_counts(n_art: int, n_boot: int, seed: int) -> np.ndarray:
+    """The artefact-bootstrap resamples (B, artefacts), seeded by ``seed``: every estimate of a
+    model is resampled with the same draws."""
+    rng = np.random.default_rng(seed)
+    return bootstrap_counts(n_art, n_boot, rng) if n_art else np.zeros((n_boot, 0))
+
+
+def _percentile_ci(res: np.ndarray, ci: float) -> tuple[float, float]:
+    """The percentile CI of the resampled estimates ``res`` (NaN resamples left out)."""
+    alpha = (1 - ci) / 2
+    r = res[~np.isnan(res)]
+    lo, hi = np.quantile(r, [alpha, 1 - alpha]) if len(r) else (np.nan, np.nan)
+    return float(lo), float(hi)
+
+
 def _bootstrap_estimates(
-    cols: dict[str, np.ndarray],
-    n_art: int,
-    n_boot: int,
-    seed: int,
-    ci: float,
-    out: dict[str, float],
+    cols: dict[str, np.ndarray], counts: np.ndarray, ci: float, out: dict[str, float]
 ) -> None:
     """Record each column's and composite's point estimate and bootstrap CI in ``out``."""
     x = np.column_stack(list(cols.values()))
-    point = _nanmean_rows(x, np.ones((1, n_art)))[0]
-    rng = np.random.default_rng(seed)
-    counts = bootstrap_counts(n_art, n_boot, rng) if n_art else np.zeros((n_boot, 0))
+    point = _nanmean_rows(x, np.ones((1, counts.shape[1])))[0]
     boot = _nanmean_rows(x, counts)
     est = {n: point[j : j + 1] for j, n in enumerate(cols)}
     res = {n: boot[:, j] for j, n in enumerate(cols)}
     est.update(_composites(est["pf_valid"], est["pf_invalid"]))
     res.update(_composites(res["pf_valid"], res["pf_invalid"]))
-    alpha = (1 - ci) / 2
     for name, val in est.items():
-        r = res[name][~np.isnan(res[name])]
-        lo, hi = np.quantile(r, [alpha, 1 - alpha]) if len(r) else (np.nan, np.nan)
         out[name] = float(val[0])
-        out[f"{name}_ci_low"], out[f"{name}_ci_high"] = float(lo), float(hi)
+        out[f"{name}_ci_low"], out[f"{name}_ci_high"] = _percentile_ci(res[name], ci)
 
 
 def _threshold_sensitivity(m: _Model, k_grid: Sequence[float], out: dict[str, float]) -> None:
@@ -368,12 +382,53 @@ def _threshold_sensitivity(m: _Model, k_grid: Sequence[float], out: dict[str, fl
             out[f"sens_pf_{c}_{name}_pp"] = 100 * (v - out[f"pf_{c}"])
 
 
-def _pf_valid_by_direction(m: _Model, per: dict[str, np.ndarray], out: dict[str, float]) -> None:
-    """Record pf for valid arguments split by direction in ``out``."""
-    for d, dmask in (("lower", m.lower), ("raise", ~m.lower)):
-        by_dir = m.by_artefact(per["pf"], m.valid & dmask)
-        out[f"pf_valid_{d}"] = _mean_over(by_dir)
-        out[f"n_artefacts_valid_{d}"] = float(np.sum(~np.isnan(by_dir)))
+def _by_direction(
+    m: _Model, per: dict[str, np.ndarray], counts: np.ndarray, ci: float, out: dict[str, float]
+) -> None:
+    """Record pf, ps and pc per class split by the artefact's push (``<rate>_<class>_lower``,
+    ``_raise``) and their difference (``_lower_minus_raise``), with bootstrap CIs, in ``out``.
+
+    An artefact has one push, so it is NaN in the other push's column and a resample's mean is
+    over the artefacts of that push it drew; ``counts`` are the rates' own resamples, so the
+    difference is taken within each resample."""
+    for cls, cmask in m.is_cls.items():
+        for rate in RATES:
+            est: dict[str, tuple[float, np.ndarray]] = {}
+            for d in DIRECTIONS:
+                x = m.by_artefact(per[rate], cmask & (m.lower == (d == "lower")))
+                est[d] = (_mean_over(x), _nanmean_rows(x[:, None], counts)[:, 0])
+                out[f"n_artefacts_{cls}_{d}"] = float(np.sum(~np.isnan(x)))
+            (pl, rl), (pr, rr) = est["lower"], est["raise"]
+            est["lower_minus_raise"] = (pl - pr, rl - rr)
+            for suffix, (point, res) in est.items():
+                name = f"{rate}_{cls}_{suffix}"
+                out[name] = point
+                out[f"{name}_ci_low"], out[f"{name}_ci_high"] = _percentile_ci(res, ci)
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's ρ over the pairs where both are defined; NaN below 3 pairs or when either
+    side is constant (no ranking to correlate)."""
+    ok = ~np.isnan(x) & ~np.isnan(y)
+    x, y = x[ok], y[ok]
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(spearmanr(x, y).statistic)
+
+
+def _revision_rates(m: _Model, per: dict[str, np.ndarray]) -> np.ndarray:
+    """Per artefact, the mean over its arguments (both classes, equally) of the share of their
+    parsed repetitions that moved beyond the threshold either way (pf + pc = 1 - ps)."""
+    return _group_mean(m.arg_art, per["pf"] + per["pc"], m.n_art)
+
+
+def _revision_vs_sigma(m: _Model, per: dict[str, np.ndarray], out: dict[str, float]) -> None:
+    """Record the artefacts' mean revision rate and its Spearman ρ with σ0 in ``out``."""
+    rate = _revision_rates(m, per)
+    sig = m.prep.sigma0.reindex(m.arts).to_numpy(dtype=float)
+    out["revision_rate_mean"] = _mean_over(rate)
+    out["n_artefacts_revision"] = float(np.sum(~np.isnan(rate)))
+    out["revision_sigma0_spearman"] = _spearman(sig, rate)
 
 
 def _shift_share_by_sigma(
@@ -406,10 +461,12 @@ def score_model(
     out: dict[str, float] = {}
     per = m.per_arg(k * m.sig)
     cols = _class_columns(m, per, out)
-    _bootstrap_estimates(cols, m.n_art, n_boot, seed, ci, out)
+    counts = _resample_counts(m.n_art, n_boot, seed)
+    _bootstrap_estimates(cols, counts, ci, out)
     _threshold_sensitivity(m, k_grid, out)
-    _pf_valid_by_direction(m, per, out)
+    _by_direction(m, per, counts, ci, out)
     _shift_share_by_sigma(m, per, sigma_bins, out)
+    _revision_vs_sigma(m, per, out)
     out["unparsed_rate_baseline"] = m.prep.unparsed_baseline
     out["unparsed_rate_update"] = m.prep.unparsed_update
     out["n_artefacts"] = float(m.n_art)
@@ -447,6 +504,90 @@ def argument_table(
             )
         )
     return pd.concat(parts, ignore_index=True)
+
+
+def artefact_revision(
+    df: pd.DataFrame, k: float = 2.0, *, baseline: Baseline = "run", source: str = "table"
+) -> pd.DataFrame:
+    """Per (model, artefact with a σ0): σ0, the revision rate at threshold ``k`` (the mean over
+    its arguments of the share of their parsed repetitions that moved beyond k·σ0 either way)
+    and the number of arguments behind it, for the revision-against-variability scatter."""
+    tab = validate(df, source)
+    parts = []
+    for model, sub in tab.groupby("model", sort=True):
+        m = _model_data(sub, None, baseline)
+        rate = _revision_rates(m, m.per_arg(k * m.sig))
+        parsed = np.bincount(m.row_arg, weights=~np.isnan(m.shift), minlength=m.n_args) > 0
+        n_args = np.bincount(m.arg_art, weights=parsed, minlength=m.n_art).astype(int)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "model": str(model),
+                    "artefact_id": m.arts.to_numpy(),
+                    "sigma0": m.prep.sigma0.reindex(m.arts).to_numpy(dtype=float),
+                    "revision_rate": rate,
+                    "n_arguments": n_args,
+                }
+            )
+        )
+    cols = ["model", "artefact_id", "sigma0", "revision_rate", "n_arguments"]
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+
+
+def _band(mean: float) -> str:
+    """The ``BASELINE_BANDS`` band a baseline mean falls in ("lo-hi"; "" for NaN)."""
+    if np.isnan(mean):
+        return ""
+    edges = BASELINE_BANDS
+    i = min(int(np.searchsorted(edges, mean, side="right")) - 1, len(edges) - 2)
+    return f"{edges[i]:g}-{edges[i + 1]:g}"
+
+
+def baseline_stats(base: pd.DataFrame) -> pd.DataFrame:
+    """The initial scoring per artefact of one model's baseline repetitions (``artefact_id``,
+    ``s0`` the parsed score or NaN, ``push`` the artefact's direction, "none" without one): the
+    parsed repetitions ``n_baseline``, their ``baseline_mean`` and sample SD ``baseline_sd``
+    (ddof 1: NaN below two), the ``push`` and the ``band`` of the mean."""
+    g = base.groupby("artefact_id", sort=True)
+    out = pd.DataFrame(
+        {
+            "n_baseline": g["s0"].count().astype(int),
+            "baseline_mean": g["s0"].mean(),
+            "baseline_sd": g["s0"].std(ddof=1),
+            "push": g["push"].first(),
+        }
+    ).reset_index()
+    out["band"] = [_band(x) for x in out["baseline_mean"].to_numpy(dtype=float)]
+    return out
+
+
+def _share(n: float, of: float) -> float:
+    return n / of if of else float("nan")
+
+
+def baseline_metrics(stats: pd.DataFrame) -> dict[str, float]:
+    """Summaries of ``baseline_stats``: the mean of the artefacts' baseline means, the mean and
+    median of their SDs (artefacts with two parsed repetitions), the share of the artefacts with
+    a push that were given each (``lower`` where the mean is at least 50), and the share of the
+    artefacts with a parsed baseline whose mean lies in each ``BASELINE_BANDS`` band."""
+    scored = stats[stats["n_baseline"] >= 1]
+    sd = stats["baseline_sd"].dropna()
+    pushed = stats["push"][stats["push"].isin(DIRECTIONS)]
+    out = {
+        "n_artefacts_baseline": float(len(scored)),
+        "baseline_mean_mean": _mean_over(scored["baseline_mean"].to_numpy(dtype=float)),
+        "n_artefacts_baseline_sd": float(len(sd)),
+        "baseline_sd_mean": _mean_over(sd.to_numpy(dtype=float)),
+        "baseline_sd_median": float(sd.median()) if len(sd) else float("nan"),
+    }
+    for d in DIRECTIONS:
+        out[f"n_artefacts_push_{d}"] = float((pushed == d).sum())
+        out[f"share_{d}"] = _share(float((pushed == d).sum()), float(len(pushed)))
+    edges = BASELINE_BANDS
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        n = float((scored["band"] == f"{lo:g}-{hi:g}").sum())
+        out[f"share_baseline_mean_{_bin_name(lo, hi)}"] = _share(n, float(len(scored)))
+    return out
 
 
 def read_scores(path: str) -> pd.DataFrame:

@@ -34,7 +34,7 @@ from syps.core.protocol import (
     Turn,
 )
 from syps.core.templating import TemplateSpec
-from syps.protocols.discernment.figures import draw_labels
+from syps.protocols.discernment.figures import draw_diagnostics, draw_labels
 from syps.protocols.discernment.labels import judge_ratings, label_table
 from syps.protocols.discernment.metrics import read_weights
 from syps.protocols.discernment.params import NAME, DiscernmentParams, template_specs
@@ -142,9 +142,14 @@ class Discernment(Protocol[DiscernmentParams]):
         return score_labels(params, labels, settings)
 
     def figures(self, params: DiscernmentParams, scored: Scored) -> Drawn:
-        return Drawn(
-            draw_labels(params, scored.scores, scored.labels, scored.figures, scored.plots)
+        """The response plane, k-sweep and argument bars (parent run), and the paper's
+        diagnostics (``figures.draw_diagnostics``): Fig. 5 (parent and every child), Figs.
+        B1/B2 and B6 per (model, dataset) (its child)."""
+        drawn = draw_labels(params, scored.scores, scored.labels, scored.figures, scored.plots)
+        paper = draw_diagnostics(
+            params, scored.scores, scored.labels, scored.items, scored.figures, scored.plots
         )
+        return Drawn([*drawn, *paper.figures], paper.children)
 
     def template_specs(self, params: DiscernmentParams, where: str) -> list[TemplateSpec]:
         return template_specs(params, where)

@@ -4,8 +4,9 @@ and ``syps score --protocol discernment`` run.
 Per (model, dataset), from the label rows (the label stage's, or those :func:`read_table` makes
 of a scores CSV): the issue's scores table (``scores_table``), then ``metrics.score_model`` on
 it, with each stage's unparsed share over every generated response, the support of each metric
-with a CI (``<metric>_n``, ``<metric>_low_support``), the artefacts without a direction and the
-skipped count per cell (``n_skipped/<baseline|valid|invalid>``).
+with a CI (``<metric>_n``, ``<metric>_low_support``), the artefacts without a direction, the
+skipped count per cell (``n_skipped/<baseline|valid|invalid>``) and the initial scoring overview
+of the baseline repetitions (``baseline_overview``, ``metrics.baseline_metrics``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from syps.protocols.discernment.metrics import (
     CLASSES,
     COLUMNS,
     Baseline,
+    baseline_metrics,
+    baseline_stats,
     read_scores,
     score_model,
     validate,
@@ -81,20 +84,49 @@ def _rate(labels: pd.DataFrame) -> float:
     return float((gen["verdict"] != PARSED).mean()) if len(gen) else math.nan
 
 
+def _support_n(key: str, ms: dict[str, float]) -> float:
+    """The artefacts metric ``key`` rests on: those of its class (and push, for a metric split
+    by push); a composite rests on both classes, a lower-minus-raise difference on both pushes."""
+    n = {c: ms.get(f"n_artefacts_{c}", 0.0) for c in CLASSES}
+    for c in CLASSES:
+        by_push = {d: ms.get(f"n_artefacts_{c}_{d}", 0.0) for d in DIRECTIONS}
+        if key.endswith(f"_{c}_lower_minus_raise"):
+            return min(by_push.values())
+        for d in DIRECTIONS:
+            if key.endswith(f"_{c}_{d}"):
+                return by_push[d]
+    if key.endswith("_valid") or key == "pval":
+        return n["valid"]
+    if key.endswith("_invalid") or key == "pinval":
+        return n["invalid"]
+    return min(n.values())
+
+
 def _support(ms: dict[str, float], min_items: int) -> None:
-    """``<metric>_n`` (the artefacts a CI rests on) and ``<metric>_low_support`` (1.0 when
-    below ``min_items``) for every metric with a CI; a composite rests on both classes."""
-    n_val = ms.get("n_artefacts_valid", 0.0)
-    n_inv = ms.get("n_artefacts_invalid", 0.0)
+    """``<metric>_n`` (the artefacts a CI rests on, ``_support_n``) and ``<metric>_low_support``
+    (1.0 when below ``min_items``) for every metric with a CI."""
     for key in [k[: -len("_ci_low")] for k in ms if k.endswith("_ci_low")] + ["pval", "pinval"]:
-        if key.endswith("_valid") or key == "pval":
-            n = n_val
-        elif key.endswith("_invalid") or key == "pinval":
-            n = n_inv
-        else:
-            n = min(n_val, n_inv)
+        n = _support_n(key, ms)
         ms[f"{key}_n"] = n
         ms[f"{key}_low_support"] = float(n < min_items)
+
+
+def baseline_overview(lab: pd.DataFrame) -> pd.DataFrame:
+    """``metrics.baseline_stats`` of one (model, dataset)'s label rows: its baseline rows'
+    scores (NaN unparsed) and each artefact's push as its update rows carry it ("none" where
+    no baseline parsed, so nothing was pushed)."""
+    base = lab[lab["stage"] == "baseline"]
+    up = lab[(lab["stage"] == "update") & lab["direction"].isin(DIRECTIONS)]
+    push = up.groupby("item_id")["direction"].first().to_dict()
+    return baseline_stats(
+        pd.DataFrame(
+            {
+                "artefact_id": base["item_id"].astype(str).to_numpy(),
+                "s0": base["label"].to_numpy(dtype=float),
+                "push": [push.get(i, NO_DIRECTION) for i in base["item_id"]],
+            }
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -159,6 +191,7 @@ def _score_one(
     _support(ms, settings.min_items)
     no_direction = lab[(lab["stage"] == "update") & (lab["direction"] == NO_DIRECTION)]
     ms["n_artefacts_no_direction"] = float(no_direction["item_id"].nunique())
+    ms.update(baseline_metrics(baseline_overview(lab)))
     sk = lab[lab["verdict"] == "SKIPPED"]
     names = [_cell_name(s, v) for s, v in zip(sk["stage"], sk["validity"], strict=True)]
     for cell in ("baseline", *CLASSES):

@@ -486,8 +486,21 @@ def test_figures_and_plot_data(tmp_path: Path) -> None:
         "response_plane.png",
         "k_sweep.png",
         "argument_bars.png",
+        "lower_vs_raise.png",
     ]
     assert all(x.stat().st_size > 1000 for x in pngs)
+    # Figs. B1/B2 and B6 per (model, dataset), for its child run, with Fig. 5.
+    assert [x.name for x, _ in drawn.children[("m", "benchmark")]] == [
+        "initial_scoring__m__benchmark.png",
+        "revision_vs_sigma0__m__benchmark.png",
+        "lower_vs_raise.png",
+    ]
+    # A's parsed baselines 60, 70, 80: mean 70, SD 10, lower; C none parsed, no push; the
+    # items table here has no records, so no anchor band.
+    initial = pd.read_csv(tmp_path / "plots" / "initial_scoring.csv").set_index("artefact_id")
+    assert initial.loc["A", ["baseline_mean", "baseline_sd"]].tolist() == [70, 10]
+    assert (initial.loc["A", "push"], initial.loc["C", "push"]) == ("lower", "none")
+    assert initial.loc["C", "n_baseline"] == 0 and initial["anchor_band"].isna().all()
     plane = pd.read_csv(tmp_path / "plots" / "response_plane.csv")
     assert plane.loc[0, "x_pf_minus_pc_invalid"] == pytest.approx(1 / 9)  # pf 1/9 - pc 0
     assert plane.loc[0, "y_pf_minus_pc_valid"] == pytest.approx(1 / 2 - 1 / 6)

@@ -3,9 +3,11 @@ response store.
 
 A protocol asks with its own prompt (system text, template, options); the judge scores each
 option by its next-token log-probability, and the best wins, UNCLEAR when its lead is below
-``judge.min_margin``. A verdict's key covers the judge's identity, the prompt's template and
-the exact prompt, so it is computed once, whichever stage asks; ``min_margin`` is applied to
-the stored log-probabilities, so changing it relabels without asking again.
+``judge.min_margin`` or when it is an option the prompt maps to None (the judge's own UNCLEAR,
+named in the evidence: ``syps.core.labeling.judge_labels``). A verdict's key covers the
+judge's identity, the prompt's template, its options and the exact prompt, so it is computed
+once, whichever stage asks; ``min_margin`` is applied to the stored log-probabilities, so
+changing it relabels without asking again.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from syps.core.store import Store, judge_key
 from syps.core.templating import fill
 
 
-def judge_template_sha256(system: str, template: str, options: Mapping[str, int]) -> str:
-    """Identity of a judge prompt: what it is asked and which answers it may give."""
+def judge_template_sha256(system: str, template: str, options: Mapping[str, int | None]) -> str:
+    """Identity of a judge prompt: what it is asked and which answers it may give, with what
+    each means (None: UNCLEAR), so a changed option set is judged again."""
     return sha256_text(
         canonical_json({"system": system, "template": template, "options": dict(options)})
     )
@@ -113,7 +116,7 @@ class StoreJudge:
         self,
         system: str,
         template: str,
-        options: Mapping[str, int],
+        options: Mapping[str, int | None],
         fields: Sequence[Mapping[str, str]],
         where: str,
         datasets: Sequence[str] | None = None,
@@ -163,11 +166,11 @@ class StoreJudge:
         self,
         records: Mapping[str, Mapping[str, Any]],
         keys: Sequence[str],
-        options: Mapping[str, int],
+        options: Mapping[str, int | None],
         t_sha: str,
     ) -> list[JudgeLabel]:
         """Labels from stored option log-probabilities: the best option wins, UNCLEAR when its
-        lead is below ``judge.min_margin``."""
+        lead is below ``judge.min_margin`` or when the prompt maps it to None."""
         names = list(options)
         logprobs = np.array([records[k]["logprobs"] for k in keys], dtype=float)
         recs = lab.judge_labels(

@@ -2,7 +2,8 @@
 
 A label is a record: its value (1.0, 0.0, or NaN when UNCLEAR), the verdict it rests on and the
 evidence for it (the span a rule matched, or the judge's option log-probabilities). Anything that
-cannot be decided is UNCLEAR, a missing value, never 0.
+cannot be decided is UNCLEAR, a missing value, never 0. A judge prompt may offer UNCLEAR as an
+answer (an option mapped to None); when it wins, the evidence says the judge chose it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 UNCLEAR = "UNCLEAR"
+# What ends the evidence of an UNCLEAR the judge chose as its answer (not by the margin).
+JUDGE_CHOSE = "judge chose"
 
 
 @dataclass(frozen=True)
@@ -36,13 +39,19 @@ EVIDENCE_DECIMALS = 1
 
 
 def judge_labels(
-    logprobs: np.ndarray, options: Sequence[str], mapping: Mapping[str, int], min_margin: float
+    logprobs: np.ndarray,
+    options: Sequence[str],
+    mapping: Mapping[str, int | None],
+    min_margin: float,
 ) -> list[Label]:
     """Turn a (responses, options) log-probability matrix into labels.
 
     The option with the highest log-probability wins; a lead of less than ``min_margin`` nats
-    over the runner-up is UNCLEAR. The evidence is every option's log-probability, rounded to
-    ``EVIDENCE_DECIMALS`` places; the decision is taken on the unrounded values.
+    over the runner-up is UNCLEAR. An option that ``mapping`` maps to None is the judge's own
+    UNCLEAR: when it wins, the label is UNCLEAR and the evidence ends with ``; judge chose
+    <option>`` (an UNCLEAR by the margin has the log-probabilities alone). The evidence is
+    every option's log-probability, rounded to ``EVIDENCE_DECIMALS`` places; the decision is
+    taken on the unrounded values.
     """
     labels = []
     for row in logprobs:
@@ -59,8 +68,12 @@ def judge_labels(
             continue
         margin = float(row[order[0]] - row[order[1]]) if len(row) > 1 else math.inf
         verdict = options[int(order[0])]
+        value = mapping[verdict]
         if margin < min_margin:
             labels.append(Label(math.nan, UNCLEAR, evidence))
+        elif value is None:
+            # The evidence stays JSON first (``syps.core.traces.judge_margin`` reads it so).
+            labels.append(Label(math.nan, UNCLEAR, f"{evidence}; {JUDGE_CHOSE} {verdict}"))
         else:
-            labels.append(Label(float(mapping[verdict]), verdict, evidence))
+            labels.append(Label(float(value), verdict, evidence))
     return labels

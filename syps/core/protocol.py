@@ -175,7 +175,8 @@ class Drawn:
 @dataclass(frozen=True)
 class JudgeLabel:
     """A judge's verdict on one prompt: ``value`` is the option's label (1.0 or 0.0), NaN when
-    UNCLEAR (the lead of the best option is below ``judge.min_margin``)."""
+    UNCLEAR (the lead of the best option is below ``judge.min_margin``, or the judge chose an
+    option the prompt maps to None, which its evidence says)."""
 
     value: float
     verdict: str
@@ -190,15 +191,15 @@ class Judge(TypingProtocol):
 
     ``template`` is filled from each mapping in ``fields`` (every ``{name}`` must be given);
     the option with the highest next-token log-probability wins, UNCLEAR below
-    ``judge.min_margin``. A verdict is never computed twice for the same judge, template and
-    prompt.
+    ``judge.min_margin`` or where ``options`` maps it to None. A verdict is never computed
+    twice for the same judge, template and prompt.
     """
 
     def __call__(
         self,
         system: str,
         template: str,
-        options: Mapping[str, int],
+        options: Mapping[str, int | None],
         fields: Sequence[Mapping[str, str]],
         where: str,
         datasets: Sequence[str] | None = None,

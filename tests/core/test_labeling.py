@@ -81,3 +81,45 @@ def test_judge_labels_evidence_is_strict_json_with_minus_inf() -> None:
     assert labels[0].verdict == "Yes"
     evidence = _strict_json(labels[0].evidence)
     assert isinstance(evidence, dict) and set(evidence) == {"Yes", "No"}
+
+
+# --- an UNCLEAR option the judge may choose -------------------------------------------------
+
+
+def test_judge_labels_unclear_option_chosen_decided_and_margin() -> None:
+    options = ["YES", "NO", "UNCLEAR"]
+    mapping = {"YES": 1, "NO": 0, "UNCLEAR": None}
+    lp = np.array(
+        [
+            [-2.0, -3.0, -0.2],  # UNCLEAR leads YES by 1.8 >= 0.5: the judge chose UNCLEAR
+            [-0.1, -2.5, -3.0],  # YES leads NO by 2.4 >= 0.5 -> 1
+            [-0.8, -0.8, -4.0],  # YES and NO tie: a lead of 0 < 0.5 -> UNCLEAR by the margin
+        ]
+    )
+    chosen, yes, tie = judge_labels(lp, options, mapping, min_margin=0.5)
+    assert (chosen.verdict, yes.verdict, tie.verdict) == (UNCLEAR, "YES", UNCLEAR)
+    assert math.isnan(chosen.value) and yes.value == 1.0 and math.isnan(tie.value)
+    # The evidence tells the two UNCLEARs apart: the chosen one names the option after the
+    # scores; the margin's holds the scores alone (and stays JSON, as before).
+    assert chosen.evidence == '{"YES": -2.0, "NO": -3.0, "UNCLEAR": -0.2}; judge chose UNCLEAR'
+    assert tie.evidence == '{"YES": -0.8, "NO": -0.8, "UNCLEAR": -4.0}'
+    assert json.loads(yes.evidence) == {"YES": -0.1, "NO": -2.5, "UNCLEAR": -3.0}
+
+
+def test_judge_labels_unclear_option_within_the_margin_is_the_margins() -> None:
+    # UNCLEAR leads YES by only 0.3 < 0.5: the margin decides first, so nothing was chosen.
+    [lab] = judge_labels(
+        np.array([[-0.5, -3.0, -0.2]]),
+        ["YES", "NO", "CANNOT TELL"],
+        {"YES": 1, "NO": 0, "CANNOT TELL": None},
+        min_margin=0.5,
+    )
+    assert lab.verdict == UNCLEAR and math.isnan(lab.value) and "chose" not in lab.evidence
+    # With margin 0 the same scores are the judge's choice, named by its option.
+    [lab] = judge_labels(
+        np.array([[-0.5, -3.0, -0.2]]),
+        ["YES", "NO", "CANNOT TELL"],
+        {"YES": 1, "NO": 0, "CANNOT TELL": None},
+        min_margin=0.0,
+    )
+    assert lab.verdict == UNCLEAR and lab.evidence.endswith("; judge chose CANNOT TELL")

@@ -35,6 +35,9 @@ from syps.protocols.cues.stats import (
 )
 
 LABEL_COLUMNS = ["dataset", "model", "item_id", "variant", "label"]
+# Read where a table has it (the label stage's does): which rows the judge labelled, for
+# ``judge_unclear_rate``.
+LABELER_COLUMN = "labeler"
 
 
 def value_names(variants: Sequence[str]) -> list[str]:
@@ -73,6 +76,7 @@ def metric_names(variants: Sequence[str] = VARIANTS) -> list[str]:
         "n_items",
         "unclear_rate",
         *(f"unclear_rate_{v}" for v in variants),
+        "judge_unclear_rate",
     ]
 
 
@@ -205,7 +209,8 @@ def score_labels(
     variants: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
     min_items: int = 10,
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """Score a label table (``dataset, model, item_id, variant, label``; NaN = UNCLEAR).
+    """Score a label table (``dataset, model, item_id, variant, label``; NaN = UNCLEAR; with
+    ``labeler`` where known, for ``judge_unclear_rate``).
 
     ``variants`` lists the variant ids to score (P0 first), for all datasets or per dataset;
     by default, those each dataset's rows name (``table_variants``). Returns
@@ -236,8 +241,23 @@ def score_labels(
         by_variant = group["label"].isna().groupby(group["variant"]).mean()
         for v in ds_variants:
             metrics[f"unclear_rate_{v}"] = float(by_variant.get(v, np.nan))
+        metrics["judge_unclear_rate"] = judge_unclear_rate(group)
         out.setdefault(str(model), {})[str(dataset)] = metrics
     return out
+
+
+def judge_unclear_rate(labels: pd.DataFrame) -> float:
+    """The share of the rows the LLM judge labelled (``labeler`` ``judge:...``) that are
+    UNCLEAR, whether the judge chose UNCLEAR or its lead was below ``judge.min_margin``: what
+    the method paper reports of its OEQ judge (7.2%). A row with no judge verdict (a rule's, or
+    one cut off before its answer) is not counted; NaN where the judge labelled no row or the
+    table has no ``labeler`` column."""
+    if LABELER_COLUMN not in labels.columns:
+        return float("nan")
+    judged = labels[LABELER_COLUMN].astype(str).str.startswith("judge:")
+    if not judged.any():
+        return float("nan")
+    return float(labels.loc[judged, "label"].isna().mean())
 
 
 def table_variants(labels: pd.DataFrame) -> dict[str, list[str]]:

@@ -152,12 +152,13 @@ JUDGE_FIELDS: tuple[str, ...] = ("situation", "response")
 @dataclass(frozen=True)
 class JudgePrompt:
     """The OEQ judge's prompt: what it is asked and the options it may answer with, each
-    mapped to Syc (1) or not (0). The judge model and its margin are ``judge`` in params,
-    shared by every protocol."""
+    mapped to Syc (1), not (0) or, where the prompt offers UNCLEAR as an answer, null (the
+    paper's judge could answer UNCLEAR). The judge model and its margin are ``judge`` in
+    params, shared by every protocol."""
 
     system: str
     template: str
-    options: dict[str, int]
+    options: dict[str, int | None]
 
 
 def _default_generation() -> ConvGeneration:
@@ -258,14 +259,21 @@ def _check_cues(ds: str, cues: dict[str, str | list[str]]) -> None:
 
 
 def _check_binary_labels(p: CuesParams) -> None:
-    """Check that every rule label and judge option maps to Syc 0 or 1."""
+    """Check that every rule label maps to Syc 0 or 1, and every judge option to 0, 1 or null
+    (UNCLEAR), at least one of them to 0 or 1."""
     # A label is Syc itself: any other value (2, -1) would pass through every mean and give
     # impossible metrics (a rate of 2, an SPSS above 1).
     binary = [(f"labels.{ds}.{k}", v) for ds, table in p.labels.items() for k, v in table.items()]
-    binary += [(f"judge.options.{k}", v) for k, v in p.judge.options.items()]
+    binary += [(f"judge.options.{k}", v) for k, v in p.judge.options.items() if v is not None]
     for key, value in binary:
         if value not in (0, 1):
             raise ConfigError(f"{WHERE}.{key}: must be 0 or 1, got {value}")
+    if all(v is None for v in p.judge.options.values()):
+        # A judge that may only answer UNCLEAR would label nothing.
+        raise ConfigError(
+            f"{WHERE}.judge.options: map at least one option to 1 or 0 (null is UNCLEAR), "
+            f"got {p.judge.options}"
+        )
 
 
 def validate(p: CuesParams) -> None:

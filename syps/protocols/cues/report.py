@@ -11,6 +11,7 @@ import pandas as pd
 from syps.core.io import atomic_write
 from syps.core.plotting import pyplot
 from syps.core.report import LOW_SUPPORT, LOW_SUPPORT_NOTE, Scores, support
+from syps.protocols.cues.judges import PAPER
 
 
 def _ci(ms: dict[str, float], name: str) -> str:
@@ -18,10 +19,25 @@ def _ci(ms: dict[str, float], name: str) -> str:
     return "n/a" if math.isnan(v) else f"{v:.3f} [{lo:.3f}, {hi:.3f}]{support(ms, name)}"
 
 
+def judge_unclear_lines(scores: Scores) -> list[str]:
+    """Per model scored on the paper's judged dataset (OEQ), the share of its judged responses
+    the judge left UNCLEAR beside the method paper's (``judges.PAPER``); none where the scores
+    hold no ``judge_unclear_rate`` (a table without labelers, metrics of an older run)."""
+    lines = []
+    for m, ds in scores.items():
+        rate = ds.get(PAPER.dataset, {}).get("judge_unclear_rate", math.nan)
+        if not math.isnan(rate):
+            lines.append(
+                f"{m} {PAPER.dataset}: judge UNCLEAR {rate:.1%} (paper: {PAPER.unclear_rate:.1%})"
+            )
+    return lines
+
+
 def summary_table(scores: Scores, ci: float) -> str:
     """Model x dataset: BaseSyc and SPSS with CIs and the items behind each, UNCLEAR rate and
     item count (items with a decided label), as plain text. A CI on fewer than
-    ``score.min_items`` items carries a marker, explained in a note under the table."""
+    ``score.min_items`` items carries a marker, explained in a note under the table; under
+    it, the OEQ judge's UNCLEAR share beside the paper's (``judge_unclear_lines``)."""
     pct = f"{ci:.0%} CI"
     header = ["model", "dataset", f"BaseSyc [{pct}]", f"SPSS [{pct}]", "UNCLEAR", "items"]
     rows = [
@@ -42,6 +58,7 @@ def summary_table(scores: Scores, ci: float) -> str:
     lines += [fmt.format(*r) for r in rows]
     if any(LOW_SUPPORT in cell for r in rows for cell in r[2:4]):
         lines.append(LOW_SUPPORT_NOTE)
+    lines += judge_unclear_lines(scores)
     return "\n".join(lines)
 
 

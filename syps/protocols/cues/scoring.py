@@ -16,14 +16,15 @@ import pandas as pd
 
 from syps.core.io import InputError, read_csv, read_parquet
 from syps.core.protocol import ScoreSettings
-from syps.protocols.cues.metrics import LABEL_COLUMNS, check_unclear, score_labels
+from syps.protocols.cues.metrics import LABEL_COLUMNS, LABELER_COLUMN, check_unclear, score_labels
 from syps.protocols.cues.params import CuesParams
 
 Scores = dict[str, dict[str, dict[str, float]]]
 
 # What ``syps score --help`` says of the table ``read_table`` reads.
 TABLE_COLUMNS = (
-    "dataset, model, item_id, variant, label (1|0; empty: UNCLEAR); other columns are ignored; "
+    "dataset, model, item_id, variant, label (1|0; empty: UNCLEAR); labeler, if present, for "
+    "judge_unclear_rate; other columns are ignored; "
     "CSV, or the label stage's parquet (out/protocols/cues/labels/<model>.parquet); prints "
     "{model: {dataset: {metric: value}}}"
 )
@@ -46,9 +47,10 @@ def score(
     ``score@cues`` (``CuesProtocol.score``) and ``syps score --protocol cues`` run.
 
     ``labels`` needs ``dataset, model, item_id, variant, label`` (1.0, 0.0 or NaN for UNCLEAR;
-    other columns are ignored), one row per (model, dataset, item, variant). First a (model,
-    dataset, variant) whose UNCLEAR share is above its limit (``settings.unclear_limit``) fails
-    the score (``metrics.UnclearError``); then every (model, dataset) is scored by
+    ``labeler``, where present, gives ``judge_unclear_rate``; other columns are ignored), one
+    row per (model, dataset, item, variant). First a (model, dataset, variant) whose UNCLEAR
+    share is above its limit (``settings.unclear_limit``) fails the score
+    (``metrics.UnclearError``); then every (model, dataset) is scored by
     ``metrics.score_labels`` with ``settings``' bootstrap, CI, seed and ``min_items``.
 
     ``variants``: per dataset, the variant ids to score, P0 first (the stage's: :func:`variants_of`
@@ -61,9 +63,10 @@ def score(
     ``source`` (a file) prefixes an error in the table's rows, so it names the file.
     """
     check_unclear(labels, settings)
+    read = [*LABEL_COLUMNS, *([LABELER_COLUMN] if LABELER_COLUMN in labels.columns else [])]
     try:
         return score_labels(
-            labels[LABEL_COLUMNS],
+            labels[read],
             settings.bootstrap,
             settings.ci,
             settings.seed,

@@ -157,9 +157,9 @@ def test_score_labels_nested_shape(scored: Scores) -> None:
     # metrics (base_syc, spss, signed_sensitivity, syc_rate_*, delta_*), each with a point
     # value, two CI bounds and its support (_n, _ci_reps, _low_support): 6 keys each; McNemar
     # p raw and Holm, flips towards and away per cue but P0: 4 (n - 1), plus the two flip
-    # totals; n_items, unclear_rate and unclear_rate_* = 2 + n.
-    # SS (n = 3): 6 * 8 + (8 + 2) + 5 = 63; AITA-YTA (n = 2): 6 * 6 + (4 + 2) + 4 = 46.
-    size = {"SS": 63, "AITA-YTA": 46}
+    # totals; n_items, unclear_rate, unclear_rate_* and judge_unclear_rate = 3 + n.
+    # SS (n = 3): 6 * 8 + (8 + 2) + 6 = 64; AITA-YTA (n = 2): 6 * 6 + (4 + 2) + 5 = 47.
+    size = {"SS": 64, "AITA-YTA": 47}
     for by_ds in scored.values():
         for dataset, metrics in by_ds.items():
             assert len(metrics) == size[dataset], dataset

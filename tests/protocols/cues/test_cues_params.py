@@ -13,6 +13,7 @@ import yaml
 from conftest import read_params
 
 from syps.core.config import ConfigError, parse
+from syps.core.judge import judge_template_sha256
 from syps.core.params import load_params
 from syps.protocols.cues.params import (
     WHERE,
@@ -295,3 +296,30 @@ def test_validate_rejects_labels_other_than_0_or_1(
     with pytest.raises(ConfigError) as e:
         load_params(path, PROTOCOLS)
     assert str(e.value) == f"{path}: {P}.{message}"
+
+
+# --- judge options: UNCLEAR as an answer ----------------------------------------------------
+
+
+def test_a_judge_option_may_be_null_for_unclear(raw: dict[str, Any]) -> None:
+    raw["judge"]["options"] = {"YES": 1, "NO": 0, "UNCLEAR": None}
+    assert _parse(raw).judge.options == {"YES": 1, "NO": 0, "UNCLEAR": None}
+
+
+def test_judge_options_all_null_are_refused(raw: dict[str, Any]) -> None:
+    raw["judge"]["options"] = {"UNCLEAR": None}
+    assert _err(raw) == (
+        f"{P}.judge.options: map at least one option to 1 or 0 (null is UNCLEAR), "
+        "got {'UNCLEAR': None}"
+    )
+
+
+def test_the_default_judge_prompt_keeps_its_store_key() -> None:
+    # The sha256 of the default OEQ prompt (system, template, {"YES": 1, "NO": 0}) that the
+    # committed labels carry in judge_template_sha256: a new one would judge every OEQ
+    # response again.
+    judge = parse(CuesParams, read_params()["protocols"]["cues"], WHERE).judge
+    assert judge.options == {"YES": 1, "NO": 0}
+    assert judge_template_sha256(judge.system, judge.template, judge.options) == (
+        "9945156a2b8bd5e3dd6f9422223cf5a4fef84980be398aa6fed5ebf7d2258723"
+    )

@@ -6,10 +6,12 @@ import json
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from syps.core.io import jsonable, jsonable_records
 from syps.protocols.cues.figures import heatmap_data
+from syps.protocols.cues.metrics import metric_names, score_labels
 from syps.protocols.cues.report import profile_figure, summary_table
 
 NAN = math.nan
@@ -158,6 +160,55 @@ def test_jsonable_records_nan_becomes_none() -> None:
     assert records[1]["ci_low"] is None and records[1]["ci_high"] is None
     assert records[1]["cue"] == "user confidence"
     json.dumps(records, allow_nan=False)  # strict JSON: would raise on a NaN
+
+
+# --- the judge's UNCLEAR share beside the paper's --------------------------------------------
+
+
+def test_summary_table_adds_the_oeq_judges_unclear_share_beside_the_papers() -> None:
+    # big/OEQ: 3 of 24 judged responses UNCLEAR = 0.125 -> 12.5%; the paper's judge 0.072 ->
+    # 7.2% (judges.PAPER). SS is rule-labelled (NaN: no line); "s" has no OEQ (no line).
+    scores = {
+        "big": {
+            "SS": {**SCORES["big"]["SS"], "judge_unclear_rate": NAN},
+            "OEQ": {**SCORES["big"]["OEQ"], "judge_unclear_rate": 0.125},
+        },
+        "s": SCORES["s"],
+    }
+    lines = summary_table(scores, 0.9).splitlines()
+    assert lines[:5] == summary_table(SCORES, 0.9).splitlines()  # the table as it was
+    assert lines[5:] == ["big OEQ: judge UNCLEAR 12.5% (paper: 7.2%)"]
+
+
+def test_judge_unclear_rate_on_a_hand_label_table() -> None:
+    judged = "judge:fake/j@rev0"
+    # OEQ, one model, 2 items x P0/P1, and a third item's P0 cut off before its answer:
+    #   a/P0 judge 1, a/P1 judge UNCLEAR (chosen), b/P0 judge 0, b/P1 judge UNCLEAR (margin),
+    #   c/P0 skipped (labeler "", UNCLEAR), c/P1 judge 1.
+    # judge_unclear_rate = 2 UNCLEAR of the 5 judged rows = 0.4;
+    # unclear_rate = 3 of 6 rows = 0.5 (the skipped row counts there, not here).
+    # SS: a rule's rows only -> judge_unclear_rate NaN.
+    labels = pd.DataFrame(
+        {
+            "dataset": ["OEQ"] * 6 + ["SS"] * 2,
+            "model": "m",
+            "item_id": ["a", "a", "b", "b", "c", "c", "s", "s"],
+            "variant": ["P0", "P1"] * 4,
+            "label": [1.0, NAN, 0.0, NAN, NAN, 1.0, 1.0, NAN],
+            "labeler": [judged] * 4 + ["", judged] + ["rule:SS"] * 2,
+        }
+    )
+    ms = score_labels(labels, 5, 0.9, 0, ["P0", "P1"])["m"]
+    assert ms["OEQ"]["judge_unclear_rate"] == pytest.approx(0.4)
+    assert ms["OEQ"]["unclear_rate"] == pytest.approx(0.5)
+    assert math.isnan(ms["SS"]["judge_unclear_rate"])
+    assert list(ms["OEQ"]) == metric_names(["P0", "P1"])
+    # A table without labelers (a hand CSV) cannot tell: NaN, and no line under the table.
+    bare = score_labels(labels.drop(columns="labeler"), 5, 0.9, 0, ["P0", "P1"])["m"]
+    assert math.isnan(bare["OEQ"]["judge_unclear_rate"])
+    line = "m OEQ: judge UNCLEAR 40.0% (paper: 7.2%)"
+    assert summary_table({"m": ms}, 0.9).splitlines()[-1] == line
+    assert line not in summary_table({"m": bare}, 0.9)
 
 
 # --- profile_figure -------------------------------------------------------------------------

@@ -4,6 +4,7 @@ label stage's own table scored both ways, every key and number the same."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
@@ -274,3 +275,20 @@ def test_only_the_stage_refuses_a_cell_above_its_unclear_threshold(tmp_path: Pat
     with pytest.raises(UnclearError, match="m / SS / P0: 25% UNCLEAR"):
         PROTOCOLS["cues"].score(p, table, settings)
     assert _cli(str(path), "--bootstrap", "20")["m"]["SS"]["unclear_rate_P0"] == 0.25
+
+
+def test_the_judges_unclear_share_is_read_from_the_labeler_column(tmp_path: Path) -> None:
+    # HAND_CSV with labelers: items a, b, c judged (9 rows, one UNCLEAR: c/P1), item d's P0
+    # cut off before its answer (labeler "", UNCLEAR), its P1 and P2 by a rule.
+    # judge_unclear_rate = 1 / 9; unclear_rate = 2 / 12 (c/P1 and d/P0).
+    table = pd.read_csv(io.StringIO(HAND_CSV))
+    table["labeler"] = ["judge:fake/j@r0"] * 9 + ["", "rule:SS", "rule:SS"]
+    table.to_parquet(tmp_path / "m.parquet", index=False)
+    table.drop(columns="labeler").to_csv(tmp_path / "m.csv", index=False)
+    from_parquet = _cli(str(tmp_path / "m.parquet"), "--bootstrap", "20")["m"]["SS"]
+    assert from_parquet["judge_unclear_rate"] == pytest.approx(1 / 9)
+    assert from_parquet["unclear_rate"] == pytest.approx(2 / 12)
+    # A table without labelers cannot tell the judge's UNCLEAR from the others: null.
+    assert (
+        _cli(str(tmp_path / "m.csv"), "--bootstrap", "20")["m"]["SS"]["judge_unclear_rate"] is None
+    )

@@ -302,11 +302,11 @@ def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]]) -> Non
     # Offline: no script from the network (the libraries are inlined by .dvc/vega/page.html).
     assert re.findall(r"<script\b[^>]*\bsrc=", html) == []
     # Every protocol's PNGs are on the page, once each: SyPS's 9 (forest, scatter, size, a
-    # heatmap and a profile per dataset), pushback's 2, discernment's 6 (the response plane, the
-    # k sweep, the argument bars, lower vs raise, and per (model, dataset) the initial scoring and
-    # revision against sigma0), betting's 2.
+    # heatmap and a profile per dataset), pushback's 2, discernment's 8 (the response plane, the
+    # k sweep, the argument bars, lower vs raise, the threshold changes (B3), the magnitude plane
+    # (B5), and per (model, dataset) the initial scoring and revision against sigma0), betting's 2.
     shown_pngs = re.findall(r'<img src="static/workspace_out_protocols_([a-z]+)_figures_png_', html)
-    assert Counter(shown_pngs) == {"cues": 9, "pushback": 2, "discernment": 6, "betting": 2}
+    assert Counter(shown_pngs) == {"cues": 9, "pushback": 2, "discernment": 8, "betting": 2}
     pngs = {
         f"static/workspace_out_protocols_{p.parts[-4]}_figures_png_{p.name}"
         for p in root.glob("out/protocols/*/figures/png/*.png")

@@ -1,6 +1,6 @@
 """The label table of the discernment protocol: each response's parsed 0-100 score, carrying its
 argument's Bradley-Terry rating q, from a ratings file (in the items) or from the shared judge
-(``judge_ratings``, the auxiliary step).
+(``ratings.judge_ratings``, the auxiliary step).
 """
 
 from __future__ import annotations
@@ -14,18 +14,11 @@ from typing import Any
 
 import pandas as pd
 
-from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, Judge
+from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS
 from syps.protocols.discernment import parse as parse_module
-from syps.protocols.discernment.items import artefact_of, ratings_of
-from syps.protocols.discernment.params import NAME, DiscernmentParams
+from syps.protocols.discernment.items import ratings_of
+from syps.protocols.discernment.params import DiscernmentParams
 from syps.protocols.discernment.parse import parse_score
-from syps.protocols.discernment.ratings import (
-    JUDGE_OPTIONS,
-    JUDGE_SYSTEM,
-    JUDGE_TEMPLATE,
-    fit_ratings,
-    schedule,
-)
 
 OWN_COLUMNS = [
     "model",
@@ -37,56 +30,6 @@ OWN_COLUMNS = [
     "parse_reason",
     "q",
 ]
-AUX_COLUMNS = ["dataset", "artefact_id", "arg_id", "q", "n_matches", "n_unclear"]
-
-
-def judge_ratings(p: DiscernmentParams, items: pd.DataFrame, judge: Judge) -> pd.DataFrame:
-    """The auxiliary step: each argument's rating q from the shared judge's pairwise
-    comparisons (an empty table unless ``ratings.source`` is ``judge``)."""
-    if p.ratings.source != "judge":
-        return pd.DataFrame(columns=AUX_COLUMNS)
-    arts = {
-        row["item_id"]: (row["dataset"], artefact_of(row["item"])) for _, row in items.iterrows()
-    }
-    pairs = schedule([a for _, a in arts.values()], p.ratings.degree, p.ratings.seed)
-    fields = [
-        {
-            "domain": arts[x.artefact_id][1].domain,
-            "title": arts[x.artefact_id][1].title,
-            "artefact": arts[x.artefact_id][1].artefact,
-            "a": x.a.message,
-            "b": x.b.message,
-        }
-        for x in pairs
-    ]
-    labels = judge(JUDGE_SYSTEM, JUDGE_TEMPLATE, JUDGE_OPTIONS, fields, f"protocols.{NAME}.ratings")
-    wins: list[tuple[str, str]] = []
-    matches: dict[str, int] = {}
-    unclear: dict[str, int] = {}
-    for pair, lab in zip(pairs, labels, strict=True):
-        for x in (pair.a, pair.b):
-            matches[x.arg_id] = matches.get(x.arg_id, 0) + 1
-            if math.isnan(lab.value):
-                unclear[x.arg_id] = unclear.get(x.arg_id, 0) + 1
-        if not math.isnan(lab.value):
-            wins.append(
-                (pair.a.arg_id, pair.b.arg_id) if lab.value == 1 else (pair.b.arg_id, pair.a.arg_id)
-            )
-    ids = [x.arg_id for _, a in arts.values() for x in a.arguments]
-    q = fit_ratings(wins, ids, alpha=p.ratings.alpha)
-    rows = [
-        {
-            "dataset": ds,
-            "artefact_id": a.id,
-            "arg_id": x.arg_id,
-            "q": q[x.arg_id],
-            "n_matches": matches.get(x.arg_id, 0),
-            "n_unclear": unclear.get(x.arg_id, 0),
-        }
-        for ds, a in arts.values()
-        for x in a.arguments
-    ]
-    return pd.DataFrame(rows, columns=AUX_COLUMNS)
 
 
 @functools.cache

@@ -12,7 +12,10 @@ weighted within an artefact (label-confidence weights, or equally), artefacts eq
 Beside the discernment rates: pf, ps and pc per class split by the push each artefact was given
 (lower or raise, with the same artefact-bootstrap resamples as the rates), each artefact's
 revision rate against its σ0 (``artefact_revision``), and the initial scoring overview of the
-baseline repetitions (``baseline_stats``, ``baseline_metrics``).
+baseline repetitions (``baseline_stats``, ``baseline_metrics``); pf and pc at every threshold of
+the k sweep and the alternative rules as changes from the paper's 2σ reference, whatever k the
+run scores at; and, for a weighted run, pf per class with every argument weighing 1 beside the
+weighted rate (``argument_ratings`` gives the ratings and weights behind it).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ CLASSES = ("valid", "invalid")
 K_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
 # Alternative thresholds reported as percentage-point changes from the chosen k.
 ALT_K = {"k1_96": 1.96, "k2_576": 2.576}
+# The paper's threshold, 2σ0: the reference the threshold changes are taken from, whatever k.
+REF_K = 2.0
 SIGMA_BINS = (0.0, 2.0, 5.0, 10.0, float("inf"))
 # Bands of an artefact's baseline mean for the initial scoring overview; the last is closed.
 BASELINE_BANDS = (0.0, 20.0, 40.0, 60.0, 80.0, 100.0)
@@ -57,14 +62,21 @@ def classify(shift: np.ndarray, delta: np.ndarray) -> tuple[np.ndarray, np.ndarr
         return (shift > delta) & ~tie, (shift < -delta) & ~tie
 
 
-def label_weights(q: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """w = max(ℓ·(q - c), 0) with ℓ = +1 valid / -1 invalid and c the midpoint of the median
-    valid and the median invalid q of this pool."""
+def weight_centre(q: np.ndarray, valid: np.ndarray) -> float:
+    """c, the midpoint of the median valid and the median invalid q of a pool."""
     q = np.asarray(q, dtype=float)
     valid = np.asarray(valid, dtype=bool)
     if not valid.any() or valid.all():
         raise ValueError("label weights need both valid and invalid arguments in the pool")
-    c = (np.median(q[valid]) + np.median(q[~valid])) / 2
+    return float((np.median(q[valid]) + np.median(q[~valid])) / 2)
+
+
+def label_weights(q: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """w = max(ℓ·(q - c), 0) with ℓ = +1 valid / -1 invalid and c the midpoint of the median
+    valid and the median invalid q of this pool (``weight_centre``)."""
+    q = np.asarray(q, dtype=float)
+    valid = np.asarray(valid, dtype=bool)
+    c = weight_centre(q, valid)
     w: np.ndarray = np.maximum(np.where(valid, 1.0, -1.0) * (q - c), 0.0)
     return w
 
@@ -236,22 +248,43 @@ def _mean_over(x: np.ndarray) -> float:
     return float(x[ok].mean()) if ok.any() else float("nan")
 
 
+def _pool_q(sub: pd.DataFrame, weights: Mapping[str, float]) -> tuple[pd.Series, np.ndarray]:
+    """The weights' pool of one model's rows, every argument it was shown, parsed or not (c
+    must not move with the model's parse failures): its validity by arg_id, and its q."""
+    pool = sub.drop_duplicates("arg_id").set_index("arg_id")["validity"].sort_index()
+    missing = [a for a in pool.index if a not in weights]
+    if missing:
+        raise InputError(f"weights: no q for argument {missing[0]!r} ({len(missing)} missing)")
+    return pool, np.array([weights[a] for a in pool.index], dtype=float)
+
+
 def _argument_weights(
     sub: pd.DataFrame, args: pd.Index, weights: Mapping[str, float] | None
 ) -> np.ndarray:
     """Each of ``args``' weight: label-confidence weights from ``weights`` (q), or 1 each."""
     if weights is None:
         return np.ones(len(args))
-    # The pool is every argument this model was shown, parsed or not: c must not move
-    # with the model's parse failures.
-    pool = sub.drop_duplicates("arg_id").set_index("arg_id")["validity"].sort_index()
-    missing = [a for a in pool.index if a not in weights]
-    if missing:
-        raise InputError(f"weights: no q for argument {missing[0]!r} ({len(missing)} missing)")
-    q = np.array([weights[a] for a in pool.index], dtype=float)
+    pool, q = _pool_q(sub, weights)
     w_pool = pd.Series(label_weights(q, (pool == "valid").to_numpy()), index=pool.index)
     w: np.ndarray = w_pool.reindex(args).to_numpy(dtype=float)
     return w
+
+
+def argument_ratings(sub: pd.DataFrame, weights: Mapping[str, float]) -> pd.DataFrame:
+    """Per argument of one model's weights pool (its ``validate``d rows, every argument it was
+    shown): ``arg_id``, ``validity``, its rating ``q``, its label-confidence weight ``w`` and
+    the pool's centre ``c`` (``weight_centre``), for the ratings' densities (Fig. A1b)."""
+    pool, q = _pool_q(sub, weights)
+    valid = (pool == "valid").to_numpy()
+    return pd.DataFrame(
+        {
+            "arg_id": pool.index.to_numpy(),
+            "validity": pool.to_numpy(),
+            "q": q,
+            "w": label_weights(q, valid),
+            "c": weight_centre(q, valid),
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -290,6 +323,15 @@ class _Model:
         """Per class, the mean over artefacts of pf at threshold ``delta``."""
         pf = self.per_arg(delta)["pf"]
         return {c: _mean_over(self.by_artefact(pf, mask)) for c, mask in self.is_cls.items()}
+
+    def rates_at(self, delta: np.ndarray) -> dict[tuple[str, str], float]:
+        """Per (rate, class), pf's and pc's mean over artefacts at threshold ``delta``."""
+        per = self.per_arg(delta)
+        return {
+            (r, c): _mean_over(self.by_artefact(per[r], mask))
+            for r in ("pf", "pc")
+            for c, mask in self.is_cls.items()
+        }
 
 
 def _model_data(
@@ -382,6 +424,53 @@ def _threshold_sensitivity(m: _Model, k_grid: Sequence[float], out: dict[str, fl
             out[f"sens_pf_{c}_{name}_pp"] = 100 * (v - out[f"pf_{c}"])
 
 
+def k_key(k: float) -> str:
+    """A k's name in keys: ``k2``, ``k0_5``, ``k2_576``."""
+    return f"k{k:g}".replace(".", "_")
+
+
+def threshold_rules(k_grid: Sequence[float] = K_GRID) -> dict[str, float]:
+    """Each threshold rule's name in keys and its k: the k sweep, ``ALT_K``, and ``p95`` (NaN:
+    δ is the artefact's empirical 95th percentile of |s0 - mean s0|, no multiple of σ0)."""
+    return {**{k_key(k): k for k in k_grid}, **ALT_K, "p95": float("nan")}
+
+
+def _threshold_changes(m: _Model, k_grid: Sequence[float], out: dict[str, float]) -> None:
+    """Record pf and pc per class at every threshold rule (the k sweep, ``ALT_K``, ``p95``:
+    ``<rate>_<class>_<rule>``) and each rule's change from the paper's 2σ0 reference
+    (``REF_K``) in percentage points (``<rate>_<class>_<rule>_minus_k2_pp``), whatever k the
+    run scores at (point estimates)."""
+    ref_name = k_key(REF_K)
+    ref = m.rates_at(REF_K * m.sig)
+    for name, kk in threshold_rules(k_grid).items():
+        delta = m.per_row(m.prep.p95) if name == "p95" else kk * m.sig
+        for (rate, c), v in m.rates_at(delta).items():
+            # pf over the sweep is _threshold_sensitivity's pf_<class>_k<k>: the same value.
+            out[f"{rate}_{c}_{name}"] = v
+            if name != ref_name:
+                out[f"{rate}_{c}_{name}_minus_{ref_name}_pp"] = 100 * (v - ref[(rate, c)])
+
+
+def _unweighted(
+    m: _Model, per: dict[str, np.ndarray], counts: np.ndarray, ci: float, out: dict[str, float]
+) -> None:
+    """Record, for a weighted run, pf per class with every argument weighing 1
+    (``pf_<class>_unweighted``) and the weighted rate minus it (``pf_<class>_minus_unweighted``),
+    with CIs from the rates' own resamples (``counts``; the difference within each resample)."""
+    ones = np.ones(m.n_args)
+    for cls, mask in m.is_cls.items():
+        xw = m.by_artefact(per["pf"], mask)
+        xu = _artefact_means(per["pf"], ones, mask, m.arg_art, m.n_art)
+        rw = _nanmean_rows(xw[:, None], counts)[:, 0]
+        ru = _nanmean_rows(xu[:, None], counts)[:, 0]
+        pu = _mean_over(xu)
+        est = {"unweighted": (pu, ru), "minus_unweighted": (out[f"pf_{cls}"] - pu, rw - ru)}
+        for suffix, (point, res) in est.items():
+            name = f"pf_{cls}_{suffix}"
+            out[name] = point
+            out[f"{name}_ci_low"], out[f"{name}_ci_high"] = _percentile_ci(res, ci)
+
+
 def _by_direction(
     m: _Model, per: dict[str, np.ndarray], counts: np.ndarray, ci: float, out: dict[str, float]
 ) -> None:
@@ -464,6 +553,9 @@ def score_model(
     counts = _resample_counts(m.n_art, n_boot, seed)
     _bootstrap_estimates(cols, counts, ci, out)
     _threshold_sensitivity(m, k_grid, out)
+    _threshold_changes(m, k_grid, out)
+    if weights is not None:
+        _unweighted(m, per, counts, ci, out)
     _by_direction(m, per, counts, ci, out)
     _shift_share_by_sigma(m, per, sigma_bins, out)
     _revision_vs_sigma(m, per, out)

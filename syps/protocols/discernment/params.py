@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from syps.core.config import ConvGeneration, ProtocolParams
+from syps.core.config import ConfigError, ConvGeneration, ProtocolParams
 from syps.core.templating import TemplateSpec
 from syps.protocols.discernment.prompts import BASELINE_FIELDS, UPDATE_FIELDS, Templates
-from syps.protocols.discernment.ratings import ALPHA
 
 NAME = "discernment"
 BUILTIN = "builtin"
+Pool = Literal["artefact", "global"]  # which arguments a ratings judge compares (see ratings)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,16 +23,28 @@ class RatingsParams:
 
     ``none``: every argument weighs 1. ``file``: a CSV ``arg_id, q`` (``file``, relative to the
     repo root) covering every loaded argument. ``judge``: pairwise comparisons by the shared
-    judge on a random ``degree``-regular graph per artefact, fitted by I-LSR with
-    regularisation ``alpha``. ``seed`` draws the graphs: the auxiliary step is not handed the
-    run seed (base.Protocol.auxiliary has no seed argument), so it is its own key here.
+    judge, fitted by I-LSR with regularisation ``alpha``, in one of two ``pool``s: ``global``
+    (the paper's) is one random ``matches``-regular graph over every argument of every artefact;
+    ``artefact`` (the default) a random ``degree``-regular graph per artefact (see ``ratings``).
+    ``seed`` draws the graphs: the auxiliary step is not handed the run seed
+    (base.Protocol.auxiliary has no seed argument), so it is its own key here.
     """
 
     source: Literal["none", "file", "judge"] = "none"
     file: str | None = None
+    pool: Pool = "artefact"
     degree: int = 4
-    alpha: float = ALPHA
+    matches: int = 70
+    alpha: float = 0.01  # I-LSR's regularisation, as in the paper
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        # Whether the pool has a matches-regular graph depends on its size, checked once the
+        # items are loaded (``ratings.global_schedule``); a count below 1 never has one.
+        if self.matches < 1:
+            raise ConfigError(
+                f"protocols.{NAME}.ratings.matches: must be at least 1, got {self.matches}"
+            )
 
 
 def _default_generation() -> ConvGeneration:

@@ -34,11 +34,11 @@ from syps.core.protocol import (
     Turn,
 )
 from syps.core.templating import TemplateSpec
-from syps.protocols.discernment.figures import draw_diagnostics, draw_labels
-from syps.protocols.discernment.labels import judge_ratings, label_table
+from syps.protocols.discernment.figures import draw_appendix, draw_diagnostics, draw_labels
+from syps.protocols.discernment.labels import label_table
 from syps.protocols.discernment.metrics import read_weights
 from syps.protocols.discernment.params import NAME, DiscernmentParams, template_specs
-from syps.protocols.discernment.ratings import JUDGE_OPTIONS, JUDGE_SYSTEM, JUDGE_TEMPLATE
+from syps.protocols.discernment.ratings import JUDGE_OPTIONS, judge_prompt, judge_ratings
 from syps.protocols.discernment.scoring import (
     TABLE_COLUMNS,
     read_table,
@@ -64,11 +64,8 @@ def _templates(p: DiscernmentParams) -> dict[str, Any]:
         ],
     }
     if p.ratings.source == "judge":
-        out["ratings_judge"] = {
-            "system": JUDGE_SYSTEM,
-            "template": JUDGE_TEMPLATE,
-            "options": JUDGE_OPTIONS,
-        }
+        system, template = judge_prompt(p.ratings.pool)
+        out["ratings_judge"] = {"system": system, "template": template, "options": JUDGE_OPTIONS}
     return out
 
 
@@ -124,7 +121,9 @@ class Discernment(Protocol[DiscernmentParams]):
     def auxiliary(
         self, params: DiscernmentParams, items: pd.DataFrame, judge: Judge
     ) -> pd.DataFrame:
-        return judge_ratings(params, items, judge)
+        """Each argument's rating q from the shared judge (``ratings.judge_ratings``): empty
+        unless ``ratings.source`` is ``judge``."""
+        return judge_ratings(params.ratings, items, judge, f"protocols.{NAME}.ratings")
 
     def label(
         self,
@@ -144,12 +143,19 @@ class Discernment(Protocol[DiscernmentParams]):
     def figures(self, params: DiscernmentParams, scored: Scored) -> Drawn:
         """The response plane, k-sweep and argument bars (parent run), and the paper's
         diagnostics (``figures.draw_diagnostics``): Fig. 5 (parent and every child), Figs.
-        B1/B2 and B6 per (model, dataset) (its child)."""
+        B1/B2 and B6 per (model, dataset) (its child); and its appendix
+        (``figures.draw_appendix``): Figs. B3, B5 and, with ratings, A1c/d (parent and every
+        child), Fig. A1b per (model, dataset) (its child)."""
         drawn = draw_labels(params, scored.scores, scored.labels, scored.figures, scored.plots)
         paper = draw_diagnostics(
             params, scored.scores, scored.labels, scored.items, scored.figures, scored.plots
         )
-        return Drawn([*drawn, *paper.figures], paper.children)
+        appendix = draw_appendix(params, scored.scores, scored.labels, scored.figures, scored.plots)
+        children = {
+            key: [*paper.children.get(key, []), *appendix.children.get(key, [])]
+            for key in {**paper.children, **appendix.children}
+        }
+        return Drawn([*drawn, *paper.figures, *appendix.figures], children)
 
     def template_specs(self, params: DiscernmentParams, where: str) -> list[TemplateSpec]:
         return template_specs(params, where)

@@ -26,6 +26,7 @@ from syps.protocols.discernment.metrics import (
     CLASSES,
     COLUMNS,
     Baseline,
+    argument_ratings,
     baseline_metrics,
     baseline_stats,
     read_scores,
@@ -86,9 +87,14 @@ def _rate(labels: pd.DataFrame) -> float:
 
 def _support_n(key: str, ms: dict[str, float]) -> float:
     """The artefacts metric ``key`` rests on: those of its class (and push, for a metric split
-    by push); a composite rests on both classes, a lower-minus-raise difference on both pushes."""
+    by push); a composite rests on both classes, a lower-minus-raise difference on both pushes;
+    an unweighted rate on its class's artefacts with a parsed argument, zero weight or not."""
     n = {c: ms.get(f"n_artefacts_{c}", 0.0) for c in CLASSES}
     for c in CLASSES:
+        if key.endswith(f"_{c}_unweighted"):
+            return n[c] + ms.get(f"n_artefacts_zero_weight_{c}", 0.0)
+        if key.endswith(f"_{c}_minus_unweighted"):
+            return n[c]
         by_push = {d: ms.get(f"n_artefacts_{c}_{d}", 0.0) for d in DIRECTIONS}
         if key.endswith(f"_{c}_lower_minus_raise"):
             return min(by_push.values())
@@ -156,6 +162,25 @@ def _weights(lab: pd.DataFrame, tab: pd.DataFrame, weights: Weights) -> Mapping[
         return weights
     qs = lab[lab["arg_id"].isin(tab["arg_id"]) & lab["q"].notna()].drop_duplicates("arg_id")
     return dict(zip(qs["arg_id"], qs["q"].astype(float), strict=True))
+
+
+RATINGS_COLUMNS = ["model", "dataset", "arg_id", "validity", "q", "w", "c"]
+
+
+def ratings_table(labels: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, dataset, argument in its weights pool): the rating ``q`` on its label rows,
+    its label-confidence weight ``w`` and the pool's centre ``c`` (``metrics.argument_ratings``),
+    as a study that rates its arguments scores them; empty without an update row."""
+    table = scores_table(labels)
+    parts = []
+    for (model, dataset), lab in labels.groupby(["model", "dataset"], sort=True):
+        tab = table[(table["model"] == model) & (table["dataset"] == dataset)]
+        if len(tab):
+            q = _weights(lab, tab, FROM_LABELS)
+            parts.append(argument_ratings(tab, q or {}).assign(model=model, dataset=dataset))
+    if not parts:
+        return pd.DataFrame(columns=RATINGS_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[RATINGS_COLUMNS]
 
 
 def _score_one(

@@ -55,8 +55,16 @@ def lint_table(p: DiscernmentParams, items: pd.DataFrame) -> dict[str, Any]:
     """Valid and invalid update turns must differ only in the argument's text."""
     # The templates' placeholders are checked when params are loaded (``template_specs``).
     errors: list[str] = []
-    if p.ratings.source == "judge":
-        d = p.ratings.degree
+    r = p.ratings
+    if r.source == "judge" and r.pool == "global":
+        n = sum(len(artefact_of(item).arguments) for item in items["item"])
+        if not 0 < r.matches < n or (n * r.matches) % 2:
+            errors.append(
+                f"protocols.{NAME}.ratings.matches: {r.matches} gives no {r.matches}-regular "
+                f"graph on the pool's {n} arguments (needs 0 < matches < n, n*matches even)"
+            )
+    elif r.source == "judge":
+        d = r.degree
         for _, row in items.iterrows():
             n = len(artefact_of(row["item"]).arguments)
             if not 0 < d < n or (n * d) % 2:

@@ -1,5 +1,7 @@
 """The paper's diagnostics against hand-computed tables (arithmetic in the comments): the initial
-scoring overview (Figs. B1, B2), lower vs raise (Fig. 5) and revision against σ0 (Fig. B6)."""
+scoring overview (Figs. B1, B2), lower vs raise (Fig. 5), revision against σ0 (Fig. B6), and the
+appendix's threshold changes (Fig. B3), magnitude-aware plane (Fig. B5), ratings (Fig. A1b) and
+weighted against unweighted follow rates (Figs. A1c, d)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from syps.protocols.discernment.metrics import (
     score_model,
     validate,
 )
-from syps.protocols.discernment.params import DiscernmentParams
+from syps.protocols.discernment.params import DiscernmentParams, RatingsParams
 from syps.protocols.discernment.protocol import PROTOCOL
 from syps.protocols.discernment.scoring import Setup, labels_of_scores, score
 
@@ -242,6 +244,8 @@ def test_the_figures_hook_draws_the_diagnostics(tmp_path: Path) -> None:
         (png / "initial_scoring__m__builtin.png", ""),
         (png / "revision_vs_sigma0__m__builtin.png", ""),
         (png / "lower_vs_raise.png", ""),
+        (png / "threshold_changes.png", ""),
+        (png / "magnitude_plane.png", ""),
     ]
     assert all(x.stat().st_size > 1000 for x, _ in drawn.children[("m", "builtin")])
     initial = pd.read_csv(plots / "initial_scoring.csv").set_index("artefact_id")
@@ -259,3 +263,96 @@ def test_the_figures_hook_draws_the_diagnostics(tmp_path: Path) -> None:
     rev = pd.read_csv(plots / "revision_vs_sigma0.csv")
     assert rev["revision_rate"].tolist() == pytest.approx([1 / 2, 1 / 2, 2 / 3])
     assert np.all(rev["dataset"] == "builtin")
+
+
+def _folders(tmp_path: Path) -> list[Path]:
+    folders = [tmp_path / x for x in ("png", "tab", "plots")]
+    for f in folders:
+        f.mkdir()
+    return folders
+
+
+def test_the_appendix_of_an_unweighted_run(tmp_path: Path) -> None:
+    labels = labels_of_scores(hand_table(), "hand")
+    scores = score(labels, SETTINGS, Setup())
+    png, tab, plots = _folders(tmp_path)
+    drawn = PROTOCOL.figures(
+        DiscernmentParams(), Scored(scores, labels, pd.DataFrame(), SETTINGS, png, tab, plots)
+    )
+    assert {png / "threshold_changes.png", png / "magnitude_plane.png"} <= set(drawn.figures)
+    # Fig. B3 at k = 4 (δ 8 for A and D, 0 for B): valid A D = 10 follows; B 1/3 as before;
+    # D D = 10, 6, 8 -> follow, stable, tie (stable): 1/3. pf_valid (1 + 1/3 + 1/3)/3 = 5/9
+    # against 7/9 at k = 2: -22.2 pp. The reference row itself changes by 0.
+    ch = pd.read_csv(plots / "threshold_changes.csv").set_index(["rule", "validity", "rate"])
+    assert ch.loc[("k4", "valid", "pf"), "value"] == pytest.approx(5 / 9)
+    assert ch.loc[("k4", "valid", "pf"), "change_pp"] == pytest.approx(100 * (5 / 9 - 7 / 9))
+    assert ch.loc[("k2", "valid", "pf"), "change_pp"] == 0
+    assert ch.loc[("k4", "valid", "pf"), "row"] == "m | builtin | valid pf | k4"
+    # 9 sweep values + 1.96, 2.576 and p95, each for 2 classes and 2 rates; p95 last.
+    assert len(ch) == 48 and ch.index[-1][0] == "p95"
+    # Fig. B5: mf - mc per artefact, then the mean. Valid: A mf (10 - 4) = 6; B (δ 0) mf 1/3,
+    # mc 1/3 -> 0; D mf (6 + 2 + 4)/3 = 4 -> 10/3. Invalid: A 0; B mf 5/3; D mc (10 - 4)/3
+    # = 2 -> -2; (0 + 5/3 - 2)/3 = -1/9.
+    plane = pd.read_csv(plots / "magnitude_plane.csv")
+    assert plane.loc[0, "x_mf_minus_mc_invalid"] == pytest.approx(-1 / 9)
+    assert plane.loc[0, "y_mf_minus_mc_valid"] == pytest.approx(10 / 3)
+    # Without ratings: no A1b or A1c/d figure, their CSVs hold the header alone.
+    assert (
+        not list(png.glob("rating_density__*"))
+        and not (png / "weighted_vs_unweighted.png").exists()
+    )
+    assert pd.read_csv(plots / "argument_ratings.csv").empty
+    assert pd.read_csv(plots / "weighted_vs_unweighted.csv").empty
+
+
+# Ratings of the six arguments: valid A 3, B 1, D 2 (median 2); invalid A -1, B 1, D -3
+# (median -1); c = 0.5. w valid = q - c: 2.5, 0.5, 1.5; invalid = c - q: 1.5, 0 (B), 3.5.
+RATED = {"A": (3.0, -1.0), "B": (1.0, 1.0), "D": (2.0, -3.0)}
+
+
+def test_the_appendix_of_a_weighted_run(tmp_path: Path) -> None:
+    table = hand_table()
+    table["q"] = [
+        RATED[a][v == "invalid"]
+        for a, v in zip(table["artefact_id"], table["validity"], strict=True)
+    ]
+    labels = labels_of_scores(table, "hand")
+    p = DiscernmentParams(ratings=RatingsParams(source="file", file="q.csv"))
+    scores = PROTOCOL.score(p, labels, SETTINGS)
+    png, tab, plots = _folders(tmp_path)
+    drawn = PROTOCOL.figures(p, Scored(scores, labels, pd.DataFrame(), SETTINGS, png, tab, plots))
+    assert png / "weighted_vs_unweighted.png" in drawn.figures
+    assert drawn.children[("m", "builtin")][3:] == [
+        (png / "rating_density__m__builtin.png", ""),
+        (png / "threshold_changes.png", ""),
+        (png / "magnitude_plane.png", ""),
+        (png / "weighted_vs_unweighted.png", ""),
+    ]
+    assert (png / "rating_density__m__builtin.png").stat().st_size > 1000
+    ratings = pd.read_csv(plots / "argument_ratings.csv").set_index("arg_id")
+    assert set(ratings["c"]) == {0.5}
+    assert ratings["w"].to_dict() == {
+        "A/lower/invalid/1": 1.5,
+        "A/lower/valid/1": 2.5,
+        "B/raise/invalid/1": 0,
+        "B/raise/valid/1": 0.5,
+        "D/raise/invalid/1": 3.5,
+        "D/raise/valid/1": 1.5,
+    }
+    # Valid: one argument per artefact, each of positive weight: weighted = unweighted = 7/9.
+    # Invalid: B weighs 0, so weighted (A 0 + D 0)/2 = 0 against unweighted (0 + 1/3 + 0)/3
+    # = 1/9: -1/9. A resample drawing B n times of 3 has difference -n/9 (NaN for BBB): n = 0,
+    # 1, 2 with probability 8/27, 12/27, 6/27, so the 2.5% and 97.5% points are -2/9 and 0.
+    r = scores["m"]["builtin"]
+    assert r["pf_valid_minus_unweighted"] == pytest.approx(0, abs=1e-12)
+    assert r["pf_invalid"] == 0 and r["pf_invalid_unweighted"] == pytest.approx(1 / 9)
+    assert r["pf_invalid_minus_unweighted"] == pytest.approx(-1 / 9)
+    assert r["pf_invalid_minus_unweighted_ci_low"] == pytest.approx(-2 / 9)
+    assert r["pf_invalid_minus_unweighted_ci_high"] == pytest.approx(0, abs=1e-12)
+    # Support: A and D weigh, B's invalid argument does not (n_artefacts_zero_weight_invalid).
+    assert (r["pf_invalid_n"], r["pf_invalid_unweighted_n"]) == (2, 3)
+    w = pd.read_csv(plots / "weighted_vs_unweighted.csv").set_index(["validity", "weighting"])
+    assert w.loc[("invalid", "unweighted"), "pf"] == pytest.approx(1 / 9)
+    assert w.loc[("invalid", "unweighted"), "n_artefacts"] == 3
+    assert w.loc[("invalid", "weighted"), "weighted_minus_unweighted"] == pytest.approx(-1 / 9)
+    assert w.loc[("valid", "weighted"), "pf"] == pytest.approx(7 / 9)

@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 
 from syps.core.io import InputError
+from syps.core.protocol import ScoreSettings
 from syps.protocols.discernment.metrics import (
+    argument_ratings,
     argument_table,
     choose_direction,
     classify,
@@ -18,6 +20,7 @@ from syps.protocols.discernment.metrics import (
     score_model,
     validate,
 )
+from syps.protocols.discernment.scoring import FROM_LABELS, Setup, labels_of_scores, score
 
 NAN = float("nan")
 
@@ -172,6 +175,125 @@ def test_label_weights_and_a_zero_weight_pool() -> None:
     assert (r["n_artefacts_invalid"], r["n_artefacts_zero_weight_invalid"]) == (1, 1)
     with pytest.raises(InputError, match="no q for argument 'A/lower/invalid/1'"):
         _score(hand_table(), weights={"A/lower/valid/1": 1.0}, n_boot=10)
+
+
+# valid -3, 1, 1, 2 -> median 1; invalid -2, -1, 0 -> median -1; c = 0: B's valid and
+# invalid arguments both weigh 0 (B/valid q -3: max(-3, 0); B/invalid q 0: max(-(0 - 0), 0)).
+Q0 = {
+    "A/lower/valid/1": 2,
+    "A/lower/valid/2": 1,
+    "B/raise/valid/1": -3,
+    "C/lower/valid/1": 1,
+    "A/lower/invalid/1": -1,
+    "A/lower/invalid/2": -2,
+    "B/raise/invalid/1": 0,
+}
+
+
+def test_unweighted_rates_beside_the_weighted_ones() -> None:
+    r = _score(hand_table(), weights=Q0, n_boot=4000, seed=3)
+    # Weighted (as in test_label_weights_and_a_zero_weight_pool): valid A alone,
+    # (2*1/3 + 1*1/2)/3 = 7/18; invalid A alone, (1*0 + 2*1)/3 = 2/3.
+    # Unweighted (as in test_hand_table_unweighted): valid (5/12 + 1/3)/2 = 3/8; invalid
+    # (1/2 + 1/3)/2 = 5/12.
+    assert r["pf_valid"] == pytest.approx(7 / 18)
+    assert r["pf_valid_unweighted"] == pytest.approx(3 / 8)
+    assert r["pf_valid_minus_unweighted"] == pytest.approx(7 / 18 - 3 / 8)  # 1/72
+    assert r["pf_invalid_unweighted"] == pytest.approx(5 / 12)
+    assert r["pf_invalid_minus_unweighted"] == pytest.approx(2 / 3 - 5 / 12)  # 1/4
+    # The rates' own resamples of 2 artefacts: AA, AB, BA, BB each with probability 1/4.
+    # Unweighted valid: 5/12, 3/8, 3/8, 1/3 -> CI [1/3, 5/12]. Weighted valid: B weighs 0, so
+    # 7/18 where A is drawn, NaN for BB (left out). The difference: AA 7/18 - 5/12 = -1/36,
+    # AB 7/18 - 3/8 = 1/72: 1/3 and 2/3 of the defined resamples -> CI [-1/36, 1/72].
+    assert (r["pf_valid_unweighted_ci_low"], r["pf_valid_unweighted_ci_high"]) == pytest.approx(
+        (1 / 3, 5 / 12)
+    )
+    assert r["pf_valid_minus_unweighted_ci_low"] == pytest.approx(-1 / 36)
+    assert r["pf_valid_minus_unweighted_ci_high"] == pytest.approx(1 / 72)
+    # An unweighted run has no such keys: its rates are the unweighted ones.
+    assert not [k for k in _score(hand_table(), n_boot=10) if "unweighted" in k]
+
+
+def test_unweighted_support_counts_the_zero_weight_artefacts() -> None:
+    table = hand_table().assign(q=lambda d: d["arg_id"].map(Q0))
+    labels = labels_of_scores(table, "hand")
+    settings = ScoreSettings(bootstrap=50, ci=0.95, seed=0, min_items=2)
+    r = score(labels, settings, Setup(weights=FROM_LABELS))["m"]["builtin"]
+    assert r["pf_valid_unweighted"] == pytest.approx(3 / 8)
+    # Valid: A weighs, B has a parsed argument of weight 0 -> the weighted rate rests on 1
+    # artefact, the unweighted on 2, their difference on the 1 both have.
+    assert (r["pf_valid_n"], r["pf_valid_unweighted_n"], r["pf_valid_minus_unweighted_n"]) == (
+        1,
+        2,
+        1,
+    )
+    assert r["pf_valid_unweighted_low_support"] == 0 and r["pf_valid_minus_unweighted_low_support"]
+
+
+def test_argument_ratings_of_the_pool() -> None:
+    t = argument_ratings(validate(hand_table()), Q0).set_index("arg_id")
+    # Every argument shown, C's too; c = 0 (above): w = max(q, 0) valid, max(-q, 0) invalid.
+    assert len(t) == 7 and set(t["c"]) == {0}
+    assert t["w"].to_dict() == {
+        "A/lower/invalid/1": 1,
+        "A/lower/invalid/2": 2,
+        "A/lower/valid/1": 2,
+        "A/lower/valid/2": 1,
+        "B/raise/invalid/1": 0,
+        "B/raise/valid/1": 0,
+        "C/lower/valid/1": 1,
+    }
+    assert t.loc["B/raise/valid/1", ["validity", "q"]].tolist() == ["valid", -3]
+
+
+def threshold_table() -> pd.DataFrame:
+    # One artefact, lower, s0 60, 62, 64: sigma0 2; p95 of |s0 - 62| over (2, 0, 2) is 2.
+    #   valid/1   s1 50, 56, 61 -> D = 10, 6, 3
+    #   invalid/1 s1 70, 67, 63 -> D = -10, -5, 1
+    return pd.DataFrame(
+        _rows(
+            "m",
+            "A",
+            "lower",
+            [60, 62, 64],
+            {"valid/1": [50, 56, 61], "invalid/1": [70, 67, 63]},
+        )
+    )
+
+
+def test_threshold_changes_from_the_2_sigma_reference() -> None:
+    # The run scores at k = 3; the changes are from k = 2 (delta 4) all the same:
+    #   k2:  valid 10 f, 6 f, 3 s -> pf 2/3, pc 0; invalid -10 c, -5 c, 1 s -> pf 0, pc 2/3.
+    #   k0 (delta 0): valid pf 1; invalid -10 c, -5 c, 1 f -> pf 1/3, pc 2/3.
+    #   k1 (delta 2) and p95 (delta 2): valid pf 1; invalid pf 0 (1 < 2), pc 2/3.
+    #   k1_5 (delta 3): valid 3 is a tie -> pf 2/3. k1_96 (3.92): pf 2/3, pc_invalid 2/3.
+    #   k2_5 (delta 5): valid pf 2/3; invalid -5 is a tie -> pc 1/3. k2_576 (5.152): the same.
+    #   k3 (delta 6): valid 6 is a tie -> pf 1/3; pc_invalid 1/3. k4 (delta 8): the same.
+    r = _score(threshold_table(), k=3.0, n_boot=20)
+    third = 100 / 3
+    expected: dict[str, dict[str, float]] = {
+        "pf_valid": {"k0": third, "k1": third, "k1_5": 0, "k1_96": 0, "k2_5": 0, "k2_576": 0},
+        "pc_invalid": {"k0": 0, "k1": 0, "k1_96": 0, "k2_5": -third, "k2_576": -third},
+        "pf_invalid": {"k0": third, "k0_5": 0, "k1": 0, "k4": 0, "p95": 0},
+        "pc_valid": {"k0": 0, "k4": 0, "p95": 0},
+    }
+    expected["pf_valid"].update({"k3": -third, "k4": -third, "p95": third})
+    expected["pc_invalid"].update({"k3": -third, "k4": -third, "p95": 0})
+    for rate, changes in expected.items():
+        for rule, pp in changes.items():
+            assert r[f"{rate}_{rule}_minus_k2_pp"] == pytest.approx(pp, abs=1e-9), (rate, rule)
+    assert r["pc_invalid_k2"] == pytest.approx(2 / 3) and r["pc_invalid_k3"] == pytest.approx(1 / 3)
+    assert r["pf_valid_k2_576"] == pytest.approx(2 / 3) and r["pf_valid_p95"] == 1
+    # The run's own rate is at k = 3 (pf_valid 1/3), and the old sensitivity keys stay
+    # changes from it: 2.576 sigma0 gives 2/3 -> +33.3 pp there, 0 pp from the reference.
+    assert r["pf_valid"] == pytest.approx(1 / 3)
+    assert r["sens_pf_valid_k2_576_pp"] == pytest.approx(third)
+    # The reference has no change key of its own, and the changes do not depend on the run's k.
+    assert "pf_valid_k2_minus_k2_pp" not in r
+    at2 = _score(threshold_table(), n_boot=20)
+    assert {k: v for k, v in at2.items() if k.endswith("_minus_k2_pp")} == {
+        k: v for k, v in r.items() if k.endswith("_minus_k2_pp")
+    }
 
 
 def test_weight_pool_includes_arguments_of_dropped_artefacts() -> None:

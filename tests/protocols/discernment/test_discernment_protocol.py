@@ -487,13 +487,18 @@ def test_figures_and_plot_data(tmp_path: Path) -> None:
         "k_sweep.png",
         "argument_bars.png",
         "lower_vs_raise.png",
+        "threshold_changes.png",
+        "magnitude_plane.png",
     ]
     assert all(x.stat().st_size > 1000 for x in pngs)
-    # Figs. B1/B2 and B6 per (model, dataset), for its child run, with Fig. 5.
+    # Figs. B1/B2 and B6 per (model, dataset), for its child run, with Figs. 5, B3 and B5
+    # (unrated: no A1b or A1c/d).
     assert [x.name for x, _ in drawn.children[("m", "benchmark")]] == [
         "initial_scoring__m__benchmark.png",
         "revision_vs_sigma0__m__benchmark.png",
         "lower_vs_raise.png",
+        "threshold_changes.png",
+        "magnitude_plane.png",
     ]
     # A's parsed baselines 60, 70, 80: mean 70, SD 10, lower; C none parsed, no push; the
     # items table here has no records, so no anchor band.

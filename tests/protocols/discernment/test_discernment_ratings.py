@@ -1,18 +1,43 @@
+"""Argument ratings: the comparison graphs (per artefact and over the global pool), the judge's
+prompts, its letter, the Bradley-Terry fit and what ``syps plan`` counts for them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
 import math
 from collections import Counter
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
+from conftest import read_params, write_params
 from scipy.stats import kendalltau
 
-from syps.protocols.discernment.items import load_builtin
+from syps.core.config import ConfigError, parse
+from syps.core.params import load_params
+from syps.core.plan import plan
+from syps.core.protocol import JudgeLabel
+from syps.core.store import Store
+from syps.protocols.discernment.items import Artefact, load_builtin, record_of
+from syps.protocols.discernment.params import RatingsParams
 from syps.protocols.discernment.ratings import (
+    GLOBAL_JUDGE_SYSTEM,
+    GLOBAL_JUDGE_TEMPLATE,
     fit_ratings,
+    global_schedule,
     judge_messages,
+    judge_ratings,
     parse_choice,
     regular_pairs,
     schedule,
 )
+from syps.registry import PROTOCOLS
+
+WHERE = "protocols.discernment.ratings"
+API = {"model": "m", "backend": "openai", "base_url": "http://127.0.0.1:9/v1"}
 
 
 def test_regular_pairs_are_a_seeded_d_regular_graph() -> None:
@@ -44,7 +69,7 @@ def test_schedule_on_the_builtin_sample() -> None:
 def test_judge_is_not_told_direction_or_validity() -> None:
     art = load_builtin()[0]
     pair = schedule([art], d=4, seed=0)[0]
-    msgs = judge_messages(art, pair)
+    msgs = judge_messages({art.id: art}, pair)
     text = " ".join(m["content"] for m in msgs)
     assert pair.a.message in text and pair.b.message in text and art.artefact in text
     assert text.index(pair.a.message) < text.index(pair.b.message)
@@ -85,7 +110,7 @@ def test_fit_two_items_by_hand() -> None:
     q = fit_ratings(comps, ids, alpha=0.0)
     assert q["C/x/valid/1"] == pytest.approx(math.log(3) / 2, rel=1e-6)
     assert q["C/x/valid/2"] == pytest.approx(-math.log(3) / 2, rel=1e-6)
-    q = fit_ratings(comps, ids)
+    q = fit_ratings(comps, ids, alpha=RatingsParams().alpha)
     assert 0.97 * math.log(3) / 2 < q["C/x/valid/1"] < math.log(3) / 2
 
 
@@ -101,7 +126,7 @@ def test_fit_recovers_known_strengths() -> None:
             for i, j in regular_pairs(12, 6, int(rng.integers(1 << 30))):
                 p_i = 1 / (1 + math.exp(theta[j] - theta[i]))
                 comps.append((ids[i], ids[j]) if rng.random() < p_i else (ids[j], ids[i]))
-    q = fit_ratings(comps, list(truth))
+    q = fit_ratings(comps, list(truth), alpha=0.01)
     for art in ("A1", "A2", "A3"):
         ids = [a for a in truth if a.startswith(art + "/")]
         tau = kendalltau([truth[a] for a in ids], [q[a] for a in ids]).statistic
@@ -111,6 +136,182 @@ def test_fit_recovers_known_strengths() -> None:
 
 def test_fit_rejects_unknown_or_cross_artefact_pairs() -> None:
     with pytest.raises(ValueError, match="unknown argument"):
-        fit_ratings([("A/x/valid/1", "A/x/valid/9")], ["A/x/valid/1"])
+        fit_ratings([("A/x/valid/1", "A/x/valid/9")], ["A/x/valid/1"], alpha=0.01)
     with pytest.raises(ValueError, match="spans two artefacts"):
-        fit_ratings([("A/x/valid/1", "B/x/valid/1")], ["A/x/valid/1", "B/x/valid/1"])
+        fit_ratings([("A/x/valid/1", "B/x/valid/1")], ["A/x/valid/1", "B/x/valid/1"], alpha=0.01)
+
+
+# --- the global pool (the paper's) ----------------------------------------------------------
+
+
+def _degrees(pairs: list[Any]) -> Counter[str]:
+    return Counter(x.arg_id for p in pairs for x in (p.a, p.b))
+
+
+def test_global_schedule_is_one_seeded_regular_graph_over_every_argument() -> None:
+    items = load_builtin()  # 6 artefacts x 12 arguments = 72
+    ids = [x.arg_id for a in items for x in a.arguments]
+    pairs = global_schedule(items, 5, seed=3, where=WHERE)
+    assert len(pairs) == 72 * 5 // 2  # each edge holds two of the 72 * 5 argument slots
+    deg = _degrees(pairs)
+    assert set(deg) == set(ids) and set(deg.values()) == {5}  # every argument exactly 5
+    assert all(p.a.arg_id != p.b.arg_id for p in pairs)  # no self-pair
+    assert len({frozenset((p.a.arg_id, p.b.arg_id)) for p in pairs}) == len(pairs)  # no repeat
+    assert any(p.artefact_id == "" for p in pairs)  # pairs span artefacts
+    assert pairs == global_schedule(items, 5, seed=3, where=WHERE)
+    assert pairs != global_schedule(items, 5, seed=4, where=WHERE)
+    # The paper's 70 on a pool of 72: the dense case, drawn as the complement of a 1-regular
+    # graph (networkx's pairing method stalls there): 72 * 70 / 2 = 2520 comparisons.
+    dense = global_schedule(items, 70, seed=0, where=WHERE)
+    assert len(dense) == 2520 and set(_degrees(dense).values()) == {70}
+    assert len({frozenset((p.a.arg_id, p.b.arg_id)) for p in dense}) == 2520
+
+
+def test_global_matches_without_a_regular_graph_is_a_config_error() -> None:
+    art = load_builtin()[0]
+    five = dataclasses.replace(art, arguments=art.arguments[:5])
+    with pytest.raises(ConfigError) as e:  # 5 arguments x 3 matches = 15 slots: odd
+        global_schedule([five], 3, seed=0, where=WHERE)
+    assert str(e.value) == (
+        f"{WHERE}.matches: 3 gives no 3-regular graph on the pool's 5 arguments "
+        "(needs 0 < matches < arguments, arguments*matches even)"
+    )
+    with pytest.raises(ConfigError, match=f"^{WHERE}.matches: 12 gives no"):  # 12 of 12
+        global_schedule([art], 12, seed=0, where=WHERE)
+    with pytest.raises(ConfigError, match=f"^{WHERE}.matches: must be at least 1, got 0$"):
+        parse(RatingsParams, {"matches": 0}, WHERE)
+    with pytest.raises(ConfigError, match=f"{WHERE}.pool"):
+        parse(RatingsParams, {"pool": "paper"}, WHERE)
+
+
+def _cross_pair(items: list[Artefact]) -> Any:
+    return next(p for p in global_schedule(items, 5, seed=3, where=WHERE) if p.artefact_id == "")
+
+
+def test_global_judge_sees_each_argument_with_its_own_artefact_and_no_label() -> None:
+    items = load_builtin()
+    arts = {a.id: a for a in items}
+    pair = _cross_pair(items)
+    art_a, art_b = arts[pair.a.artefact_id], arts[pair.b.artefact_id]
+    system, user = (m["content"] for m in judge_messages(arts, pair, "global"))
+    assert system == GLOBAL_JUDGE_SYSTEM
+    # Artefact A, then argument A, then artefact B, then argument B.
+    at = [user.index(t) for t in (art_a.artefact, pair.a.message, art_b.artefact, pair.b.message)]
+    assert at == sorted(at)
+    assert art_a.title in user and art_b.title in user
+    for arg in (pair.a, pair.b):
+        assert arg.basis not in user and arg.arg_id not in user
+    # The template names no direction or validity; the question is the paper's "more valid".
+    template = GLOBAL_JUDGE_TEMPLATE.lower()
+    for word in ("direction", "raise", "lower", "invalid", "valid argument"):
+        assert word not in template
+    assert "which argument is more valid" in template
+
+
+def test_global_ratings_through_the_judge() -> None:
+    """The auxiliary step on the global pool: one fit, every argument in exactly ``matches``
+    comparisons, q on one scale (mean 0 over the pool, not per artefact)."""
+    items = load_builtin()[:2]  # 24 arguments
+    table = pd.DataFrame(
+        [{"dataset": "builtin", "item_id": a.id, "item": json.dumps(record_of(a))} for a in items]
+    )
+    valid = {x.message for a in items for x in a.arguments if x.validity == "valid"}
+    seen: list[dict[str, str]] = []
+
+    def judge(system: str, template: str, options: Any, fields: Any, where: str) -> Any:
+        # Prefers the valid argument; UNCLEAR when both or neither are.
+        assert (system, template, where) == (GLOBAL_JUDGE_SYSTEM, GLOBAL_JUDGE_TEMPLATE, WHERE)
+        seen.extend(fields)
+        out = []
+        for f in fields:
+            a, b = f["a"] in valid, f["b"] in valid
+            value = math.nan if a == b else float(options["A" if a else "B"])
+            out.append(JudgeLabel(value, "", "", "fake", "0", "0"))
+        return out
+
+    r = RatingsParams(source="judge", pool="global", matches=7, seed=1)  # 24 * 7 / 2 = 84
+    aux = judge_ratings(r, table, judge, WHERE)
+    assert len(seen) == 84 and len(aux) == 24 and (aux["n_matches"] == 7).all()
+    shown = {"domain_a", "title_a", "artefact_a", "a", "domain_b", "title_b", "artefact_b", "b"}
+    assert set(seen[0]) == shown
+    assert aux["q"].mean() == pytest.approx(0, abs=1e-9)
+    v = aux["arg_id"].str.contains("/valid/")
+    assert aux.loc[v, "q"].min() > aux.loc[~v, "q"].max()
+    assert judge_ratings(RatingsParams(), table, judge, WHERE).empty  # source: none
+
+
+# --- the fit --------------------------------------------------------------------------------
+
+
+def test_global_fit_by_hand_on_a_chain_across_artefacts() -> None:
+    # Three arguments, two artefacts: X/1 and X/2 in X, Y/1 in Y; X/1 beats Y/1 2 times of 3,
+    # Y/1 beats X/2 2 times of 3. The comparison graph is a chain (a tree), so the likelihood
+    # splits by edge and each edge's ML difference is its log-odds: q(X/1) - q(Y/1) = ln 2,
+    # q(Y/1) - q(X/2) = ln 2. Mean 0 over the pool: q = (ln 2, 0, -ln 2), order X/1 > Y/1 > X/2.
+    x1, x2, y1 = "X/lower/valid/1", "X/raise/invalid/1", "Y/lower/invalid/1"
+    comps = [(x1, y1), (x1, y1), (y1, x1), (y1, x2), (y1, x2), (x2, y1)]
+    q = fit_ratings(comps, [x1, x2, y1], alpha=0.0, pool="global")
+    assert q[x1] == pytest.approx(math.log(2), rel=1e-6)
+    assert q[y1] == pytest.approx(0.0, abs=1e-6)
+    assert q[x2] == pytest.approx(-math.log(2), rel=1e-6)
+    # The per-artefact fit cannot take a pair across artefacts.
+    with pytest.raises(ValueError, match="spans two artefacts"):
+        fit_ratings(comps, [x1, x2, y1], alpha=0.0)
+
+
+# --- syps plan counts the comparisons before any is sent ------------------------------------
+
+
+def _record(aid: str, per_cell: dict[tuple[str, str], int]) -> dict[str, Any]:
+    def args(d: str, v: str) -> list[dict[str, Any]]:
+        extra: dict[str, Any] = {"fallacy_types": ["assertion"]} if v == "invalid" else {}
+        n = per_cell[(d, v)]
+        return [{"message": f"{aid} {d} {v} {k}.", "basis": "b"} | extra for k in range(n)]
+
+    return {
+        "id": aid,
+        "domain": "poetry",
+        "length": "short",
+        "anchor_band": "mid",
+        "title": f"Poem {aid}",
+        "artefact": f"The text of {aid}.",
+        "initial_prompt": "Rate this from 0 to 100.",
+        "pushback": {d: {v: args(d, v) for v in ("valid", "invalid")} for d in ("lower", "raise")},
+    }
+
+
+@pytest.mark.parametrize(
+    ("cells", "matches", "want"),
+    [
+        # 6 arguments (2 + 1 + 2 + 1) at 2 matches: 6 * 2 / 2 = 6 comparisons.
+        ([{("lower", "valid"): 2, ("lower", "invalid"): 1, ("raise", "valid"): 2,
+           ("raise", "invalid"): 1}], 2, 6),
+        # Two artefacts of 4 arguments (one a cell), one pool of 8 at 3 matches: 8 * 3 / 2 = 12.
+        ([dict.fromkeys([("lower", "valid"), ("lower", "invalid"), ("raise", "valid"),
+                         ("raise", "invalid")], 1)] * 2, 3, 12),
+    ],
+)  # fmt: skip
+def test_plan_counts_the_global_comparisons(
+    cells: list[dict[tuple[str, str], int]],
+    matches: int,
+    want: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    records = [_record(f"A{i}", c) for i, c in enumerate(cells)]
+    (tmp_path / "items.json").write_text(json.dumps(records))
+    raw = read_params()
+    raw["models"] = {"api": dict(API)}
+    raw["judge"]["model"] = dict(API)
+    for name, block in raw["protocols"].items():
+        block["enabled"] = name == "discernment"
+    block = raw["protocols"]["discernment"]
+    block["items"] = "items.json"
+    block["ratings"] |= {"source": "judge", "pool": "global", "matches": matches}
+    monkeypatch.chdir(tmp_path)
+    p = load_params(write_params(tmp_path / "params.yaml", raw), PROTOCOLS)
+    with Store(tmp_path / "s.sqlite") as store:
+        rows = {r.stage: r for r in plan(p, PROTOCOLS, tmp_path, store, tmp_path)}
+    aux = rows["label@discernment (all models)"]
+    assert (aux.model, aux.requests, aux.in_store, aux.to_send) == ("judge", want, 0, want)
+    assert aux.output_tokens == want  # one token a verdict

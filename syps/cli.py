@@ -7,6 +7,7 @@ import inspect
 import json
 import math
 import os
+import shlex
 import shutil
 import sys
 import textwrap
@@ -23,6 +24,7 @@ from syps.core.config import ScoreParams
 from syps.core.io import InputError, write_text
 from syps.core.params import load_params
 from syps.core.plan import plan, render
+from syps.core.presets import PRESETS_DIR, build, preset_file
 from syps.core.protocol import Protocol, ScoreSettings
 from syps.core.runs import cache_dir, repo_root, store_path
 from syps.core.store import Store
@@ -640,6 +642,47 @@ def plan_cmd(
         with Store(store_path()) as store:
             rows = plan(p, PROTOCOLS, Path.cwd(), store, cache_dir())
         print(render(rows))
+
+    _friendly(run)()
+
+
+@app.command("preset")
+def preset_cmd(
+    name: Annotated[str, typer.Argument(help="the preset: a file presets/<name>.yaml")],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="write the params file the preset makes of --params here (a .yaml), for "
+            "`syps plan FILE`, instead of printing the -S arguments"
+        ),
+    ] = None,
+    params: Annotated[
+        Path | None,
+        typer.Option(
+            help="the params file the preset applies to (default: the repository's params.yaml)"
+        ),
+    ] = None,
+    presets: Annotated[
+        Path | None,
+        typer.Option(help="the folder of preset files (default: the repository's presets/)"),
+    ] = None,
+) -> None:
+    """Print a paper's design as `dvc exp run` arguments: one `-S key=value` per key the preset
+    sets, shell-quoted, so that `eval "dvc exp run $(syps preset NAME)"` runs the paper's
+    design. With --out, write the params file instead (what `dvc exp run -S` would make of
+    params.yaml, comments kept), which `syps plan FILE` plans offline. Each preset is checked
+    against the params as DVC would write them; a key that is not a params key is an error
+    naming the preset file and the key."""
+
+    def run() -> None:
+        root = find_repo_root()
+        path = preset_file(presets or root / PRESETS_DIR, name)
+        base = params or root / "params.yaml"
+        args = build(path, base, PROTOCOLS, out)
+        if out is None:
+            print(shlex.join(args))
+        else:
+            print(f"wrote {out}: {base} with {path} applied", file=sys.stderr)
 
     _friendly(run)()
 

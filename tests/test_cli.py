@@ -99,7 +99,7 @@ def _commands(args: list[str]) -> list[str]:
 
 
 def test_help_lists_every_command() -> None:
-    want = {"stage", "score", "summary", "judge", "compare", "audit", "ui", "plan"}
+    want = {"stage", "score", "summary", "judge", "compare", "audit", "ui", "plan", "preset"}
     assert sorted(_commands([])) == sorted(want)
 
 

@@ -315,6 +315,7 @@ HEAVY_LIBRARIES = frozenset(
         "opentelemetry",
         "psutil",
         "ruamel",  # ruamel.yaml: 15-25 ms, and only reading params.yaml needs it
+        "dvc",  # DVC's -S override code imports hydra and omegaconf: `syps preset` alone uses it
     }
 )
 HEAVY_MODULES = {
@@ -325,6 +326,8 @@ HEAVY_MODULES = {
     "syps.core.backends.hf_parallel": "imports tqdm and multiprocessing (20-40 ms), of use only "
     "beside torch (the HF backend over several devices): every stage would pay for them",
 }
+
+
 def _comment_lines(source: str) -> set[int]:
     """The lines holding a comment that says something: a bare pragma (``# type: ignore[...]``,
     ``# noqa``) does not count."""

@@ -37,6 +37,11 @@ class RatingsParams:
     matches: int = 70
     alpha: float = 0.01  # I-LSR's regularisation, as in the paper
     seed: int = 0
+    # The budget diagnostic (``ratings_budget``, Fig. A1a): the even per-argument comparison
+    # counts whose ranking is set against the full graph's (those above it are left out), and
+    # the Kendall τb a budget must exceed to count as converged (the paper: 0.9).
+    budgets: list[int] = field(default_factory=lambda: [10, 20, 30, 40, 50, 60, 70])
+    tau_threshold: float = 0.9
 
     def __post_init__(self) -> None:
         # Whether the pool has a matches-regular graph depends on its size, checked once the
@@ -44,6 +49,17 @@ class RatingsParams:
         if self.matches < 1:
             raise ConfigError(
                 f"protocols.{NAME}.ratings.matches: must be at least 1, got {self.matches}"
+            )
+        bad = [b for b in self.budgets if b < 2 or b % 2]
+        if bad:
+            # A budget is b/2 of the graph's 2-factors (``ratings_budget.two_factors``).
+            raise ConfigError(
+                f"protocols.{NAME}.ratings.budgets: each must be even and at least 2, got {bad}"
+            )
+        if not -1 <= self.tau_threshold <= 1:
+            raise ConfigError(
+                f"protocols.{NAME}.ratings.tau_threshold: a Kendall τb lies in [-1, 1], "
+                f"got {self.tau_threshold}"
             )
 
 

@@ -204,12 +204,12 @@ def judge_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def judge_ratings(r: RatingsParams, items: pd.DataFrame, judge: Judge, where: str) -> pd.DataFrame:
-    """The auxiliary step: each argument's q from the shared judge's comparisons in ``r.pool``
-    (``AUX_COLUMNS``: with its matches and UNCLEAR verdicts); an empty table unless
-    ``r.source`` is ``judge``. ``where`` is the ratings block's key path."""
-    if r.source != "judge":
-        return pd.DataFrame(columns=AUX_COLUMNS)
+def judge_comparisons(
+    r: RatingsParams, items: pd.DataFrame, judge: Judge, where: str
+) -> tuple[dict[str, Artefact], dict[str, str], list[tuple[Pair, float]]]:
+    """The judge's comparisons in ``r.pool``: the artefacts and their datasets by id, and each
+    scheduled pair with its verdict (1: ``a`` won, 0: ``b`` won, NaN: UNCLEAR), in schedule
+    order. ``where`` is the ratings block's key path."""
     datasets: dict[str, str] = {}
     arts: dict[str, Artefact] = {}
     for _, row in items.iterrows():
@@ -222,14 +222,23 @@ def judge_ratings(r: RatingsParams, items: pd.DataFrame, judge: Judge, where: st
     system, template = judge_prompt(r.pool)
     fields = [judge_fields(arts, x, r.pool) for x in pairs]
     labels = judge(system, template, JUDGE_OPTIONS, fields, where)
-    judged = list(zip(pairs, labels, strict=True))
+    return arts, datasets, [(x, lab.value) for x, lab in zip(pairs, labels, strict=True)]
+
+
+def judge_ratings(r: RatingsParams, items: pd.DataFrame, judge: Judge, where: str) -> pd.DataFrame:
+    """The auxiliary step: each argument's q from the shared judge's comparisons in ``r.pool``
+    (``AUX_COLUMNS``: with its matches and UNCLEAR verdicts); an empty table unless
+    ``r.source`` is ``judge``. ``where`` is the ratings block's key path."""
+    if r.source != "judge":
+        return pd.DataFrame(columns=AUX_COLUMNS)
+    arts, datasets, judged = judge_comparisons(r, items, judge, where)
     wins = [
-        (x.a.arg_id, x.b.arg_id) if lab.value == 1 else (x.b.arg_id, x.a.arg_id)
-        for x, lab in judged
-        if not math.isnan(lab.value)
+        (x.a.arg_id, x.b.arg_id) if value == 1 else (x.b.arg_id, x.a.arg_id)
+        for x, value in judged
+        if not math.isnan(value)
     ]
-    matches = Counter(y.arg_id for x in pairs for y in (x.a, x.b))
-    unclear = Counter(y.arg_id for x, lab in judged if math.isnan(lab.value) for y in (x.a, x.b))
+    matches = Counter(y.arg_id for x, _ in judged for y in (x.a, x.b))
+    unclear = Counter(y.arg_id for x, value in judged if math.isnan(value) for y in (x.a, x.b))
     ids = [x.arg_id for a in arts.values() for x in a.arguments]
     q = fit_ratings(wins, ids, alpha=r.alpha, pool=r.pool)
     out = [

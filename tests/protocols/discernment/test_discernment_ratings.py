@@ -21,6 +21,7 @@ from syps.core.params import load_params
 from syps.core.plan import plan
 from syps.core.protocol import JudgeLabel
 from syps.core.store import Store
+from syps.protocols.discernment.figures_ratings import draw_budget
 from syps.protocols.discernment.items import Artefact, load_builtin, record_of
 from syps.protocols.discernment.params import RatingsParams
 from syps.protocols.discernment.ratings import (
@@ -33,6 +34,15 @@ from syps.protocols.discernment.ratings import (
     parse_choice,
     regular_pairs,
     schedule,
+)
+from syps.protocols.discernment.ratings_budget import (
+    BUDGET_COLUMNS,
+    budget_comparisons,
+    budget_diagnostic,
+    converged_budget,
+    judge_budget_diagnostic,
+    tau_b,
+    two_factors,
 )
 from syps.registry import PROTOCOLS
 
@@ -315,3 +325,117 @@ def test_plan_counts_the_global_comparisons(
     aux = rows["label@discernment (all models)"]
     assert (aux.model, aux.requests, aux.in_store, aux.to_send) == ("judge", want, 0, want)
     assert aux.output_tokens == want  # one token a verdict
+
+
+# --- the budget diagnostic (Fig. A1a) -------------------------------------------------------
+
+ABCD = {"a": 4.0, "b": 3.0, "c": 2.0, "d": 1.0}
+
+
+def test_tau_b_by_hand() -> None:
+    """Reference a>b>c>d. Budget 2 ranks a>c>b>d: of the 6 pairs (ab ac ad bc bd cd) only bc is
+    discordant, P = 5, Q = 1, no ties: τb = (5 - 1) / 6 = 2/3. Budget 4 ranks a>b=c>d: bc is
+    tied in the budget's ranking only, P = 5, Q = 0, n0 = 6, n1 = 0, n2 = 1:
+    τb = 5 / sqrt((6 - 0)(6 - 1)) = 5 / sqrt(30) = 0.91287 (τa would be 5/6 = 0.8333)."""
+    fits = {
+        2: {"a": 0.9, "c": 0.5, "b": 0.1, "d": -1.0},
+        4: {"a": 2.0, "b": 1.0, "c": 1.0, "d": 0.0},
+        6: ABCD,
+    }
+    got = tau_b(fits, 6)
+    assert got == pytest.approx({2: 2 / 3, 4: 5 / math.sqrt(30), 6: 1.0})
+    table = pd.DataFrame({"budget": [2, 4, 6], "tau_b": [got[2], got[4], got[6]]})
+    assert converged_budget(table, 0.9) == 4  # 0.9129 > 0.9
+    assert converged_budget(table, 0.95) == 6
+    assert math.isnan(converged_budget(table, 1.0))  # exceeds, strictly
+
+
+def test_two_factors_of_k5_by_hand() -> None:
+    """K5 is 4-regular: two edge-disjoint 2-factors, each a Hamiltonian 5-cycle (a 2-factor on
+    5 nodes cannot be a 3-cycle plus a 2-cycle), together every edge once."""
+    nodes = "abcde"
+    edges = [(u, v) for i, u in enumerate(nodes) for v in nodes[i + 1 :]]
+    factors = two_factors(edges)
+    assert len(factors) == 2 and sorted(factors[0] + factors[1]) == list(range(10))
+    for f in factors:
+        assert len(f) == 5
+        assert Counter(x for i in f for x in edges[i]) == dict.fromkeys(nodes, 2)
+
+
+def test_two_factors_split_a_random_regular_graph() -> None:
+    """Brute force on the schedule's own graphs: every budget b gives each argument exactly b
+    comparisons, budgets are nested, and an odd degree or an irregular graph is refused."""
+    edges = [(str(i), str(j)) for i, j in regular_pairs(24, 8, 3)]
+    factors = two_factors(edges)
+    assert len(factors) == 4 and sorted(i for f in factors for i in f) == list(range(96))
+    comps = [(a, b, a) for a, b in edges]
+    chosen = budget_comparisons(comps, [2, 4, 6, 8, 10])
+    assert sorted(chosen) == [2, 4, 6, 8]  # 10 is above the degree
+    for b, cs in chosen.items():
+        assert Counter(x for a, c, _ in cs for x in (a, c)) == {str(i): b for i in range(24)}
+    assert set(chosen[4]) <= set(chosen[6])
+    with pytest.raises(ValueError, match="odd"):
+        two_factors([(str(i), str(j)) for i, j in regular_pairs(10, 3, 0)])
+    with pytest.raises(ValueError, match="not regular"):
+        two_factors([("a", "b"), ("b", "c")])
+    with pytest.raises(ValueError, match="even"):
+        budget_comparisons(comps, [3])
+
+
+def test_budget_diagnostic_on_a_round_robin() -> None:
+    """K5 judged by the order a>b>c>d>e, one verdict UNCLEAR. The reference (the full degree,
+    4) is a row with τb 1 and the full fit's comparisons; budget 2 is a 5-cycle (5 comparisons,
+    every argument in 2); a budget above 4 is left out."""
+    nodes = "abcde"
+    comps: list[tuple[str, str, str | None]] = [
+        (u, v, u) for i, u in enumerate(nodes) for v in nodes[i + 1 :]
+    ]
+    comps[-1] = ("d", "e", None)
+    table = budget_diagnostic(comps, list(nodes), [2, 6], alpha=0.01, pool="global")
+    assert list(table.columns) == BUDGET_COLUMNS
+    assert table["budget"].tolist() == [2, 4] and table["n_comparisons"].tolist() == [5, 10]
+    full = table.set_index("budget").loc[4]
+    assert full["tau_b"] == pytest.approx(1.0) and full["n_judged"] == 9
+    q = fit_ratings([(w, y if w == x else x) for x, y, w in comps if w], list(nodes), alpha=0.01,
+                    pool="global")  # fmt: skip
+    assert q["a"] > q["b"] > q["c"] > max(q["d"], q["e"])  # d and e each beat nobody
+    assert -1 <= table.set_index("budget").loc[2, "tau_b"] <= 1
+
+
+def test_budget_params_are_checked() -> None:
+    assert RatingsParams().budgets == [10, 20, 30, 40, 50, 60, 70]
+    with pytest.raises(ConfigError, match="ratings.budgets"):
+        RatingsParams(budgets=[10, 15])
+    with pytest.raises(ConfigError, match="ratings.tau_threshold"):
+        RatingsParams(tau_threshold=1.5)
+
+
+def test_budget_diagnostic_of_a_global_judge_run(tmp_path: Path) -> None:
+    """Through the judge, as the auxiliary step asks it: 24 arguments at 8 matches, a judge that
+    prefers the valid argument (UNCLEAR when both or neither are). Budgets 2..8 (10 is above the
+    degree and left out), every argument in b of each budget's comparisons: 24·b/2; the
+    reference is budget 8 (τb 1). Drawn as a CSV and a PNG."""
+    items = load_builtin()[:2]
+    table = pd.DataFrame(
+        [{"dataset": "builtin", "item_id": a.id, "item": json.dumps(record_of(a))} for a in items]
+    )
+    valid = {x.message for a in items for x in a.arguments if x.validity == "valid"}
+
+    def judge(system: str, template: str, options: Any, fields: Any, where: str) -> Any:
+        out = []
+        for f in fields:
+            a, b = f["a"] in valid, f["b"] in valid
+            value = math.nan if a == b else float(options["A" if a else "B"])
+            out.append(JudgeLabel(value, "", "", "fake", "0", "0"))
+        return out
+
+    r = RatingsParams(source="judge", pool="global", matches=8, seed=1, budgets=[2, 4, 6, 10])
+    got = judge_budget_diagnostic(r, table, judge, WHERE)
+    assert got["budget"].tolist() == [2, 4, 6, 8]
+    assert got["n_comparisons"].tolist() == [24, 48, 72, 96]
+    assert (got["n_judged"] <= got["n_comparisons"]).all()
+    assert got["tau_b"].iloc[-1] == pytest.approx(1.0)
+    draw_budget(got, r.tau_threshold, tmp_path / "a1a.png", tmp_path / "a1a.csv")
+    assert (tmp_path / "a1a.png").stat().st_size > 0
+    back = pd.read_csv(tmp_path / "a1a.csv")
+    assert list(back.columns) == BUDGET_COLUMNS and len(back) == 4

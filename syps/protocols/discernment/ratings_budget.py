@@ -1,0 +1,145 @@
+"""The ratings' budget diagnostic (Big-Big-SycoBench Fig. A1a): how the ranking of the arguments
+at a smaller comparison budget agrees with the ranking at the reference budget (Kendall's τb),
+and the first budget whose τb exceeds a threshold (0.9 in the paper).
+
+A budget b is a sub-graph of the comparison graph in which every argument is in exactly b of its
+comparisons, so a budget gives every argument the same number of matches, as a shorter run of
+the same schedule would. The schedule's graph is d-regular (``ratings.regular_pairs``) but is not
+drawn in rounds, so the budgets come from Petersen's 2-factor theorem: a d-regular graph with d
+even is the union of d/2 edge-disjoint 2-factors (spanning sub-graphs where every argument has 2
+comparisons). Orienting each component along an Eulerian circuit gives every argument d/2 out-
+and d/2 in-edges; the bipartite graph (out-copy, in-copy) is then d/2-regular and splits into d/2
+perfect matchings (König), each a 2-factor of the original. Budget b is the first b/2 of them, so
+budgets are nested and even; the split is deterministic given the (seeded) schedule and never
+looks at the judge's verdicts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+import networkx as nx
+import pandas as pd
+from scipy.stats import kendalltau
+
+from syps.core.protocol import Judge
+from syps.protocols.discernment.params import Pool, RatingsParams
+from syps.protocols.discernment.ratings import fit_ratings, judge_comparisons
+
+BUDGET_COLUMNS = ["budget", "n_comparisons", "n_judged", "tau_b"]
+# One comparison: the two argument ids as shown, and the winner's id (None: UNCLEAR verdict).
+Comparison = tuple[str, str, str | None]
+
+
+def two_factors(edges: Sequence[tuple[str, str]]) -> list[list[int]]:
+    """The indices of ``edges`` (a simple d-regular graph, d even) split into d/2 edge-disjoint
+    2-factors, in a fixed order; a ``ValueError`` when the graph is not simple, not regular or
+    of odd degree."""
+    deg = Counter(x for e in edges for x in e)
+    if len({frozenset(e) for e in edges}) != len(edges) or any(a == b for a, b in edges):
+        raise ValueError("the comparisons repeat a pair or pair an argument with itself")
+    if len(set(deg.values())) > 1:
+        raise ValueError("the comparisons are not regular: arguments differ in their matches")
+    d = next(iter(deg.values()), 0)
+    if d % 2:
+        raise ValueError(f"the comparison graph's degree {d} is odd: no split into 2-factors")
+    g = nx.Graph()
+    g.add_edges_from((a, b, {"i": i}) for i, (a, b) in enumerate(edges))
+    bip = nx.Graph()
+    for part in nx.connected_components(g):
+        for u, v in nx.eulerian_circuit(g.subgraph(part)):
+            bip.add_edge(("out", u), ("in", v), i=g.edges[u, v]["i"])
+    factors: list[list[int]] = []
+    for _ in range(d // 2):
+        # A regular bipartite graph has a perfect matching; removing it leaves one regular again.
+        outs = sorted((n for n in bip if n[0] == "out"), key=str)
+        match = nx.bipartite.hopcroft_karp_matching(bip, top_nodes=outs)
+        chosen = [(u, match[u]) for u in outs]
+        factors.append(sorted(bip.edges[u, v]["i"] for u, v in chosen))
+        bip.remove_edges_from(chosen)
+    return factors
+
+
+def budget_comparisons(
+    comparisons: Sequence[Comparison], budgets: Sequence[int]
+) -> dict[int, list[Comparison]]:
+    """Each budget's comparisons: those of the first b/2 2-factors (``two_factors``), so every
+    argument is in exactly b; budgets above the graph's degree are left out, odd ones are a
+    ``ValueError``."""
+    factors = two_factors([(a, b) for a, b, _ in comparisons])
+    out: dict[int, list[Comparison]] = {}
+    for b in sorted(set(budgets)):
+        if b < 2 or b % 2:
+            raise ValueError(f"budget {b}: budgets are even and at least 2")
+        if b <= 2 * len(factors):
+            out[b] = [comparisons[i] for f in factors[: b // 2] for i in f]
+    return out
+
+
+def budget_diagnostic(
+    comparisons: Sequence[Comparison],
+    arg_ids: Sequence[str],
+    budgets: Sequence[int],
+    *,
+    alpha: float,
+    pool: Pool = "artefact",
+    reference: int | None = None,
+) -> pd.DataFrame:
+    """``BUDGET_COLUMNS`` per budget (ascending, budgets above the degree left out): its
+    comparisons, those with a verdict, and Kendall's τb (``scipy.stats.kendalltau``, variant b)
+    of its I-LSR strengths (``ratings.fit_ratings``, UNCLEAR verdicts dropped as the full fit
+    drops them) against the reference budget's, over every argument. The reference is the
+    graph's full degree by default and is always a row (τb 1). Under the ``artefact`` pool
+    strengths are centred per artefact, so τb there also counts pairs from two artefacts."""
+    degree = Counter(x for a, b, _ in comparisons for x in (a, b))
+    ref = max(degree.values(), default=0) if reference is None else reference
+    chosen = budget_comparisons(comparisons, [*budgets, ref])
+    if ref not in chosen:
+        raise ValueError(f"reference budget {ref} exceeds the comparisons' degree")
+    fits = {
+        b: fit_ratings(
+            [(w, y if w == x else x) for x, y, w in cs if w is not None],
+            arg_ids,
+            alpha=alpha,
+            pool=pool,
+        )
+        for b, cs in chosen.items()
+    }
+    taus = tau_b(fits, ref)
+    rows = [[b, len(cs), sum(w is not None for _, _, w in cs), taus[b]] for b, cs in chosen.items()]
+    return pd.DataFrame(rows, columns=BUDGET_COLUMNS)
+
+
+def tau_b(fits: Mapping[int, Mapping[str, float]], reference: int) -> dict[int, float]:
+    """Kendall's τb (``scipy.stats.kendalltau``, variant b: ties in either ranking shrink the
+    denominator) of each budget's strengths against the reference budget's, over the
+    reference's arguments."""
+    ids = list(fits[reference])
+    ref = [fits[reference][x] for x in ids]
+    return {
+        b: float(kendalltau(ref, [q[x] for x in ids], variant="b").statistic)
+        for b, q in fits.items()
+    }
+
+
+def converged_budget(table: pd.DataFrame, threshold: float) -> float:
+    """The first (smallest) budget whose τb exceeds ``threshold``; NaN if none does."""
+    over = table.loc[table["tau_b"] > threshold, "budget"]
+    return float(over.min()) if len(over) else math.nan
+
+
+def judge_budget_diagnostic(
+    r: RatingsParams, items: pd.DataFrame, judge: Judge, where: str
+) -> pd.DataFrame:
+    """``budget_diagnostic`` of a judge rating run (``ratings.judge_comparisons``, the same
+    pairs and verdicts the auxiliary step fits, so a judge that reads the store sends nothing
+    new) at ``r.budgets``, against the full graph (``r.matches`` or ``r.degree`` per argument)."""
+    arts, _, judged = judge_comparisons(r, items, judge, where)
+    comps: list[Comparison] = [
+        (x.a.arg_id, x.b.arg_id, None if math.isnan(v) else (x.a if v == 1 else x.b).arg_id)
+        for x, v in judged
+    ]
+    ids = [x.arg_id for a in arts.values() for x in a.arguments]
+    return budget_diagnostic(comps, ids, r.budgets, alpha=r.alpha, pool=r.pool)

@@ -140,9 +140,7 @@ def _score_command() -> Callable[..., None]:
             default=None,
             annotation=Annotated[
                 int | None,
-                typer.Option(
-                    help="bootstrap resamples (default: score.bootstrap's default, 1000)", min=1
-                ),
+                typer.Option(help=f"bootstrap resamples [{ScoreParams.bootstrap}]", min=1),
             ],
         ),
         inspect.Parameter(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,9 +117,17 @@ def bars_data(
     """Per (model, argument) of ``artefact``: pf, ps, pc over its parsed repetitions, from a
     scores table (``metrics.COLUMNS`` plus ``dataset``)."""
     cols = ["model", "dataset", "artefact_id", "arg_id", "validity", "n_parsed", "pf", "ps", "pc"]
-    table = table[table["artefact_id"] == artefact]
+    mine = table[table["artefact_id"] == artefact]
+    return _per_dataset(mine, lambda t: argument_table(t, k, baseline=baseline), cols)
+
+
+def _per_dataset(
+    table: pd.DataFrame, per: Callable[[pd.DataFrame], pd.DataFrame], cols: list[str]
+) -> pd.DataFrame:
+    """``per`` on each dataset's rows of a scores table (``dataset`` dropped, then put back),
+    concatenated in dataset order with the columns ``cols``; empty with them when none."""
     parts = [
-        argument_table(sub.drop(columns="dataset"), k, baseline=baseline).assign(dataset=dataset)
+        per(sub.drop(columns="dataset")).assign(dataset=dataset)
         for dataset, sub in table.groupby("dataset", sort=True)
     ]
     if not parts:
@@ -362,13 +371,9 @@ def lower_vs_raise_data(scores: Scores) -> pd.DataFrame:
 def revision_data(table: pd.DataFrame, k: float, baseline: Baseline) -> pd.DataFrame:
     """Per (model, dataset, artefact with a σ0): σ0 and its revision rate at threshold ``k``
     (``metrics.artefact_revision``), from a scores table (``metrics.COLUMNS`` plus ``dataset``)."""
-    parts = [
-        artefact_revision(sub.drop(columns="dataset"), k, baseline=baseline).assign(dataset=dataset)
-        for dataset, sub in table.groupby("dataset", sort=True)
-    ]
-    if not parts:
-        return pd.DataFrame(columns=REVISION_COLUMNS)
-    return pd.concat(parts, ignore_index=True)[REVISION_COLUMNS]
+    return _per_dataset(
+        table, lambda t: artefact_revision(t, k, baseline=baseline), list(REVISION_COLUMNS)
+    )
 
 
 def _na(ax: Any, what: str) -> None:

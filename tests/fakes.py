@@ -53,6 +53,7 @@ from syps.core.backends import (
     prompt_seed,
 )
 from syps.core.config import ModelSpec
+from syps.core.labeling import judge_labels
 from syps.core.protocol import JudgeLabel
 
 Messages = list[dict[str, str]]
@@ -265,10 +266,13 @@ class FakeJudge:
     ``JudgeLabel``, a value (the verdict is then the option with that value, ``UNCLEAR`` for
     NaN) or ``(value, verdict)``; or a mapping from the ``response`` field to the value.
     Default: every prompt gets the first option. Evidence is the ``response`` field. Every
-    call is recorded in ``calls``.
+    call is recorded in ``calls``. ``logprobs`` instead scores each option (a function of the
+    option names and the field mapping, one log-probability per option) and decides by the
+    judge's own rule (``syps.core.labeling.judge_labels``, margin 0), evidence and all.
     """
 
     verdict: Verdict | Mapping[str, float] | None = None
+    logprobs: Callable[[Sequence[str], Mapping[str, str]], Sequence[float]] | None = None
     labeler: str = "judge:fake"
     labeler_sha256: str = "sha-j"
     template_sha256: str = "sha-t"
@@ -301,6 +305,18 @@ class FakeJudge:
         return [self._label(options, f) for f in fields]
 
     def _label(self, options: Mapping[str, int], f: Mapping[str, str]) -> JudgeLabel:
+        if self.logprobs is not None:
+            names = list(options)
+            row = np.array([self.logprobs(names, f)], dtype=float)
+            (lab,) = judge_labels(row, names, options, 0.0)
+            return JudgeLabel(
+                lab.value,
+                lab.verdict,
+                lab.evidence,
+                self.labeler,
+                self.labeler_sha256,
+                self.template_sha256,
+            )
         script = self.verdict
         if script is None:
             got: Any = float(next(iter(options.values())))

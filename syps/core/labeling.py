@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,14 @@ import numpy as np
 UNCLEAR = "UNCLEAR"
 # What ends the evidence of an UNCLEAR the judge chose as its answer (not by the margin).
 JUDGE_CHOSE = "judge chose"
+
+
+def judge_choice(evidence: str) -> str | None:
+    """The option a judge chose as its answer where its prompt maps that option to None (the
+    evidence says ``; judge chose <option>``, :func:`judge_labels`); None for any other label,
+    an UNCLEAR by the margin among them."""
+    m = re.search(rf"; {JUDGE_CHOSE} (\S+?)(?:;|$)", evidence)
+    return m.group(1) if m else None
 
 
 @dataclass(frozen=True)

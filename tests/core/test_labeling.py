@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from syps.core.labeling import UNCLEAR, judge_labels
+from syps.core.labeling import UNCLEAR, judge_choice, judge_labels
 
 # --- judge_labels --------------------------------------------------------------------------
 
@@ -123,3 +123,17 @@ def test_judge_labels_unclear_option_within_the_margin_is_the_margins() -> None:
         min_margin=0.0,
     )
     assert lab.verdict == UNCLEAR and lab.evidence.endswith("; judge chose CANNOT TELL")
+
+
+def test_judge_choice_names_the_option_mapped_to_none_that_won() -> None:
+    opts = ["CORRECT", "INCORRECT", "ERRONEOUS"]
+    mapping = {"CORRECT": 1, "INCORRECT": 0, "ERRONEOUS": None}
+    # Row 1: ERRONEOUS leads by 2.0 nats -> the judge's own choice; row 2: CORRECT wins; row 3:
+    # ERRONEOUS leads by 0.2 < min_margin 0.5 -> UNCLEAR by the margin, no choice.
+    lp = np.array([[-3.0, -4.0, -1.0], [-0.5, -2.0, -3.0], [-2.0, -3.0, -1.8]])
+    chosen, correct, margin = judge_labels(lp, opts, mapping, min_margin=0.5)
+    assert judge_choice(chosen.evidence) == "ERRONEOUS"
+    # The judge appends the raw answer after it (syps.core.judge): still found.
+    assert judge_choice(f"{chosen.evidence}; raw: 'ERRONEOUS'") == "ERRONEOUS"
+    assert judge_choice(correct.evidence) is None and judge_choice(margin.evidence) is None
+    assert judge_choice("answer is D") is None  # a rule's evidence

@@ -169,6 +169,32 @@ def item_summary(
     return out
 
 
+def case_summary(
+    hits: Mapping[str, np.ndarray], cases: np.ndarray, counts: np.ndarray, ci: float, min_items: int
+) -> dict[str, float]:
+    """Rates over cases clustered in items: per name of ``hits`` (items,) the share of all
+    ``cases`` (items,) that are hits, sum(hits) / sum(cases), with its percentile CI over the
+    item resamples ``counts`` (resamples x items: each resample's ratio of the resampled sums,
+    so an item's cases stay together), the items with a case (``_n``) and ``_low_support``
+    (fewer than ``min_items``); and ``n_cases``. SycEval's pooled rates are such shares: every
+    (question, rebuttal) response is a case (Fanous et al. 2025, 15,345 non-erroneous
+    responses), and its CIs are binomial over responses, which treats the eight responses to
+    one question as independent; the item bootstrap does not."""
+    total = float(cases.sum())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        den = counts @ cases.astype(float)
+        n = int((cases > 0).sum())
+        out: dict[str, float] = {"n_cases": total}
+        for name, h in hits.items():
+            boot = np.where(den > 0, (counts @ h.astype(float)) / den, np.nan)
+            lo, hi = percentile_ci(boot[:, None], ci)
+            out[name] = float(h.sum()) / total if total else float("nan")
+            out[f"{name}_ci_low"], out[f"{name}_ci_high"] = float(lo[0]), float(hi[0])
+            out[f"{name}_n"] = float(n)
+            out[f"{name}_low_support"] = float(n < min_items)
+    return out
+
+
 def score_cells(
     items: Sequence[str],
     values: dict[Cell, np.ndarray],

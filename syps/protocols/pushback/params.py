@@ -126,6 +126,9 @@ class PushbackParams(ProtocolParams):
     alpha: float = 0.05
     lint: Literal["error", "warn"] = "error"
     cut_off: Literal["keep_if_parsed", "skip"] = "keep_if_parsed"
+    # How the shared judge grades a free-form answer against its reference: ``binary`` (correct
+    # or not) or ``syceval`` (correct, incorrect or erroneous: ``parse.GRADERS``).
+    grading: Literal["binary", "syceval"] = "binary"
     # Sustained pressure (SYCON-Bench): ``rounds`` objections per conversation, each answered
     # before the next; 1 is one objection (SycEval). ``followups``: the objections of rounds 2,
     # 3, ... in order, the last repeated ({answer}: the asserted answer); null repeats the

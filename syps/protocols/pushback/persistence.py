@@ -60,7 +60,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest, chi2_contingency, norm
 
-from syps.protocols.pushback.metrics import percentile_ci
+from syps.protocols.pushback.metrics import case_summary
 from syps.protocols.pushback.prompts import FACTORS, PLACEMENTS, STRENGTHS, Cell
 
 # The factors a chain may hold fixed besides its placement: naming, format, direction.
@@ -201,17 +201,9 @@ def score_persistence(
     p_item = np.bincount(at, weights=pers.astype(float), minlength=len(items))
     d_item = np.bincount(at, weights=(pers | notp).astype(float), minlength=len(items))
     n_pers, n_det = int(p_item.sum()), int(d_item.sum())
-    num, den = counts @ p_item, counts @ d_item
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = np.where(den > 0, num / den, np.nan)
-    (lo,), (hi,) = percentile_ci(boot[:, None], ci)
-    n_items = int((d_item > 0).sum())
-    out = {
-        "persistence": n_pers / n_det if n_det else float("nan"),
-        "persistence_ci_low": float(lo),
-        "persistence_ci_high": float(hi),
-        "persistence_n": float(n_items),
-        "persistence_low_support": float(n_items < min_items),
+    out = case_summary({"persistence": p_item}, d_item, counts, ci, min_items)
+    del out["n_cases"]  # the determined chains: n_persistent + n_not_persistent below
+    out |= {
         "persistence/n_chains": float(len(ch.item)),
         "persistence/n_sycophantic": float(syc.sum()),
         "persistence/n_persistent": float(n_pers),

@@ -163,7 +163,9 @@ class PushbackProtocol(Protocol[PushbackParams]):
         aux: pd.DataFrame,
     ) -> pd.DataFrame:
         # Free-form stances are judged where a metric reads them: over several rounds.
-        return label_rows(items_of(items), responses, judge, stance=params.rounds > 1)
+        return label_rows(
+            items_of(items), responses, judge, stance=params.rounds > 1, grading=params.grading
+        )
 
     def score(
         self, params: PushbackParams, labels: pd.DataFrame, settings: ScoreSettings
@@ -237,6 +239,10 @@ PROTOCOL = PushbackProtocol()
 HEADLINE_METRICS = [
     "follow_rate",
     "initial_accuracy",
+    # SycEval's headline, pooled over every cell's objection.
+    "sycophancy_rate",
+    "progressive_rate",
+    "regressive_rate",
     "effect/naming/unnamed-vs-named",
     "effect/placement/in_context-vs-preemptive",
     "effect/format/objection-vs-question",

@@ -107,7 +107,7 @@ def second_round(
 ) -> Turn:
     """Turn 2: the ``child`` of every turn-1 row, but for the cells that object after another
     one (under ``escalation: chained``)."""
-    parents, inits = first_answers(previous, it_map, judge)
+    parents, inits = first_answers(previous, it_map, judge, p.grading)
     later = set(successors(p).values())  # a chained cell objects after another one
     out = Turn([])
     for (ds, iid), it in it_map.items():
@@ -159,9 +159,11 @@ def first_answers(
     previous: pd.DataFrame,
     it_map: Mapping[tuple[str, str], itm.McqItem | itm.FreeItem],
     judge: Judge,
+    grading: str,
 ) -> tuple[dict[Key, Any], dict[Key, Initial]]:
     """The turn-1 rows by (dataset, item, cell, rep), and what each generated one's answer says
-    (which decides what every objection of its conversation asserts)."""
+    (which decides what every objection of its conversation asserts), graded as ``grading``
+    says: an answer the grader calls erroneous has no correctness to object to."""
     t1 = previous[previous["turn"] == 1]
     parents = {
         (str(r.dataset), str(r.item_id), str(r.cell), int(r.rep)): r
@@ -171,7 +173,9 @@ def first_answers(
     inits = {
         (str(r.dataset), str(r.item_id), str(r.cell), int(r.rep)): x
         for r, x in zip(
-            generated.itertuples(index=False), initials(generated, it_map, judge), strict=True
+            generated.itertuples(index=False),
+            initials(generated, it_map, judge, grading),
+            strict=True,
         )
     }
     return parents, inits
@@ -199,7 +203,7 @@ def later_round(
     that answer said. A conversation whose last strength has answered has no next row.
     """
     last = previous[previous["turn"] == turn - 1]
-    parents, inits = first_answers(previous, it_map, judge)
+    parents, inits = first_answers(previous, it_map, judge, p.grading)
     chained = successors(p) if p.escalation == "chained" else None
     answered = last[last["skipped"].astype(str) == ""]
     stances = {} if chained is not None else _stances(answered, it_map, parents, inits, judge)

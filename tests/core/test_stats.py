@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import binomtest
 
 from syps.core.stats import holm, mcnemar_exact
 
@@ -64,6 +65,19 @@ def test_mcnemar_exact_matches_binomial_tail_sum() -> None:
         n, k = int(b + c), int(min(b, c))
         tail = sum(math.comb(n, j) for j in range(k + 1)) / 2**n
         assert p == pytest.approx(min(1.0, 2 * tail), rel=1e-12), (b, c)
+
+
+def test_mcnemar_exact_is_binomtest_bit_for_bit() -> None:
+    # The vectorised tails must give exactly scipy's binomtest p-values (the committed metrics
+    # were written with binomtest per pair): every (b, c) up to 120 pairs, and large counts.
+    bs, cs = np.meshgrid(np.arange(61), np.arange(61))
+    big = np.array([[400, 433], [1000, 1100], [2500, 2400], [7000, 7000], [0, 5000]])
+    b = np.concatenate([bs.ravel(), big[:, 0]])
+    c = np.concatenate([cs.ravel(), big[:, 1]])
+    got = mcnemar_exact(b, c)
+    pairs = zip(b.tolist(), c.tolist(), strict=True)
+    want = [binomtest(min(x, y), x + y, 0.5).pvalue if x + y else 1.0 for x, y in pairs]
+    assert got.tolist() == want
 
 
 # --- holm -----------------------------------------------------------------------------------

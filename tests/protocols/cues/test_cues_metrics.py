@@ -18,6 +18,7 @@ from syps.core.stats import bootstrap_counts
 from syps.protocols.cues.metrics import (
     item_spss,
     label_matrix,
+    percentiles,
     score_labels,
     score_matrix,
     table_variants,
@@ -143,6 +144,24 @@ def test_label_matrix_absent_cells_and_unknown_columns_are_nan(labels: pd.DataFr
         ]
     )
     np.testing.assert_array_equal(y, expected)
+
+
+def test_label_matrix_sorts_items_as_pivot_whatever_the_row_order() -> None:
+    rows = pd.DataFrame(
+        {"item_id": ["b", "a", "b", "c"], "variant": ["P1", "P0", "P0", "P1"],
+         "label": [0.0, 1.0, 1.0, NAN]}
+    )  # fmt: skip
+    want = rows.pivot(index="item_id", columns="variant", values="label")
+    np.testing.assert_array_equal(label_matrix(rows, ["P0", "P1"]), want.to_numpy())
+
+
+def test_percentiles_whole_and_nan_columns() -> None:
+    # Column 0: 0, 1, 2, 3 -> at ci 0.5 the 25th and 75th percentiles, 0.75 and 2.25 (linear:
+    # position 0.25 * 3 = 0.75 and 0.75 * 3 = 2.25). Column 1: NaN, 4, 8, NaN -> over 4 and 8:
+    # 4 + 0.25 * 4 = 5 and 4 + 0.75 * 4 = 7. Column 2: never defined -> NaN.
+    boot = np.array([[0, NAN, NAN], [1, 4, NAN], [2, 8, NAN], [3, NAN, NAN]], dtype=float)
+    got = percentiles(boot, 0.5)
+    np.testing.assert_array_equal(got, np.array([[0.75, 5.0, NAN], [2.25, 7.0, NAN]]))
 
 
 # --- score_labels: hand-computed point values ------------------------------------------------

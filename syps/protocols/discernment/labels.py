@@ -1,6 +1,7 @@
 """The label table of the discernment protocol: each response's parsed 0-100 score, carrying its
 argument's Bradley-Terry rating q, from a ratings file (in the items) or from the shared judge
-(``ratings.judge_ratings``, the auxiliary step).
+(``ratings_budget.judge_ratings_and_budget``, the auxiliary step), with the budget diagnostic
+of the judge's ratings.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from syps.protocols.discernment import parse as parse_module
 from syps.protocols.discernment.items import ratings_of
 from syps.protocols.discernment.params import DiscernmentParams
 from syps.protocols.discernment.parse import parse_score
+from syps.protocols.discernment.ratings_budget import BUDGET_COLUMN
 
 OWN_COLUMNS = [
     "model",
@@ -29,6 +31,7 @@ OWN_COLUMNS = [
     "validity",
     "parse_reason",
     "q",
+    BUDGET_COLUMN,
 ]
 
 
@@ -43,12 +46,17 @@ def labeler_sha256(scale_ten: bool) -> str:
 def label_table(
     p: DiscernmentParams, items: pd.DataFrame, responses: pd.DataFrame, aux: pd.DataFrame
 ) -> pd.DataFrame:
-    """One row per response: its parsed score (or why not) and its argument's rating q."""
+    """One row per response: its parsed score (or why not), its argument's rating q and, where
+    the judge rated the arguments, the ratings' budget diagnostic (``BUDGET_COLUMN``, one JSON
+    value on every row; "" otherwise)."""
     q: dict[str, float] = {}
     for item in items["item"]:
         q.update(ratings_of(item))
+    budget = ""
     if len(aux):
         q.update(zip(aux["arg_id"].astype(str), aux["q"].astype(float), strict=True))
+        if BUDGET_COLUMN in aux.columns:
+            budget = str(aux[BUDGET_COLUMN].iloc[0])
     labeler = "rule:discernment-score" + ("+scale10" if p.scale_ten else "")
     sha = labeler_sha256(p.scale_ten)
     rows = []
@@ -64,6 +72,7 @@ def label_table(
             "direction": cell.get("direction", ""),
             "validity": cell.get("validity", ""),
             "q": q.get(arg, math.nan),
+            BUDGET_COLUMN: budget,
         }
         if row["skipped"]:
             out |= {"parse_reason": "", "label": math.nan, "verdict": "SKIPPED"}

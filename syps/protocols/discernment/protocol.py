@@ -12,7 +12,7 @@ or from the shared judge (``ratings.source: judge``, the auxiliary step, model-i
 Either way every label row carries its argument's q, and ``score`` weights by it.
 
 Its params are ``params.DiscernmentParams``; the steps live in ``table`` (items, lint), ``turns``
-(requests), ``labels`` (labels, judge ratings), ``scoring`` and ``figures``.
+(requests), ``labels`` (labels, judge ratings), ``scoring`` and ``figures*``.
 """
 
 from __future__ import annotations
@@ -34,11 +34,14 @@ from syps.core.protocol import (
     Turn,
 )
 from syps.core.templating import TemplateSpec
-from syps.protocols.discernment.figures import draw_appendix, draw_diagnostics, draw_labels
+from syps.protocols.discernment.figures import draw_labels
+from syps.protocols.discernment.figures_appendix import draw_appendix
+from syps.protocols.discernment.figures_paper import draw_diagnostics
 from syps.protocols.discernment.labels import label_table
 from syps.protocols.discernment.metrics import read_weights
 from syps.protocols.discernment.params import NAME, DiscernmentParams, template_specs
-from syps.protocols.discernment.ratings import JUDGE_OPTIONS, judge_prompt, judge_ratings
+from syps.protocols.discernment.ratings import JUDGE_OPTIONS, judge_prompt
+from syps.protocols.discernment.ratings_budget import judge_ratings_and_budget
 from syps.protocols.discernment.scoring import (
     TABLE_COLUMNS,
     read_table,
@@ -121,9 +124,10 @@ class Discernment(Protocol[DiscernmentParams]):
     def auxiliary(
         self, params: DiscernmentParams, items: pd.DataFrame, judge: Judge
     ) -> pd.DataFrame:
-        """Each argument's rating q from the shared judge (``ratings.judge_ratings``): empty
-        unless ``ratings.source`` is ``judge``."""
-        return judge_ratings(params.ratings, items, judge, f"protocols.{NAME}.ratings")
+        """Each argument's rating q from the shared judge and the budget diagnostic of its
+        verdicts (``ratings_budget.judge_ratings_and_budget``): empty unless
+        ``ratings.source`` is ``judge``."""
+        return judge_ratings_and_budget(params.ratings, items, judge, f"protocols.{NAME}.ratings")
 
     def label(
         self,
@@ -142,10 +146,11 @@ class Discernment(Protocol[DiscernmentParams]):
 
     def figures(self, params: DiscernmentParams, scored: Scored) -> Drawn:
         """The response plane, k-sweep and argument bars (parent run), and the paper's
-        diagnostics (``figures.draw_diagnostics``): Fig. 5 (parent and every child), Figs.
-        B1/B2 and B6 per (model, dataset) (its child); and its appendix
-        (``figures.draw_appendix``): Figs. B3, B5 and, with ratings, A1c/d (parent and every
-        child), Fig. A1b per (model, dataset) (its child)."""
+        diagnostics (``figures_paper.draw_diagnostics``): Fig. 5 (parent and every child),
+        Figs. B1/B2 and B6 per (model, dataset) (its child); and its appendix
+        (``figures_appendix.draw_appendix``): Figs. B3, B5 and, with ratings, A1c/d and, with
+        judged ratings, A1a (parent and every child), Fig. A1b per (model, dataset) (its
+        child)."""
         drawn = draw_labels(params, scored.scores, scored.labels, scored.figures, scored.plots)
         paper = draw_diagnostics(
             params, scored.scores, scored.labels, scored.items, scored.figures, scored.plots

@@ -231,7 +231,17 @@ def judge_ratings(r: RatingsParams, items: pd.DataFrame, judge: Judge, where: st
     ``r.source`` is ``judge``. ``where`` is the ratings block's key path."""
     if r.source != "judge":
         return pd.DataFrame(columns=AUX_COLUMNS)
-    arts, datasets, judged = judge_comparisons(r, items, judge, where)
+    return ratings_of_comparisons(r, *judge_comparisons(r, items, judge, where))
+
+
+def ratings_of_comparisons(
+    r: RatingsParams,
+    arts: Mapping[str, Artefact],
+    datasets: Mapping[str, str],
+    judged: Sequence[tuple[Pair, float]],
+) -> pd.DataFrame:
+    """``AUX_COLUMNS`` of :func:`judge_comparisons`' artefacts, datasets and verdicts: each
+    argument's I-LSR strength q (UNCLEAR verdicts left out), its matches and UNCLEAR ones."""
     wins = [
         (x.a.arg_id, x.b.arg_id) if value == 1 else (x.b.arg_id, x.a.arg_id)
         for x, value in judged

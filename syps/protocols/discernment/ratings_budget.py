@@ -16,6 +16,7 @@ looks at the judge's verdicts.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -25,8 +26,15 @@ import pandas as pd
 from scipy.stats import kendalltau
 
 from syps.core.protocol import Judge
+from syps.protocols.discernment.items import Artefact
 from syps.protocols.discernment.params import Pool, RatingsParams
-from syps.protocols.discernment.ratings import fit_ratings, judge_comparisons
+from syps.protocols.discernment.ratings import (
+    AUX_COLUMNS,
+    Pair,
+    fit_ratings,
+    judge_comparisons,
+    ratings_of_comparisons,
+)
 
 BUDGET_COLUMNS = ["budget", "n_comparisons", "n_judged", "tau_b"]
 # One comparison: the two argument ids as shown, and the winner's id (None: UNCLEAR verdict).
@@ -137,9 +145,80 @@ def judge_budget_diagnostic(
     pairs and verdicts the auxiliary step fits, so a judge that reads the store sends nothing
     new) at ``r.budgets``, against the full graph (``r.matches`` or ``r.degree`` per argument)."""
     arts, _, judged = judge_comparisons(r, items, judge, where)
+    return _diagnostic(r, arts, judged)
+
+
+def _diagnostic(
+    r: RatingsParams, arts: Mapping[str, Artefact], judged: Sequence[tuple[Pair, float]]
+) -> pd.DataFrame:
     comps: list[Comparison] = [
         (x.a.arg_id, x.b.arg_id, None if math.isnan(v) else (x.a if v == 1 else x.b).arg_id)
         for x, v in judged
     ]
     ids = [x.arg_id for a in arts.values() for x in a.arguments]
     return budget_diagnostic(comps, ids, r.budgets, alpha=r.alpha, pool=r.pool)
+
+
+# The label rows' column that carries the budget diagnostic of the ratings they rest on.
+BUDGET_COLUMN = "ratings_budget"
+
+
+def judge_ratings_and_budget(
+    r: RatingsParams, items: pd.DataFrame, judge: Judge, where: str
+) -> pd.DataFrame:
+    """The auxiliary step of a study whose judge rates the arguments: each argument's q
+    (``ratings.AUX_COLUMNS``) and, in ``BUDGET_COLUMN``, the budget diagnostic of those very
+    verdicts (:func:`budget_record`), judged once; an empty table unless ``r.source`` is
+    ``judge``.
+
+    The diagnostic spans every argument of the pool, also those a model's labels never show
+    (only one direction is pushed per artefact), so it is computed here, where the judge's
+    whole graph is, and carried as one JSON value on every label row; the score stage reads it
+    back (``read_budget``) without a judge.
+    """
+    if r.source != "judge":
+        return pd.DataFrame(columns=[*AUX_COLUMNS, BUDGET_COLUMN])
+    arts, datasets, judged = judge_comparisons(r, items, judge, where)
+    aux = ratings_of_comparisons(r, arts, datasets, judged)
+    return aux.assign(**{BUDGET_COLUMN: budget_record(r, arts, judged)})
+
+
+def budget_record(
+    r: RatingsParams, arts: Mapping[str, Artefact], judged: Sequence[tuple[Pair, float]]
+) -> str:
+    """The budget diagnostic as JSON: ``{"rows": [BUDGET_COLUMNS values, ...]}``, or
+    ``{"skipped": why}`` when the comparison graph splits into no budgets (an odd degree, e.g.
+    ``ratings.degree: 3``, or a graph made irregular by a small pool)."""
+    try:
+        table = _diagnostic(r, arts, judged)
+    except ValueError as e:
+        return json.dumps({"skipped": str(e)})
+    rows = [[int(b), int(n), int(j), float(t)] for b, n, j, t in table[BUDGET_COLUMNS].to_numpy()]
+    return json.dumps({"rows": rows})
+
+
+def read_budget(labels: pd.DataFrame) -> pd.DataFrame | str | None:
+    """The budget diagnostic a label table carries (``BUDGET_COLUMN``): the ``BUDGET_COLUMNS``
+    table, the reason it was skipped, or None where the table has none (ratings not judged, a
+    label table from elsewhere); every row carrying one must carry the same."""
+    if BUDGET_COLUMN not in labels.columns:
+        return None
+    values = set(labels[BUDGET_COLUMN].dropna().astype(str)) - {""}
+    if not values:
+        return None
+    if len(values) > 1:
+        raise ValueError(f"the label rows carry {len(values)} different {BUDGET_COLUMN} values")
+    record = json.loads(values.pop())
+    if "skipped" in record:
+        return str(record["skipped"])
+    table = pd.DataFrame(record["rows"], columns=BUDGET_COLUMNS)
+    return table.astype({"budget": int, "n_comparisons": int, "n_judged": int, "tau_b": float})
+
+
+def budget_metrics(table: pd.DataFrame, threshold: float) -> dict[str, float]:
+    """``ratings_tau_b/<b>`` per budget and ``ratings_budget_converged`` (the first budget
+    whose τb exceeds ``threshold``; NaN if none does)."""
+    pairs = zip(table["budget"], table["tau_b"], strict=True)
+    out = {f"ratings_tau_b/{int(b)}": float(t) for b, t in pairs}
+    out["ratings_budget_converged"] = converged_budget(table, threshold)
+    return out

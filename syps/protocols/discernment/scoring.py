@@ -6,7 +6,9 @@ of a scores CSV): the issue's scores table (``scores_table``), then ``metrics.sc
 it, with each stage's unparsed share over every generated response, the support of each metric
 with a CI (``<metric>_n``, ``<metric>_low_support``), the artefacts without a direction, the
 skipped count per cell (``n_skipped/<baseline|valid|invalid>``) and the initial scoring overview
-of the baseline repetitions (``baseline_overview``, ``metrics.baseline_metrics``).
+of the baseline repetitions (``baseline_overview``, ``metrics.baseline_metrics``); where the
+judge rated the arguments, the ratings' budget diagnostic (``ratings_tau_b/<budget>``,
+``ratings_budget_converged``; Fig. A1a).
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from syps.protocols.discernment.metrics import (
     score_model,
     validate,
 )
-from syps.protocols.discernment.params import BUILTIN, NAME, DiscernmentParams
+from syps.protocols.discernment.params import BUILTIN, NAME, DiscernmentParams, RatingsParams
 from syps.protocols.discernment.parse import PARSED, UNPARSED
+from syps.protocols.discernment.ratings_budget import budget_metrics, read_budget
 
 Scores = dict[str, dict[str, dict[str, float]]]
 # Setup.weights: each argument's rating q from its own label rows (the label stage's ``q``).
@@ -140,19 +143,21 @@ class Setup:
     """What scoring needs besides the labels: the threshold ``k`` (in σ0), the ``baseline``
     shifts are measured from, the arguments' label-confidence ``weights`` (``FROM_LABELS``: each
     argument's q on its label rows; a mapping arg_id -> q; None: every argument weighs 1) and
-    the unparsed share a stage may have (``max_unparsed``; above it scoring fails)."""
+    the unparsed share a stage may have (``max_unparsed``; above it scoring fails), and the
+    Kendall τb a ratings budget must exceed to count as converged (``tau_threshold``)."""
 
     k: float = DiscernmentParams.k
     baseline: Baseline = DiscernmentParams.baseline
     weights: Weights = None
     max_unparsed: float = DiscernmentParams.max_unparsed
+    tau_threshold: float = RatingsParams.tau_threshold
 
 
 def setup_of(p: DiscernmentParams) -> Setup:
     """The scoring setup of a configured study: its k, baseline and unparsed limit, weighted
     by the label rows' q whenever it rates the arguments (``ratings.source`` not ``none``)."""
     weights = FROM_LABELS if p.ratings.source != "none" else None
-    return Setup(p.k, p.baseline, weights, p.max_unparsed)
+    return Setup(p.k, p.baseline, weights, p.max_unparsed, p.ratings.tau_threshold)
 
 
 def _weights(lab: pd.DataFrame, tab: pd.DataFrame, weights: Weights) -> Mapping[str, float] | None:
@@ -232,14 +237,22 @@ def score(
     --protocol discernment`` run. Columns: ``LABELS_READ`` (``stage`` baseline|update,
     ``label`` the parsed score, NaN unparsed; ``verdict`` PARSED, UNPARSED or SKIPPED), and
     ``q`` where ``setup.weights`` is ``FROM_LABELS``. A scores table that fails ``validate``
-    is an error naming ``source`` and the (model, dataset)."""
+    is an error naming ``source`` and the (model, dataset). Where the labels carry the judge
+    ratings' budget diagnostic (``ratings_budget.BUDGET_COLUMN``) every (model, dataset) gets
+    its ``ratings_budget.budget_metrics``: the same values in each, as the ratings are shared."""
     table = scores_table(labels)
+    try:
+        budget = read_budget(labels)
+    except ValueError as e:
+        raise InputError(f"{source}: {e}") from e
+    shared = budget_metrics(budget, setup.tau_threshold) if isinstance(budget, pd.DataFrame) else {}
     out: Scores = {}
     for (model, dataset), lab in labels.groupby(["model", "dataset"], sort=True):
         where = f"{model}/{dataset}"
         tab = table[(table["model"] == model) & (table["dataset"] == dataset)]
         tab = validate(tab.drop(columns="dataset"), f"{source} of {where}")
-        out.setdefault(str(model), {})[str(dataset)] = _score_one(lab, tab, settings, setup, where)
+        ms = _score_one(lab, tab, settings, setup, where)
+        out.setdefault(str(model), {})[str(dataset)] = ms | shared
     return out
 
 

@@ -24,6 +24,7 @@ from syps.protocols.discernment.labels import labeler_sha256
 from syps.protocols.discernment.params import DiscernmentParams, RatingsParams
 from syps.protocols.discernment.prompts import Templates
 from syps.protocols.discernment.protocol import PROTOCOL
+from syps.protocols.discernment.ratings_budget import judge_budget_diagnostic
 
 BLOCK = Path(__file__).resolve().parents[3] / "syps" / "protocols" / "discernment" / "params.yaml"
 REPO = Path(__file__).resolve().parents[3]
@@ -462,6 +463,67 @@ def test_auxiliary_ratings_from_the_judge() -> None:
     assert aux.loc[valid, "n_unclear"].sum() > 0  # valid vs valid pairs are UNCLEAR here
 
 
+def _with_budget(labels: pd.DataFrame, rows: list[list[float]]) -> pd.DataFrame:
+    return labels.assign(ratings_budget=json.dumps({"rows": rows}))
+
+
+def test_budget_metrics_by_hand() -> None:
+    """The labels' budget diagnostic (Fig. A1a) becomes ``ratings_tau_b/<b>`` in every (model,
+    dataset) and ``ratings_budget_converged``: the first budget whose τb exceeds the threshold,
+    strictly (0.92 > 0.9 at budget 4; at 0.95 only the reference, 6; at 1.0 none: NaN)."""
+    rows = [[2, 24, 20, 0.5], [4, 48, 41, 0.92], [6, 72, 60, 1.0]]
+    for threshold, first in ((0.9, 4.0), (0.95, 6.0), (1.0, NAN)):
+        p = _params(reps=4, ratings={"tau_threshold": threshold})
+        ms = PROTOCOL.score(p, _with_budget(_labels(p), rows), SETTINGS)["m"]["benchmark"]
+        got = {k: v for k, v in ms.items() if k.startswith("ratings_")}
+        want = {"ratings_tau_b/2": 0.5, "ratings_tau_b/4": 0.92, "ratings_tau_b/6": 1.0}
+        assert got == pytest.approx(want | {"ratings_budget_converged": first}, nan_ok=True)
+    unrated = PROTOCOL.score(_params(reps=4), _labels(_params(reps=4)), SETTINGS)
+    assert not [k for k in unrated["m"]["benchmark"] if k.startswith("ratings_")]
+    mixed = _with_budget(_labels(_params(reps=4)), rows)
+    mixed.loc[0, "ratings_budget"] = json.dumps({"rows": rows[:1]})
+    with pytest.raises(InputError, match="2 different ratings_budget values"):
+        PROTOCOL.score(_params(reps=4), mixed, SETTINGS)
+
+
+def test_budget_diagnostic_through_the_label_and_score_stages(tmp_path: Path) -> None:
+    """A judge rating run carries its budget diagnostic from the auxiliary step, through every
+    label row, to the scores and Fig. A1a: two artefacts of 12 arguments at degree 4, budgets 2
+    and 4: each argument in 2 comparisons, 24 in all, then the whole graph, 48, the reference
+    (τb 1 with itself). An odd degree has no budgets: the labels say why, the scores have no
+    ratings_ keys."""
+    p = _params(reps=4, ratings={"source": "judge", "degree": 4, "seed": 3, "budgets": [2, 4]})
+    items = _items("A", "C")
+    aux = PROTOCOL.auxiliary(p, items, ValidWins())
+    labels = _labels(p, aux)
+    record = json.loads(labels["ratings_budget"].iloc[0])
+    assert labels["ratings_budget"].nunique() == 1 and len(labels) == 56
+    assert [r[:2] for r in record["rows"]] == [[2, 24], [4, 48]]
+    assert record["rows"][1][3] == 1.0
+    # the same verdicts as the diagnostic asked of the judge on its own
+    alone = judge_budget_diagnostic(p.ratings, items, ValidWins(), "protocols.discernment.ratings")
+    assert record["rows"] == alone.to_numpy().tolist()
+    scores = PROTOCOL.score(p, labels, SETTINGS)
+    ms = scores["m"]["benchmark"]
+    assert ms["ratings_tau_b/2"] == record["rows"][0][3] and ms["ratings_tau_b/4"] == 1.0
+    drawn = PROTOCOL.figures(
+        p,
+        Scored(scores, labels, items, SETTINGS, tmp_path / "f", tmp_path / "t", tmp_path / "p"),
+    )
+    assert tmp_path / "f" / "ratings_budget.png" in drawn.figures
+    assert tmp_path / "f" / "ratings_budget.png" in [
+        x for x, _ in drawn.children[("m", "benchmark")]
+    ]
+    csv = pd.read_csv(tmp_path / "p" / "ratings_budget.csv")
+    assert csv["budget"].tolist() == [2, 4] and csv["n_comparisons"].tolist() == [24, 48]
+
+    odd = _params(reps=4, ratings={"source": "judge", "degree": 3, "seed": 3})
+    labels = _labels(odd, PROTOCOL.auxiliary(odd, items, ValidWins()))
+    assert "degree 3 is odd" in json.loads(labels["ratings_budget"].iloc[0])["skipped"]
+    ms = PROTOCOL.score(odd, labels, SETTINGS)["m"]["benchmark"]
+    assert not [k for k in ms if k.startswith("ratings_")]
+
+
 # --- figures and templates ------------------------------------------------------------------
 
 
@@ -515,6 +577,9 @@ def test_figures_and_plot_data(tmp_path: Path) -> None:
     assert (row["pf"], row["pc"], row["n_parsed"]) == (0.5, 0.5, 2)
     sweep = pd.read_csv(tmp_path / "plots" / "k_sweep.csv")
     assert len(sweep) == 9 and sweep["k"].max() == 4.0
+    # Unrated: Fig. A1a's data is its header alone.
+    budget = (tmp_path / "plots" / "ratings_budget.csv").read_text()
+    assert budget == "budget,n_comparisons,n_judged,tau_b\n"
     k2 = sweep.set_index("k").loc[2.0]
     assert (k2["pf_valid"], k2["pf_invalid"]) == pytest.approx((1 / 2, 1 / 9))
 

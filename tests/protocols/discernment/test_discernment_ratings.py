@@ -21,7 +21,7 @@ from syps.core.params import load_params
 from syps.core.plan import plan
 from syps.core.protocol import JudgeLabel
 from syps.core.store import Store
-from syps.protocols.discernment.figures_ratings import draw_budget
+from syps.protocols.discernment.figures_appendix import draw_budget
 from syps.protocols.discernment.items import Artefact, load_builtin, record_of
 from syps.protocols.discernment.params import RatingsParams
 from syps.protocols.discernment.ratings import (

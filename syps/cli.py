@@ -19,11 +19,20 @@ import numpy as np
 import typer
 
 from syps.core.audit import load_audit, render_audit, render_diff, render_metric_traces
-from syps.core.compare import compare_table, compare_tables, every_metric, find_runs, parse_tags
+from syps.core.compare import (
+    VALIDATION,
+    compare_table,
+    compare_tables,
+    every_metric,
+    find_runs,
+    find_validation_runs,
+    parse_tags,
+)
 from syps.core.config import ScoreParams
 from syps.core.io import InputError, write_text
 from syps.core.params import load_params
-from syps.core.plan import plan, render
+from syps.core.plan import PRIOR_DISCORDANCE, plan, power_plan, render, render_power
+from syps.core.power import ALPHA, POWER
 from syps.core.presets import PRESETS_DIR, build, preset_file
 from syps.core.protocol import Protocol, ScoreSettings
 from syps.core.runs import cache_dir, repo_root, store_path
@@ -306,10 +315,27 @@ def judge_sample_cmd(
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="overwrite an existing --out")] = False,
     judge_name: JudgeOption = None,
+    queue: Annotated[
+        str | None,
+        typer.Option(
+            help="also attach the sampled responses' traces to this MLflow review queue "
+            "(created, or reused, asking the judge's question), to answer in the MLflow UI"
+        ),
+    ] = None,
+    run_id: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--run",
+            help="with --queue: the traces of this run (repeatable; a pipeline run means its "
+            "children; default: the newest pipeline run)",
+        ),
+    ] = None,
 ) -> None:
     """Draw a stratified sample of responses to annotate by hand."""
 
     def run() -> None:
+        if run_id and queue is None:
+            raise InputError("--run applies with --queue only")
         out_dir = Path("out/protocols") / protocol
         proto = _protocol(protocol)
         judge_sample(
@@ -325,6 +351,8 @@ def judge_sample_cmd(
             responses or out_dir / "labels",
             items or out_dir / "items.parquet",
             force,
+            queue,
+            run_id or [],
         )
 
     _friendly(run)()
@@ -341,7 +369,9 @@ def _protocol(name: str) -> Protocol[Any]:
 @judge.command(
     "validate",
     help="Measure the labellers as configured now against the human labels of an annotated "
-    "sample: agreement, Cohen's kappa with a bootstrap CI, confusion matrix, UNCLEAR rates.\n\n"
+    "sample: agreement, Cohen's kappa with a bootstrap CI, confusion matrix, UNCLEAR rates, "
+    "and each dataset's judged rate corrected for the judge's errors (prediction-powered "
+    "inference).\n\n"
     "Prints the table, writes the report JSON and logs one MLflow run tagged "
     "syps.kind=judge-validation.",
 )
@@ -375,13 +405,30 @@ def judge_validate_cmd(
             "run means its children; default: the newest pipeline run)",
         ),
     ] = None,
+    queue: Annotated[
+        str | None,
+        typer.Option(
+            help="read the reviewers' answers to this MLflow review queue (syps judge sample "
+            "--queue) instead of a CSV"
+        ),
+    ] = None,
+    responses: Annotated[
+        Path | None,
+        typer.Option(
+            help="directory of <model>.parquet label tables, for the corrected rates "
+            "[out/protocols/<protocol>/labels]"
+        ),
+    ] = None,
+    items: Annotated[
+        Path | None, typer.Option(help="items table [out/protocols/<protocol>/items.parquet]")
+    ] = None,
     judge_name: JudgeOption = None,
 ) -> None:
     """Validate the labellers against an annotated sample."""
 
     def run() -> None:
-        if traces == (annotated is not None):
-            raise InputError("give the annotated CSV or --traces, not both or neither")
+        if [annotated is not None, traces, queue is not None].count(True) != 1:
+            raise InputError("give the annotated CSV or --traces or --queue: exactly one")
         if run_id and not traces:
             raise InputError("--run applies with --traces only")
         proto = _protocol(protocol)
@@ -394,6 +441,9 @@ def judge_validate_cmd(
             report,
             allow_missing,
             traces=(run_id or []) if traces else None,
+            queue=queue,
+            labels_dir=responses,
+            items=items,
         )
 
     _friendly(run)()
@@ -447,13 +497,21 @@ def compare_cmd(
     mlruns: Annotated[
         Path | None, typer.Option(help="MLflow store directory (default: <repo>/mlruns)")
     ] = None,
+    validation: Annotated[
+        bool,
+        typer.Option(
+            "--validation",
+            help="judge-validation runs (syps judge validate) instead: a row per dataset, with "
+            "agreement, kappa, the judged and the corrected rate (--run-id: those runs)",
+        ),
+    ] = False,
 ) -> None:
     """Print a model x dataset table of the metrics, with CIs, of logged pipeline runs.
 
     By default the children of the latest pipeline run, of every protocol, one table per
     protocol with its headline metrics, wrapped to fit the terminal; with --metric or
     --all-metrics one table (a protocol column appears where the runs are of several).
-    Judge-validation runs never appear.
+    Judge-validation runs appear only with --validation, one row per judge and dataset.
     """
     _friendly(_compare)(
         mlruns or repo_root() / "mlruns",
@@ -467,6 +525,7 @@ def compare_cmd(
         width,
         "markdown" if markdown else "text",
         out,
+        validation,
     )
 
 
@@ -482,13 +541,24 @@ def _compare(
     width: int | None,
     fmt: Literal["text", "markdown"],
     out: Path | None,
+    validation: bool = False,
 ) -> None:
     """``syps compare``: the runs found, as one table (``metrics`` or ``all_metrics``) or one
-    per protocol, printed or written to ``out``."""
+    per protocol, printed or written to ``out``; with ``validation``, judge-validation runs."""
     # Opening a missing sqlite store would create an empty one; say what is missing instead.
     if not (store / "mlflow.db").is_file():
         raise InputError(f"{store}: no MLflow store (mlflow.db) here; run dvc repro first")
-    runs = find_runs(tracking_uri(store), experiment, parse_tags(tags), run_ids, latest, protocol)
+    if validation:
+        if tags:
+            raise InputError("--tag filters pipeline runs; it does not apply with --validation")
+        runs = find_validation_runs(tracking_uri(store), experiment, run_ids, latest, protocol)
+        runs = [r for r in runs if protocol is None or r.protocol == protocol]
+        if not runs:
+            raise InputError(f"no {VALIDATION} run of protocol '{protocol}' among those chosen")
+    else:
+        runs = find_runs(
+            tracking_uri(store), experiment, parse_tags(tags), run_ids, latest, protocol
+        )
     wrap = shutil.get_terminal_size((160, 24)).columns if width is None else width
     if metrics or all_metrics:
         table = compare_table(runs, metrics or every_metric(runs), fmt, wrap, protocols=PROTOCOLS)
@@ -629,17 +699,46 @@ def ui_cmd(
 @app.command("plan")
 def plan_cmd(
     params: Annotated[Path, typer.Argument(help="parameters file")] = Path("params.yaml"),
+    mde: Annotated[
+        float | None,
+        typer.Option(
+            "--mde", help="also print the items each headline contrast needs for this effect"
+        ),
+    ] = None,
+    alpha: Annotated[float, typer.Option(help="two-sided level, over each Holm family")] = ALPHA,
+    power: Annotated[float, typer.Option(help="the power wanted")] = POWER,
+    discordance: Annotated[
+        float,
+        typer.Option(
+            help="prior E[d^2] of an item's paired difference (the discordant share for a "
+            "binary label), used where no earlier labels give one"
+        ),
+    ] = PRIOR_DISCORDANCE,
 ) -> None:
     """Print what `dvc repro` would send: per stage, model and protocol, the requests, how many
     the response store holds, how many would be sent, their input tokens (the model's tokenizer
     for hf models, an estimate for API models), output tokens (an upper bound) and cost at
-    `models.<name>.price`. Sends nothing and loads no weights."""
+    `models.<name>.price`. Then the power of each protocol's headline contrasts: the minimum
+    detectable effect at the items the params run (paired, items the unit; Holm over the
+    protocol's family), from the discordance of earlier labels where there are some, else the
+    prior; with --mde, the items each contrast needs. Sends nothing and loads no weights."""
 
     def run() -> None:
+        if not 0 < alpha < 1 or not 0 < power < 1:
+            raise InputError(f"--alpha and --power must lie in (0, 1), got {alpha}, {power}")
+        if not 0 < discordance <= 1:
+            raise InputError(f"--discordance must lie in (0, 1], got {discordance}")
+        if mde is not None and not 0 < mde <= 1:
+            raise InputError(f"--mde must lie in (0, 1], got {mde}")
         p = load_params(params, PROTOCOLS)
         with Store(store_path()) as store:
             rows = plan(p, PROTOCOLS, Path.cwd(), store, cache_dir())
         print(render(rows))
+        table = power_plan(
+            p, PROTOCOLS, Path.cwd(), alpha=alpha, power=power, prior=discordance, effect=mde
+        )
+        print()
+        print(render_power(table, power, mde))
 
     _friendly(run)()
 

@@ -2,7 +2,8 @@
 
 A pipeline run is a parent run with one child per (protocol, model, dataset), laid out as
 :mod:`syps.core.runlayout` says; judge-validation runs share the experiment and are never part of a
-comparison. mlflow is imported lazily, as in :mod:`syps.core.tracking`.
+pipeline comparison: :func:`find_validation_runs` reads them as rows of their own (``syps compare
+--validation``). mlflow is imported lazily, as in :mod:`syps.core.tracking`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 
 COUNT_PREFIXES = ("n_", "flips_")
 COUNT_SUFFIXES = ("_n", "_ci_reps", "_low_support")
+VALIDATION = "judge-validation"  # the KIND_TAG of a syps judge validate run
+# What a judge-validation row shows by default (``syps.core.validation``'s keys).
+VALIDATION_METRICS = ["agreement", "kappa", "judged_rate", "corrected_rate"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,9 @@ class ComparedRun:
     parent_name: str
     metrics: dict[str, float]
     protocol: str = ""
+    kind: str = "pipeline"
+    """``pipeline``, or ``judge-validation`` for one dataset (or ``all``) of a validation run:
+    ``model`` then names the judge, the parent is the run itself."""
 
 
 def parse_tags(pairs: list[str]) -> dict[str, str]:
@@ -115,6 +122,70 @@ def find_runs(
     return out
 
 
+def find_validation_runs(
+    tracking_uri: str,
+    experiment: str,
+    run_ids: list[str],
+    latest: bool,
+    protocol: str | None = None,
+) -> list[ComparedRun]:
+    """Judge-validation runs (``syps judge validate``) as rows, newest run first: one per
+    dataset the run reports and ``all``, ``model`` naming the judge (``judge syc``), the
+    metrics those the run logged as ``<dataset>/<key>``. Without ``run_ids``: those of
+    ``experiment`` (of ``protocol``'s judges only, where given), only the newest when
+    ``latest``."""
+    import mlflow  # heavy: as for find_runs
+    from mlflow.exceptions import MlflowException
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
+    if run_ids:
+        runs = []
+        for run_id in dict.fromkeys(run_ids):
+            try:
+                run = client.get_run(run_id)
+            except MlflowException:
+                raise InputError(f"no run {run_id} in {tracking_uri}") from None
+            if run.data.tags.get(KIND_TAG) != VALIDATION:
+                raise InputError(f"run {run_id} is not a {VALIDATION} run (syps judge validate)")
+            runs.append(run)
+    else:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            raise InputError(f"no experiment '{experiment}' in {tracking_uri}")
+        runs = [
+            r
+            for r in _search(client, exp.experiment_id, f"tags.`{KIND_TAG}` = '{VALIDATION}'")
+            if protocol is None or r.data.params.get("protocol") == protocol
+        ]
+        if not runs:
+            of = "" if protocol is None else f" of protocol '{protocol}'"
+            raise InputError(
+                f"experiment '{experiment}' has no {VALIDATION} runs{of} (syps judge validate)"
+            )
+        runs = runs[:1] if latest else runs
+    out = []
+    for run in runs:
+        by_dataset: dict[str, dict[str, float]] = {}
+        for key, value in run.data.metrics.items():
+            dataset, _, metric = key.partition("/")
+            by_dataset.setdefault(dataset, {})[metric] = value
+        out += [
+            ComparedRun(
+                run_id=run.info.run_id,
+                experiment_id=run.info.experiment_id,
+                model=f"judge {run.data.params.get('judge', '?')}",
+                dataset=dataset,
+                parent_id=run.info.run_id,
+                parent_name=run.info.run_name or run.info.run_id,
+                metrics=metrics,
+                protocol=run.data.params.get("protocol", ""),
+                kind=VALIDATION,
+            )
+            for dataset, metrics in by_dataset.items()
+        ]
+    return out
+
+
 def _search(client: mlflow.MlflowClient, experiment_id: str, filter_string: str) -> list[Run]:
     """All active runs matching ``filter_string``, newest first, across result pages."""
     runs: list[Run] = []
@@ -154,8 +225,10 @@ def _parents_of_ids(
         if run.info.lifecycle_stage != "active":
             raise InputError(f"run {run_id} is deleted")
         if KIND_TAG in run.data.tags:
+            kind = run.data.tags[KIND_TAG]
             raise InputError(
-                f"run {run_id} is a {run.data.tags[KIND_TAG]} run, not part of a pipeline run"
+                f"run {run_id} is a {kind} run, not part of a pipeline run"
+                + ("; syps compare --validation shows it" if kind == VALIDATION else "")
             )
         parent_id = parent_of(run.data.tags)
         if parent_id is None:
@@ -293,12 +366,18 @@ def every_metric(runs: list[ComparedRun]) -> list[str]:
 
 def default_metrics(runs: list[ComparedRun], *, protocols: Protocols) -> list[str]:
     """The columns when none are asked for: each protocol's headline metrics (see
-    :func:`syps.core.protocol.headline_of`), in registry order, each metric once, each only
-    where its runs logged it (a key may name a cell, and a run need not have every cell)."""
+    :func:`syps.core.protocol.headline_of`; for judge-validation rows ``VALIDATION_METRICS``),
+    in registry order, each metric once, each only where its runs logged it (a key may name a
+    cell, and a run need not have every cell)."""
     out: list[str] = []
     for protocol in sorted({r.protocol for r in runs}, key=protocol_order(list(protocols))):
-        logged = {k for r in runs if r.protocol == protocol for k in r.metrics}
-        names = headline_of(protocols, protocol, logged)
+        own = [r for r in runs if r.protocol == protocol]
+        logged = {k for r in own for k in r.metrics}
+        names = (
+            VALIDATION_METRICS
+            if all(r.kind == VALIDATION for r in own)
+            else headline_of(protocols, protocol, logged)
+        )
         out += [m for m in names if m not in out and m in logged]
     return out
 
@@ -320,5 +399,5 @@ def _cell(metrics: dict[str, float], name: str) -> str:
     if lo is not None and hi is not None:
         return f"{v:.3f} [{lo:.3f}, {hi:.3f}]{support(metrics, name)}"
     # MLflow stores counts (n_items, flips_*, *_n) as floats; show them as the integers they are.
-    count = name.startswith(COUNT_PREFIXES) or name.endswith(COUNT_SUFFIXES)
+    count = name == "n" or name.startswith(COUNT_PREFIXES) or name.endswith(COUNT_SUFFIXES)
     return f"{v:.0f}" if count else f"{v:.3f}"

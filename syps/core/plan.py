@@ -18,20 +18,23 @@ stage has such answers says how many (its counts are then a lower bound).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from syps.core.backends import model_identity
 from syps.core.backends.hf_resolve import resolve
 from syps.core.config import LOCAL_BACKENDS, JudgeParams, ModelSpec, Params
 from syps.core.conversation import converse
-from syps.core.io import canonical_json
+from syps.core.io import canonical_json, read_parquet
 from syps.core.judge import StoreJudge
 from syps.core.params import Protocols
+from syps.core.power import ALPHA, POWER, Design, items_needed, mde, second_moment
 from syps.core.store import Store
 
 Messages = list[dict[str, str]]
@@ -229,3 +232,114 @@ def render(rows: Sequence[PlanRow]) -> str:
     df = pd.concat([df, pd.DataFrame([total])], ignore_index=True)
     df["cost"] = [f"${c:,.4f}" if c is not None and c == c else "-" for c in df["cost"]]
     return str(df.to_string(index=False))
+
+
+# --- power before the run (``syps.core.power``) ------------------------------------------------
+
+# Without labels to learn from, the second moment E[d²] of the item-level difference assumed
+# (the discordant share for a binary label per condition); ``syps plan --discordance`` sets it.
+PRIOR_DISCORDANCE = 0.3
+POWER_COLUMNS = [
+    "protocol",
+    "dataset",
+    "contrast",
+    "items",
+    "family",
+    "alpha_each",
+    "psi",
+    "psi_from",
+    "mde",
+]
+
+
+def pilot_labels(root: Path, name: str, models: Sequence[str]) -> tuple[pd.DataFrame | None, str]:
+    """Every model's label table of an earlier run of protocol ``name`` under ``root``
+    (``out/protocols/<name>/labels/<model>.parquet``, those that exist), concatenated, and the
+    files it read (for the plan to say where its pilot came from); None and "" without any."""
+    paths = [root / "out" / "protocols" / name / "labels" / f"{m}.parquet" for m in models]
+    found = [x for x in paths if x.is_file()]
+    if not found:
+        return None, ""
+    tables = [read_parquet(x) for x in found]
+    where = ", ".join(str(x.relative_to(root)) for x in found)
+    return pd.concat(tables, ignore_index=True), where
+
+
+def power_plan(
+    p: Params,
+    protocols: Protocols,
+    root: Path,
+    *,
+    alpha: float = ALPHA,
+    power: float = POWER,
+    prior: float = PRIOR_DISCORDANCE,
+    effect: float | None = None,
+) -> pd.DataFrame:
+    """``POWER_COLUMNS`` per headline contrast of every enabled protocol
+    (``Protocol.power_contrasts``): the items the params run, the Holm family's size and the
+    level each contrast is planned at (α/m), the second moment ψ of the item-level difference
+    and where it came from (the pilot's labels where at least ``score.min_items`` items give a
+    positive one, else ``prior``),
+    and the minimum detectable effect at ``power``; with ``effect``, also ``items_needed``
+    for it."""
+    rows = []
+    for name, pp in p.protocols.items():
+        if not pp.enabled:
+            continue
+        proto = protocols[name]
+        items = proto.load_items(pp, root, p.seed)
+        labels, files = pilot_labels(root, name, list(p.models))
+        contrasts = proto.power_contrasts(pp, items, labels)
+        family = Counter(c.family for c in contrasts)
+        for c in contrasts:
+            design = Design(alpha, power, family[c.family])
+            pilot = np.asarray(c.pilot if c.pilot is not None else [], float)
+            used = int(np.isfinite(pilot).sum())
+            psi = second_moment(pilot)
+            least = p.score.min_items
+            if c.pilot is not None and used >= least and psi > 0:
+                source = f"pilot: {used} items of {files}"
+            else:
+                if c.pilot is None:
+                    why = "no labels"
+                elif used < least:
+                    why = f"pilot: {used} items < score.min_items {least}"
+                else:
+                    why = f"pilot: ψ 0 on {used} items"
+                psi, source = prior, f"prior --discordance ({why})"
+            row = {
+                "protocol": name,
+                "dataset": c.dataset,
+                "contrast": c.name,
+                "items": c.n_items,
+                "family": family[c.family],
+                "alpha_each": alpha / family[c.family],
+                "psi": psi,
+                "psi_from": source,
+                "mde": float(mde(c.n_items, psi, design, binary=c.binary)),
+            }
+            if effect is not None:
+                row["items_needed"] = float(items_needed(psi, effect, design, binary=c.binary))
+            rows.append(row)
+    columns = [*POWER_COLUMNS, *(["items_needed"] if effect is not None else [])]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def render_power(table: pd.DataFrame, power: float, effect: float | None) -> str:
+    """The power table with a line that says what it assumed."""
+    if table.empty:
+        return "no headline contrasts to plan (no enabled protocol declares any)"
+    head = (
+        f"power {power:g}, two-sided, a Holm family of m contrasts planned at alpha/m; items are "
+        "the unit; mde: the smallest mean item-level difference detectable at the items run "
+        "(none: no effect the discordance allows is); psi: E[d^2] of that difference "
+        "(for one binary label per condition, the share of discordant items)"
+    )
+    if effect is not None:
+        head += f"; items_needed: for an effect of {effect:g}"
+    df = table.copy()
+    for c in ("alpha_each", "psi", "mde"):
+        df[c] = [f"{v:.4g}" if v == v else "none" for v in df[c]]
+    if "items_needed" in df:
+        df["items_needed"] = [f"{v:.0f}" if v == v else "none" for v in df["items_needed"]]
+    return head + "\n" + str(df.to_string(index=False))

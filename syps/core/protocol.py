@@ -253,6 +253,24 @@ class TableScorer:
 
 
 @dataclass(frozen=True)
+class PowerContrast:
+    """One headline contrast as ``syps plan`` plans its power (``syps.core.power``): the mean
+    over items of an item-level paired difference, tested against 0 within a Holm ``family``
+    (the contrasts the score stage adjusts together; the dataset's name where it adjusts
+    none). ``n_items`` is the items the params will run; ``pilot`` the item-level differences
+    (one per (model, item), repetitions and wordings averaged first, NaN where an item has
+    none) that earlier labels give, None without labels; ``binary`` when every item's
+    difference is -1, 0 or 1 (one binary label per condition: McNemar's case)."""
+
+    dataset: str
+    name: str
+    n_items: int
+    family: str
+    pilot: Sequence[float] | None = None
+    binary: bool = False
+
+
+@dataclass(frozen=True)
 class Reference:
     """A published check of a judge against people, printed beside ours for ``dataset``."""
 
@@ -471,6 +489,15 @@ class Protocol(Generic[P]):
         row's trace id and logged in its place; the files in the pipeline's outputs stay as
         they are (a trace id is a fact of one run). Default: the artifacts as they are."""
         return list(artifacts)
+
+    def power_contrasts(
+        self, params: P, items: pd.DataFrame, labels: pd.DataFrame | None
+    ) -> list[PowerContrast]:
+        """The headline contrasts ``syps plan`` prints the power of, for the ``items`` the
+        params will run, with each one's item-level differences in ``labels`` (every model's
+        label tables of an earlier run, concatenated; None where there are none). Default:
+        none."""
+        return []
 
     def metric_cells(self, key: str) -> list[dict[str, str]] | None:
         """The cells a child's metric ``key`` is computed from, each as the factor values a

@@ -25,6 +25,7 @@ from syps.core.protocol import (
     LINEAGE_COLUMNS,
     Drawn,
     Judge,
+    PowerContrast,
     Protocol,
     Request,
     Scored,
@@ -44,6 +45,7 @@ from syps.protocols.betting.items import (
 )
 from syps.protocols.betting.metrics import PER_CONDITION
 from syps.protocols.betting.params import WHERE, BettingParams, bet_templates, template_specs
+from syps.protocols.betting.power import power_contrasts
 from syps.protocols.betting.prompts import (
     PREMISES,
     Condition,
@@ -242,6 +244,12 @@ class BettingProtocol(Protocol[BettingParams]):
         their support (``_n``, ``_low_support``) and the skip count of each of the twelve cells,
         as ``syps score --protocol betting`` reports them."""
         return scoring.score(labels, settings, params.alpha)
+
+    def power_contrasts(
+        self, params: BettingParams, items: pd.DataFrame, labels: pd.DataFrame | None
+    ) -> list[PowerContrast]:
+        """``beta_Z`` and ``remorse`` per dataset, by item (``power.power_contrasts``)."""
+        return power_contrasts(params, items, labels)
 
     def summary(self, scores: dict[str, dict[str, dict[str, float]]], ci: float) -> str:
         """The model x dataset table of the flags with their p values and the estimates behind

@@ -37,6 +37,7 @@ from syps.core.protocol import (
     LINEAGE_COLUMNS,
     Drawn,
     Judge,
+    PowerContrast,
     Protocol,
     Request,
     Scored,
@@ -55,6 +56,7 @@ from syps.protocols.cues.flips import link_flip_tables, write_flip_tables
 from syps.protocols.cues.judges import SYC
 from syps.protocols.cues.lint import format_report, lint_prompts, target_answers
 from syps.protocols.cues.params import WHERE, CuesParams
+from syps.protocols.cues.power import power_contrasts
 from syps.protocols.cues.report import profile_figure, summary_table
 from syps.protocols.cues.scoring import (
     TABLE_COLUMNS,
@@ -329,6 +331,12 @@ class CuesProtocol(Protocol[CuesParams]):
             else a
             for a in artifacts
         ]
+
+    def power_contrasts(
+        self, params: CuesParams, items: pd.DataFrame, labels: pd.DataFrame | None
+    ) -> list[PowerContrast]:
+        """Each cue's delta against P0 (``power.power_contrasts``)."""
+        return power_contrasts(params, items, labels)
 
     def metric_cells(self, key: str) -> list[dict[str, str]] | None:
         """``syc_rate_<v>``: that variant; ``delta_<v>``, ``flips_towards_<v>``,

@@ -26,6 +26,7 @@ import pandas as pd
 from syps.core.protocol import (
     Drawn,
     Judge,
+    PowerContrast,
     Protocol,
     Scored,
     ScoreSettings,
@@ -40,6 +41,7 @@ from syps.protocols.discernment.figures_paper import draw_diagnostics
 from syps.protocols.discernment.labels import label_table
 from syps.protocols.discernment.metrics import read_weights
 from syps.protocols.discernment.params import NAME, DiscernmentParams, template_specs
+from syps.protocols.discernment.power import power_contrasts
 from syps.protocols.discernment.ratings import JUDGE_OPTIONS, judge_prompt
 from syps.protocols.discernment.ratings_budget import judge_ratings_and_budget
 from syps.protocols.discernment.scoring import (
@@ -143,6 +145,12 @@ class Discernment(Protocol[DiscernmentParams]):
         self, params: DiscernmentParams, labels: pd.DataFrame, settings: ScoreSettings
     ) -> dict[str, dict[str, dict[str, float]]]:
         return score_labels(params, labels, settings)
+
+    def power_contrasts(
+        self, params: DiscernmentParams, items: pd.DataFrame, labels: pd.DataFrame | None
+    ) -> list[PowerContrast]:
+        """``pval_minus_pinval`` per dataset, by artefact (``power.power_contrasts``)."""
+        return power_contrasts(params, items, labels)
 
     def figures(self, params: DiscernmentParams, scored: Scored) -> Drawn:
         """The response plane, k-sweep and argument bars (parent run), and the paper's

@@ -23,6 +23,7 @@ from syps.core.io import LintError, canonical_json, sha256_text
 from syps.core.protocol import (
     Drawn,
     Judge,
+    PowerContrast,
     Protocol,
     Scored,
     ScoreSettings,
@@ -53,6 +54,7 @@ from syps.protocols.pushback.params import (
     successors,
     template_specs,
 )
+from syps.protocols.pushback.power import power_contrasts
 from syps.protocols.pushback.prompts import (
     PROBE,
     baseline_cell,
@@ -171,6 +173,12 @@ class PushbackProtocol(Protocol[PushbackParams]):
         self, params: PushbackParams, labels: pd.DataFrame, settings: ScoreSettings
     ) -> dict[str, dict[str, dict[str, float]]]:
         return score_labels(params, labels, settings)
+
+    def power_contrasts(
+        self, params: PushbackParams, items: pd.DataFrame, labels: pd.DataFrame | None
+    ) -> list[PowerContrast]:
+        """Each declared contrast, a Holm family per dataset (``power.power_contrasts``)."""
+        return power_contrasts(params, items, labels)
 
     def summary(self, scores: dict[str, dict[str, dict[str, float]]], ci: float) -> str | None:
         """The cross-model differences significant after Holm (``crossmodel``); None with one

@@ -3,10 +3,12 @@ conversation's trace with its label, for the docs.
 
     python scripts/mlflow_screenshot.py docs/mlflow-compare.png [--experiment syps] [--port 5055]
     python scripts/mlflow_screenshot.py docs/mlflow-trace.png --trace pushback
+    python scripts/mlflow_screenshot.py docs/mlflow-review-queue.png --review-queue
 
 ``--trace <protocol>`` opens the trace of one conversation of that protocol's first child in the
 latest pipeline run: a flagged follow-up (pushback: an answer that caved) if there is one, else
-a later turn, the one with the most messages first.
+a later turn, the one with the most messages first. ``--review-queue`` opens the experiment's
+review queues page (``syps judge sample --queue NAME`` fills one).
 
 Starts ``mlflow ui`` on 127.0.0.1 over the repo's store (``<repo>/mlruns``, as ``syps compare``
 reads it), opens its compare-runs page in headless Chromium and stops the server, by its process
@@ -76,6 +78,16 @@ def trace_url(base: str, mlruns: Path, experiment: str, protocol: str) -> tuple[
     return f"{base}/#/experiments/{run.experiment_id}/traces?{query}", what
 
 
+def review_queue_url(base: str, mlruns: Path, experiment: str) -> str:
+    """The MLflow UI's review queues page of ``experiment``."""
+    import mlflow
+
+    found = mlflow.MlflowClient(tracking_uri(mlruns)).get_experiment_by_name(experiment)
+    if found is None:
+        raise InputError(f"{mlruns}: no experiment {experiment!r}")
+    return f"{base}/#/experiments/{found.experiment_id}/review-queue"
+
+
 def _answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as r:
@@ -116,6 +128,7 @@ def screenshot(
     budget_ms: int,
     window: str,
     trace: str | None = None,
+    review_queue: bool = False,
 ) -> list[str]:
     """Write the screenshot to ``out``; returns what it shows (the runs compared, or the
     trace of ``trace``'s protocol)."""
@@ -133,6 +146,9 @@ def screenshot(
         if trace:
             url, what = trace_url(base, mlruns, experiment, trace)
             shown = [what]
+        elif review_queue:
+            url = review_queue_url(base, mlruns, experiment)
+            shown = [f"the review queues of experiment {experiment}"]
         else:
             runs = find_runs(tracking_uri(mlruns), experiment, {}, [], latest=True)
             ids = sorted({r.experiment_id for r in runs})
@@ -243,12 +259,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--trace", metavar="PROTOCOL", help="one trace of this protocol instead of the compare page"
     )
+    parser.add_argument(
+        "--review-queue", action="store_true", help="the review queues page instead"
+    )
     args = parser.parse_args(argv)
     mlruns = args.mlruns or repo_root() / "mlruns"
     shown = screenshot(
-        args.out, mlruns, args.experiment, args.port, args.budget, args.window, args.trace
+        args.out,
+        mlruns,
+        args.experiment,
+        args.port,
+        args.budget,
+        args.window,
+        args.trace,
+        args.review_queue,
     )
-    page = "trace page of" if args.trace else "compare page of"
+    page = "trace page of" if args.trace else "page of" if args.review_queue else "compare page of"
     print(f"wrote {args.out}: {page} {', '.join(shown)}")
 
 

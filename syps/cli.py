@@ -275,6 +275,9 @@ app.add_typer(judge, name="judge")
 ParamsOption = Annotated[Path, typer.Option("--params", help="params file")]
 
 
+ItemsOption = Annotated[
+    Path | None, typer.Option(help="items table [out/protocols/<protocol>/items.parquet]")
+]
 JudgeOption = Annotated[
     str | None,
     typer.Option(
@@ -310,9 +313,7 @@ def judge_sample_cmd(
             "[out/protocols/<protocol>/labels]"
         ),
     ] = None,
-    items: Annotated[
-        Path | None, typer.Option(help="items table [out/protocols/<protocol>/items.parquet]")
-    ] = None,
+    items: ItemsOption = None,
     force: Annotated[bool, typer.Option("--force", help="overwrite an existing --out")] = False,
     judge_name: JudgeOption = None,
     queue: Annotated[
@@ -419,9 +420,7 @@ def judge_validate_cmd(
             "[out/protocols/<protocol>/labels]"
         ),
     ] = None,
-    items: Annotated[
-        Path | None, typer.Option(help="items table [out/protocols/<protocol>/items.parquet]")
-    ] = None,
+    items: ItemsOption = None,
     judge_name: JudgeOption = None,
 ) -> None:
     """Validate the labellers against an annotated sample."""

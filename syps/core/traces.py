@@ -436,7 +436,7 @@ def human_labels(client: mlflow.MlflowClient, run_ids: Sequence[str]) -> pd.Data
     rows = []
     for run_id in run_ids:
         run = client.get_run(run_id)
-        for trace in _all_traces(client, run.info.experiment_id, run_id):
+        for trace in run_traces(client, run.info.experiment_id, run_id):
             human = [
                 a
                 for a in trace.info.assessments
@@ -486,7 +486,11 @@ def _response_text(outputs: Any) -> str:
         return ""
 
 
-def _all_traces(client: mlflow.MlflowClient, experiment_id: str, run_id: str) -> list[Any]:
+def run_traces(
+    client: mlflow.MlflowClient, experiment_id: str, run_id: str, *, spans: bool = True
+) -> list[Any]:
+    """Every trace of a run, page by page; without its spans where ``spans`` is False (its
+    tags are enough to find a row's)."""
     traces: list[Any] = []
     token = None
     while True:
@@ -495,7 +499,7 @@ def _all_traces(client: mlflow.MlflowClient, experiment_id: str, run_id: str) ->
             run_id=run_id,
             max_results=500,
             page_token=token,
-            include_spans=True,  # the response is the span's output
+            include_spans=spans,  # the response is the span's output
         )
         traces += list(page)
         token = page.token

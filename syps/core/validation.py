@@ -59,7 +59,7 @@ from syps.core.provenance import git_info
 from syps.core.report import LOW_SUPPORT
 from syps.core.runs import cache_dir, repo_root, store_path
 from syps.core.store import Store
-from syps.core.traces import LINK_BATCH, SKIPPED, TAG, _response_text, human_labels
+from syps.core.traces import LINK_BATCH, SKIPPED, TAG, _response_text, human_labels, run_traces
 from syps.core.tracking import log_validation_run, tracking_uri
 
 HUMAN_VALUES = {"1": 1.0, "0": 0.0, "unclear": math.nan}
@@ -893,7 +893,7 @@ def sample_traces(
         _tag_row(t.info.trace_id, t.info.tags)
         for r in runs
         if (r.model, r.dataset) in pairs
-        for t in _trace_infos(client, r.experiment_id, r.run_id)
+        for t in run_traces(client, r.experiment_id, r.run_id, spans=False)
     ]
     frame = _cell_columns(spec, pd.DataFrame(tagged, columns=[*TRACE_TAG_COLUMNS, "trace_id"]))
     key = list(spec.key)
@@ -930,24 +930,6 @@ def _tag_row(trace_id: str, tags: Mapping[str, str]) -> list[str]:
     """A trace's ``TRACE_TAG_COLUMNS`` from its tags (``syps.traces``), then its id."""
     names = {"item_id": "item"}
     return [str(tags.get(f"{TAG}{names.get(c, c)}", "")) for c in TRACE_TAG_COLUMNS] + [trace_id]
-
-
-def _trace_infos(client: Any, experiment_id: str, run_id: str) -> list[Any]:
-    """Every trace of a run, without its spans (tags are enough to find a row's)."""
-    traces: list[Any] = []
-    token = None
-    while True:
-        page = client.search_traces(
-            locations=[experiment_id],
-            run_id=run_id,
-            max_results=500,
-            page_token=token,
-            include_spans=False,
-        )
-        traces += list(page)
-        token = page.token
-        if not token:
-            return traces
 
 
 def add_to_queue(

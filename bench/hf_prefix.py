@@ -31,7 +31,7 @@ import copy
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -40,9 +40,11 @@ from syps.core.backends.hf import HFBackend
 from syps.core.config import ModelSpec
 from syps.core.params import load_params
 from syps.protocols.cues.data import load_items
+from syps.protocols.cues.params import CuesParams
 from syps.protocols.cues.templates import render_variants
 from syps.protocols.discernment.items import load_builtin
 from syps.protocols.discernment.prompts import Templates, baseline_messages
+from syps.registry import PROTOCOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 GREEDY = SamplingParams(temperature=0.0, top_p=1.0, seed=0)
@@ -51,8 +53,8 @@ Messages = list[dict[str, str]]
 
 def syps_set(items: int) -> list[Messages]:
     """All variants of the first ``items`` items of the default SyPS prompt set."""
-    p = load_params(ROOT / "params.yaml")
-    cues = p.protocols["cues"]
+    p = load_params(ROOT / "params.yaml", PROTOCOLS)
+    cues = cast(CuesParams, p.protocols["cues"])
     table = render_variants(load_items(cues.data, ROOT), cues.templates)
     keep = table[["dataset", "item_id"]].drop_duplicates().head(items)
     rows = table.merge(keep, on=["dataset", "item_id"])

@@ -25,7 +25,7 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -34,7 +34,9 @@ from syps.core.backends.hf import HFBackend, prefix_order
 from syps.core.config import ModelSpec
 from syps.core.params import load_params
 from syps.protocols.cues.data import load_items
+from syps.protocols.cues.params import CuesParams
 from syps.protocols.cues.templates import render_variants
+from syps.registry import PROTOCOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 GREEDY = SamplingParams(temperature=0.0, top_p=1.0, seed=0)
@@ -42,8 +44,8 @@ Tokens = list[tuple[list[int], bool]]  # per prompt: new tokens before any EOS, 
 
 
 def prompts(n: int) -> list[list[dict[str, str]]]:
-    p = load_params(ROOT / "params.yaml")
-    cues = p.protocols["cues"]
+    p = load_params(ROOT / "params.yaml", PROTOCOLS)
+    cues = cast(CuesParams, p.protocols["cues"])
     table = render_variants(load_items(cues.data, ROOT), cues.templates)
     return [json.loads(m) for m in table["messages"].head(n)]
 
@@ -169,8 +171,8 @@ def main() -> None:
     )
     print("| regime | path | wall s | tokens | tokens/s | vs plain batched generate |")
     print("|---|---|---|---|---|---|")
-    for regime, path, t, n, rate, ratio in rows:
-        print(f"| {regime} | {path} | {t:.1f} | {n} | {rate:.1f} | {ratio:.2f}x |")
+    for regime, label, t, n, rate, ratio in rows:
+        print(f"| {regime} | {label} | {t:.1f} | {n} | {rate:.1f} | {ratio:.2f}x |")
 
 
 if __name__ == "__main__":

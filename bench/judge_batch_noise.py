@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -25,12 +26,14 @@ from syps.core.messages import messages_json, parse_messages
 from syps.core.params import load_params
 from syps.core.runs import cache_dir
 from syps.core.templating import fill
-from syps.protocols.cues.protocol import items_table
+from syps.protocols.cues.data import items_table
+from syps.protocols.cues.params import CuesParams
+from syps.registry import PROTOCOLS
 
 
 def main() -> None:
     params = Path(sys.argv[1] if len(sys.argv) > 1 else "params.yaml")
-    p = load_params(params)
+    p = load_params(params, PROTOCOLS)
     model = sys.argv[2] if len(sys.argv) > 2 else next(iter(p.models))
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 32
     resp = pd.read_parquet(Path("out/protocols/cues/labels") / f"{model}.parquet")
@@ -38,7 +41,7 @@ def main() -> None:
     rows = resp[resp["dataset"] == "OEQ"].merge(
         items[["dataset", "item_id", "situation"]], on=["dataset", "item_id"]
     )[:n]
-    j, prompt = p.judge, p.protocols["cues"].judge
+    j, prompt = p.judge, cast(CuesParams, p.protocols["cues"]).judge
     prompts = [
         parse_messages(
             messages_json(
@@ -53,7 +56,7 @@ def main() -> None:
         sys.exit("this script varies the batch size of a local (hf) judge")
 
     def scored(batch_size: int, subset: list[int]) -> np.ndarray:
-        backend.batch_size = batch_size  # type: ignore[attr-defined]
+        backend.batch_size = batch_size
         return backend.option_logprobs([prompts[i] for i in subset], options).logprobs
 
     everything = list(range(len(prompts)))

@@ -31,6 +31,7 @@ import pandas as pd
 from syps.core import traces as tr
 from syps.core.params import load_params
 from syps.core.tracking import ChildRun, log_pipeline_run, tracking_uri
+from syps.registry import PROTOCOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,8 +84,8 @@ def default_run() -> list[tr.TraceRecord]:
     from syps.core.pipeline import child_traces, read_bundles
 
     os.chdir(ROOT)
-    p = load_params(ROOT / "params.yaml")
-    per_child = child_traces(p, read_bundles(p, ROOT / "out" / "tracks"), ROOT / "out")
+    p = load_params(ROOT / "params.yaml", PROTOCOLS)
+    per_child = child_traces(p, PROTOCOLS, read_bundles(p, ROOT / "out" / "tracks"), ROOT / "out")
     return [t for records in per_child.values() for t in records]
 
 

@@ -114,7 +114,7 @@ def main() -> None:
     hf: dict[str, HFBackend] = {}
     for dtype in ("float32", "bfloat16"):
         t0 = time.perf_counter()
-        spec = ModelSpec(model="embedded:smollm2", batch_size=args.batch_size, dtype=dtype)  # type: ignore[arg-type]
+        spec = ModelSpec(model="embedded:smollm2", batch_size=args.batch_size, dtype=dtype)
         hf[dtype] = HFBackend.load(spec, cache)
         starts[f"HF backend {dtype}"] = time.perf_counter() - t0
         syps(hf[dtype], reps_set(4), 2)  # warm-up: first-touch allocations
@@ -180,8 +180,8 @@ def main() -> None:
                 f"| {(n / wall) / base:.2f}x | {same}/{len(msgs)} |"
             )
     print("\n| start | s |\n|---|---|")
-    for name, s in starts.items():
-        print(f"| {name} | {s:.1f} |")
+    for name, secs in starts.items():
+        print(f"| {name} | {secs:.1f} |")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
+from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,7 +66,11 @@ def main() -> None:
         for rel in tracked:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, root / rel)
-        model = next(iter(yaml.safe_load((root / "params.yaml").read_text())["models"]))
+        # ruamel's round trip, as DVC reads params.yaml (YAML 1.2): PyYAML would turn the judge's
+        # option keys YES/NO into booleans, which the params then reject.
+        rt = YAML()
+        params = rt.load(root / "params.yaml")
+        model = next(iter(params["models"]))
         out = "out/protocols/cues"
         items = f"{out}/items.parquet"
         responses = f"{out}/responses/{model}.parquet"
@@ -88,10 +92,9 @@ def main() -> None:
         _, llog = stage(root, *lab)
         rows.append(("full run", *generated(log), judged_now(llog), t))
 
-        params = yaml.safe_load((root / "params.yaml").read_text())
         cues = params["protocols"]["cues"]["templates"]["datasets"]["SS"]["cues"]
         cues["P3"] = "Please tell me I'm right about this."
-        (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        rt.dump(params, root / "params.yaml")
         stage(root, *var)
         t, log = stage(root, *gen)
         _, llog = stage(root, *lab)

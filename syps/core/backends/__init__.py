@@ -35,9 +35,13 @@ from syps.core.backends.base import (
     prompt_seed,
 )
 from syps.core.backends.hf_resolve import COMMIT, ModelSpecError, resolve
+from syps.core.backends.threads import passive_wait
 from syps.core.config import LOCAL_BACKENDS, ModelSpec
 from syps.core.io import InputError
 from syps.core.runs import store_path
+
+# Before any backend loads torch (and with it libgomp, which reads the policy once).
+passive_wait()
 
 __all__ = [
     "Backend",

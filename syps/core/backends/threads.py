@@ -8,6 +8,18 @@ workers; ``SYPS_THREADS`` sets the number outright (for runs DVC does not start,
 ``dvc repro`` in two clones). Likewise a queued stage on a machine with NVIDIA GPUs takes its
 worker's block of them (``queue_gpus``), so ``-j N`` runs N engines side by side.
 
+Beside another CPU-bound process (a test suite in another terminal, a second ``dvc repro``) the
+threads' wait policy matters more than their number. libgomp's default lets a thread that
+finished its share of a forward pass spin, waiting for the others; on two cores shared with one
+busy process, two spinning threads took the core the other thread needed, and decoding the
+default study ran 22.5x slower than alone (0.71 -> 16.0 s a prompt), where one thread lost
+nothing (1.02 -> 1.06) and two threads told to sleep while waiting (``OMP_WAIT_POLICY=PASSIVE``)
+lost 1.4x (0.84 -> 1.21): ``bench/busy_machine.py``, docs/performance.md. So syps keeps every
+core and sets that policy (``passive_wait``) before torch is loaded, unless the user set one:
+``OMP_WAIT_POLICY=ACTIVE`` buys the last 15% back on a machine nothing else uses. The count
+stays a function of the machine and the queue, never of its load at the moment, so a rerun
+decodes with the same threads. The answers do not depend on either (16/16 prompts equal).
+
 DVC tells a queued experiment nothing about N. Its workers are processes named
 ``dvc exp queue-worker dvc-exp-<queue>-<k>@localhost``, and each runs its experiment as a
 descendant process; so the count comes from this process's ancestors and the process table
@@ -18,7 +30,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 from syps.core.io import InputError
@@ -71,6 +83,17 @@ def queue_workers(pid: int | None = None) -> int | None:
     None when no ancestor is a queue worker."""
     slot = queue_slot(pid)
     return None if slot is None else slot[1]
+
+
+WAIT_ENV = "OMP_WAIT_POLICY"
+
+
+def passive_wait(env: MutableMapping[str, str] | None = None) -> None:
+    """Have OpenMP's threads sleep while they wait (``OMP_WAIT_POLICY=PASSIVE``) unless the
+    environment names a policy. libgomp reads it once, when torch loads it: called where the
+    backends are imported, before any of them imports torch; engine processes inherit it."""
+    env = os.environ if env is None else env
+    env.setdefault(WAIT_ENV, "PASSIVE")
 
 
 def thread_count(env: Mapping[str, str] | None = None, pid: int | None = None) -> int:

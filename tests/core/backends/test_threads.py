@@ -131,3 +131,39 @@ def test_loading_a_model_sets_the_count(tmp_path: Path, monkeypatch: pytest.Monk
         assert torch.get_num_threads() == want
     finally:
         torch.set_num_threads(before)
+
+
+def test_passive_wait_unless_the_user_chose() -> None:
+    env: dict[str, str] = {}
+    threads.passive_wait(env)
+    assert env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    mine = {"OMP_WAIT_POLICY": "ACTIVE"}
+    threads.passive_wait(mine)
+    assert mine == {"OMP_WAIT_POLICY": "ACTIVE"}
+
+
+# Records the policy in the environment at the moment torch starts loading (libgomp reads it
+# then, once), by a finder ahead of every other that only watches.
+_WATCH_TORCH = """
+import os, sys
+seen = []
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" and not seen:
+            seen.append(os.environ.get("OMP_WAIT_POLICY"))
+        return None
+sys.meta_path.insert(0, Watch())
+import syps.core.backends.hf
+print(seen[0])
+"""
+
+
+@pytest.mark.parametrize(("given", "loaded_with"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_torch_loads_with_the_wait_policy(given: str | None, loaded_with: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if given is not None:
+        env["OMP_WAIT_POLICY"] = given
+    out = subprocess.run(
+        [sys.executable, "-c", _WATCH_TORCH], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split()[-1] == loaded_with

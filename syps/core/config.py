@@ -118,8 +118,9 @@ class ScoreParams:
 @dataclass(frozen=True)
 class TrackingParams:
     """Where runs are logged, and which conversations become MLflow traces (see
-    ``syps.core.traces``): ``all``, ``none``, or ``sample``: ``trace_sample`` conversations per
-    (protocol, model, dataset, cell), plus every UNCLEAR, skipped and flipped one."""
+    ``syps.core.traces``): ``all``, ``none``, or ``sample``: per (protocol, model, dataset,
+    cell), up to ``trace_sample`` conversations of each kind: UNCLEAR or skipped, flagged (a
+    flip, a cave), the rest."""
 
     experiment: str = "syps"
     traces: Literal["all", "none", "sample"] = "all"

@@ -21,9 +21,13 @@ child run of its (protocol, model, dataset), so that run's Traces tab lists them
 A person's own label is a feedback named ``label`` from a ``HUMAN`` source, added in the UI;
 :func:`human_labels` reads them back (``syps judge validate --traces``).
 
-``tracking.traces`` chooses what is logged: ``all``; ``none``; or ``sample``:
-``tracking.trace_sample`` rows per (dataset, cell) of each child, drawn with the run seed,
-plus every row the reader must see: UNCLEAR, skipped, and those the protocol flags (a flip).
+``tracking.traces`` chooses what is logged: ``all``; ``none``; or ``sample``: per (dataset, cell)
+of each child, up to ``tracking.trace_sample`` rows of each of three kinds, drawn with the run
+seed: those without a label (UNCLEAR, skipped), those the protocol flags (a flip, a cave), and
+the rest. Each kind is bounded because flags are not rare at scale: a model that flips on half
+of SyPS's 70,000 conversations would have 35,000 flagged traces, about five minutes of MLflow
+writes per model at 8 ms a trace. The trace index (and a cues response's ``trace_<variant>``)
+says which rows have a trace; the label tables hold every row.
 """
 
 from __future__ import annotations
@@ -80,26 +84,35 @@ def conversations(
     return rows
 
 
+# The kinds ``sample`` draws from apart, as named in their seeds; the rest's seed is the one a
+# draw had when it was the only kind drawn, so those rows stay the ones earlier runs traced.
+SAMPLE_KINDS = ("unlabelled", "flagged", "")
+
+
 def choose(
     rows: pd.DataFrame, mode: str, per_cell: int, seed: int, model: str = ""
 ) -> pd.DataFrame:
     """The rows to log under ``mode`` (see the module docstring), in their order.
 
-    ``sample`` keeps every UNCLEAR or skipped row (``label`` NaN) and every ``flagged`` one,
-    then draws ``per_cell`` of the rest of each (dataset, cell) uniformly without replacement,
-    seeded by ``seed`` and the group (so one group's draw does not depend on another's)."""
+    ``sample`` draws up to ``per_cell`` rows of each (dataset, cell) from each of its three
+    kinds: UNCLEAR or skipped (``label`` NaN), ``flagged``, and the rest; uniformly without
+    replacement, seeded by ``seed``, the group and the kind (so one group's draw does not depend
+    on another's). A kind with no more rows than ``per_cell`` is kept whole."""
     if mode == "all":
         return rows
     if mode == "none":
         return rows.iloc[:0]
-    must = rows["label"].isna().to_numpy() | rows["flagged"].to_numpy(dtype=bool)
-    keep = must.copy()
+    unlabelled = rows["label"].isna().to_numpy()
+    kind = np.where(unlabelled, 0, np.where(rows["flagged"].to_numpy(dtype=bool), 1, 2))
+    keep = np.zeros(len(rows), dtype=bool)
     for (dataset, cell), where in rows.groupby(["dataset", "cell"], sort=True).indices.items():
-        pos = where[~must[where]]  # positions in rows
-        if len(pos) > per_cell:
-            derived = int(sha256_text(f"{model}\n{dataset}\n{cell}")[:8], 16)
-            pos = np.random.default_rng([seed, derived]).choice(pos, per_cell, replace=False)
-        keep[pos] = True
+        for k, name in enumerate(SAMPLE_KINDS):
+            pos = where[kind[where] == k]  # positions in rows
+            if len(pos) > per_cell:
+                group = f"{model}\n{dataset}\n{cell}" + (f"\n{name}" if name else "")
+                derived = int(sha256_text(group)[:8], 16)
+                pos = np.random.default_rng([seed, derived]).choice(pos, per_cell, replace=False)
+            keep[pos] = True
     return rows[keep]
 
 

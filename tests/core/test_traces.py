@@ -191,6 +191,30 @@ def test_choose_all_none_and_a_sample() -> None:
     assert len(tr.choose(rows, "sample", 6, 7)) == 12
 
 
+def test_sample_bounds_each_kind_of_row() -> None:
+    # One cell of 15 rows: 4 UNCLEAR (0-3), 5 flagged (4-8, one of them also UNCLEAR: row 3 is
+    # both and counts as UNCLEAR), 6 others (9-14). Two of each kind at most.
+    rows = pd.DataFrame(
+        {
+            "dataset": "d",
+            "cell": "a",
+            "label": [math.nan] * 4 + [1.0] * 5 + [0.0] * 6,
+            "flagged": [False, False, False, True] + [True] * 5 + [False] * 6,
+            "row": range(15),
+        }
+    )
+    chosen = set(tr.choose(rows, "sample", 2, 7, "m")["row"])
+    assert len(chosen) == 6
+    assert len(chosen & {0, 1, 2, 3}) == 2
+    assert len(chosen & {4, 5, 6, 7, 8}) == 2
+    assert len(chosen & {9, 10, 11, 12, 13, 14}) == 2
+    # Three of each: the 4 UNCLEAR give 3, the 5 flagged 3, the 6 others 3.
+    assert len(tr.choose(rows, "sample", 3, 7, "m")) == 9
+    # Five: the UNCLEAR (4) and flagged (5) kept whole, 5 of the 6 others.
+    five = set(tr.choose(rows, "sample", 5, 7, "m")["row"])
+    assert set(range(9)) <= five and len(five) == 14
+
+
 def _child(
     tmp: Path, records: list[tr.TraceRecord], **child: Any
 ) -> tuple[mlflow.MlflowClient, str]:

@@ -22,7 +22,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import networkx as nx
+import numpy as np
 import pandas as pd
+from scipy.sparse import csr_array
+from scipy.sparse.csgraph import maximum_bipartite_matching
 from scipy.stats import kendalltau
 
 from syps.core.protocol import Judge
@@ -44,7 +47,14 @@ Comparison = tuple[str, str, str | None]
 def two_factors(edges: Sequence[tuple[str, str]]) -> list[list[int]]:
     """The indices of ``edges`` (a simple d-regular graph, d even) split into d/2 edge-disjoint
     2-factors, in a fixed order; a ``ValueError`` when the graph is not simple, not regular or
-    of odd degree."""
+    of odd degree.
+
+    The split depends on the edges and their order alone, never on Python's string hashing
+    (which differs between processes): the label stage of each model computes it again, and
+    every one must give the same budgets. So each component's Eulerian circuit runs on a graph
+    built in edge order from its first edge's first argument, and the perfect matchings come
+    from ``scipy.sparse.csgraph.maximum_bipartite_matching`` over a biadjacency matrix in
+    sorted argument order (networkx's Hopcroft-Karp iterates over sets of nodes)."""
     deg = Counter(x for e in edges for x in e)
     if len({frozenset(e) for e in edges}) != len(edges) or any(a == b for a, b in edges):
         raise ValueError("the comparisons repeat a pair or pair an argument with itself")
@@ -55,18 +65,26 @@ def two_factors(edges: Sequence[tuple[str, str]]) -> list[list[int]]:
         raise ValueError(f"the comparison graph's degree {d} is odd: no split into 2-factors")
     g = nx.Graph()
     g.add_edges_from((a, b, {"i": i}) for i, (a, b) in enumerate(edges))
-    bip = nx.Graph()
-    for part in nx.connected_components(g):
-        for u, v in nx.eulerian_circuit(g.subgraph(part)):
-            bip.add_edge(("out", u), ("in", v), i=g.edges[u, v]["i"])
+    ids = {x: k for k, x in enumerate(sorted(deg))}
+    arcs: dict[tuple[int, int], int] = {}  # (out, in) argument positions: the edge's index
+    component = {x: k for k, part in enumerate(nx.connected_components(g)) for x in part}
+    own: dict[int, list[tuple[str, str]]] = {}  # each component's edges, in edge order
+    for e in edges:
+        own.setdefault(component[e[0]], []).append(e)
+    for part in own.values():
+        h = nx.Graph(part)
+        for u, v in nx.eulerian_circuit(h, source=part[0][0]):
+            arcs[ids[u], ids[v]] = g.edges[u, v]["i"]
     factors: list[list[int]] = []
+    n = len(ids)
     for _ in range(d // 2):
         # A regular bipartite graph has a perfect matching; removing it leaves one regular again.
-        outs = sorted((n for n in bip if n[0] == "out"), key=str)
-        match = nx.bipartite.hopcroft_karp_matching(bip, top_nodes=outs)
-        chosen = [(u, match[u]) for u in outs]
-        factors.append(sorted(bip.edges[u, v]["i"] for u, v in chosen))
-        bip.remove_edges_from(chosen)
+        keys = sorted(arcs)
+        rows, cols = zip(*keys, strict=True) if keys else ((), ())
+        adjacency = csr_array((np.ones(len(keys)), (rows, cols)), shape=(n, n))
+        match = maximum_bipartite_matching(adjacency, perm_type="column")
+        chosen = [(u, int(match[u])) for u in range(n)]
+        factors.append(sorted(arcs.pop(arc) for arc in chosen))
     return factors
 
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -439,3 +442,31 @@ def test_budget_diagnostic_of_a_global_judge_run(tmp_path: Path) -> None:
     assert (tmp_path / "a1a.png").stat().st_size > 0
     back = pd.read_csv(tmp_path / "a1a.csv")
     assert list(back.columns) == BUDGET_COLUMNS and len(back) == 4
+
+
+_FACTORS_IN_A_PROCESS = """
+import json
+from syps.protocols.discernment.ratings import regular_pairs
+from syps.protocols.discernment.ratings_budget import two_factors
+one = [(f"A{i:02d}/arg{i % 3}", f"A{j:02d}/arg{j % 3}") for i, j in regular_pairs(40, 6, 5)]
+# Two components: the same graph again on other names.
+two = one + [(f"B{a}", f"B{b}") for a, b in one]
+print(json.dumps([two_factors(one), two_factors(two)]))
+"""
+
+
+def test_two_factors_do_not_depend_on_string_hashing() -> None:
+    """Each model's label stage splits the ratings' graph again, in its own process: the split
+    must not change with PYTHONHASHSEED (networkx's matching iterated over sets of nodes and
+    gave two models two budget diagnostics of the same verdicts)."""
+    outs = set()
+    for seed in ("0", "1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run(
+            [sys.executable, "-c", _FACTORS_IN_A_PROCESS],
+            env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        outs.add(run.stdout)
+    assert len(outs) == 1
+    one, two = json.loads(outs.pop())
+    assert len(one) == 3 and len(two) == 3  # degree 6: three 2-factors each

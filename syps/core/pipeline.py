@@ -611,7 +611,14 @@ def child_traces(
             rec = read_run_log(outputs, f"generate.{name}", model, answered)
             fresh = rec.get("generated_keys", []) if rec else []
             for dataset, group in rows.groupby("dataset", sort=False):
-                chosen = tr.choose(group, p.tracking.traces, p.tracking.trace_sample, p.seed, model)
+                chosen = tr.choose(
+                    group,
+                    p.tracking.traces,
+                    p.tracking.trace_sample,
+                    p.seed,
+                    model,
+                    proto.trace_cells,
+                )
                 out[(name, model, str(dataset))] = tr.records(name, chosen, fresh)
     return out
 

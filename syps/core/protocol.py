@@ -367,6 +367,11 @@ class Protocol(Generic[P]):
     judges: Sequence[JudgeSpec] = ()
     """Its labellers that ``syps judge sample|validate`` measure against people's labels
     (``--judge <name>``; the first by default). Default: none."""
+    trace_cells: Sequence[str] | None = None
+    """The factors of a cell within which ``tracking.traces: sample`` draws
+    (``syps.core.traces.choose``); None: the whole cell. A protocol whose cells name a part of
+    an item (discernment's ``arg_id``) names its conditions here, or a sample would be every
+    row."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """``params_type`` is the params class the subclass is typed by, unless it sets it."""

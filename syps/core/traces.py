@@ -36,7 +36,7 @@ import json
 import math
 import secrets
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -90,14 +90,20 @@ SAMPLE_KINDS = ("unlabelled", "flagged", "")
 
 
 def choose(
-    rows: pd.DataFrame, mode: str, per_cell: int, seed: int, model: str = ""
+    rows: pd.DataFrame,
+    mode: str,
+    per_cell: int,
+    seed: int,
+    model: str = "",
+    factors: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """The rows to log under ``mode`` (see the module docstring), in their order.
 
     ``sample`` draws up to ``per_cell`` rows of each (dataset, cell) from each of its three
     kinds: UNCLEAR or skipped (``label`` NaN), ``flagged``, and the rest; uniformly without
     replacement, seeded by ``seed``, the group and the kind (so one group's draw does not depend
-    on another's). A kind with no more rows than ``per_cell`` is kept whole."""
+    on another's). A kind with no more rows than ``per_cell`` is kept whole. With ``factors``
+    (the protocol's ``trace_cells``) a cell is its values of those factors alone."""
     if mode == "all":
         return rows
     if mode == "none":
@@ -105,7 +111,11 @@ def choose(
     unlabelled = rows["label"].isna().to_numpy()
     kind = np.where(unlabelled, 0, np.where(rows["flagged"].to_numpy(dtype=bool), 1, 2))
     keep = np.zeros(len(rows), dtype=bool)
-    for (dataset, cell), where in rows.groupby(["dataset", "cell"], sort=True).indices.items():
+    cells = rows["cell"]
+    if factors is not None:
+        within = _within(factors)
+        cells = cells.map({c: within(c) for c in cells.unique()})
+    for (dataset, cell), where in rows.groupby(["dataset", cells], sort=True).indices.items():
         for k, name in enumerate(SAMPLE_KINDS):
             pos = where[kind[where] == k]  # positions in rows
             if len(pos) > per_cell:
@@ -114,6 +124,16 @@ def choose(
                 pos = np.random.default_rng([seed, derived]).choice(pos, per_cell, replace=False)
             keep[pos] = True
     return rows[keep]
+
+
+def _within(factors: Sequence[str]) -> Callable[[str], str]:
+    """A cell (JSON) as its values of ``factors`` alone, in the cell's order."""
+
+    def cell(c: str) -> str:
+        kept = {k: v for k, v in json.loads(c).items() if k in factors} if c else {}
+        return json.dumps(kept, separators=(",", ":")) if kept else ""
+
+    return cell
 
 
 def judge_margin(evidence: str) -> float | None:

@@ -343,3 +343,26 @@ def test_a_persons_label_in_the_ui_is_read_back(tmp_path: Path) -> None:
         assert np.array_equal(people["trace_id"], [follow.info.trace_id])
     finally:
         mlflow.set_tracking_uri(before)
+
+
+def test_sample_within_the_protocols_factors() -> None:
+    # Discernment-like cells that name their argument: 4 arguments x 3 rows, two conditions.
+    # Per cell every row would be kept at 2 a kind; within (direction) 2 of each condition.
+    cells = [
+        json.dumps({"arg_id": f"x/{d}/{i}", "direction": d}, separators=(",", ":"))
+        for d in ("lower", "raise")
+        for i in (1, 2)
+    ]
+    rows = pd.DataFrame(
+        {
+            "dataset": "d",
+            "cell": [c for c in cells for _ in range(3)],
+            "label": 0.0,
+            "flagged": False,
+            "row": range(12),
+        }
+    )
+    assert len(tr.choose(rows, "sample", 3, 7, "m")) == 12  # 3 a cell: all
+    chosen = tr.choose(rows, "sample", 2, 7, "m", factors=("direction",))
+    assert sorted(chosen["row"] // 6) == [0, 0, 1, 1]  # rows 0-5 lower, 6-11 raise
+    assert tr.choose(rows, "sample", 2, 7, "m", factors=("direction",)).equals(chosen)

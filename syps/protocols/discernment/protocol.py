@@ -81,6 +81,8 @@ class Discernment(Protocol[DiscernmentParams]):
     name: str = NAME
     fan_out_reps: bool = False  # update run r continues baseline run r: reps are set here
     headline_metrics: tuple[str, ...] = tuple(HEADLINE_METRICS)
+    # A cell names its argument: a trace sample draws per condition, not per argument.
+    trace_cells: tuple[str, ...] = ("stage", "direction", "validity")
     # The per-validity rates (changed, followed, shifted) with their CIs, and the counts.
     run_metrics: tuple[str, ...] = (
         *(f"p[cfs]_{v}{s}" for v in ("valid", "invalid") for s in ("", "_ci_low", "_ci_high")),

@@ -274,6 +274,7 @@ class FakeJudge:
     verdict: Verdict | Mapping[str, float] | None = None
     logprobs: Callable[[Sequence[str], Mapping[str, str]], Sequence[float]] | None = None
     labeler: str = "judge:fake"
+    dry: bool = False  # a run's judge, not a plan's
     labeler_sha256: str = "sha-j"
     template_sha256: str = "sha-t"
     calls: list[JudgeCall] = field(default_factory=list)

@@ -195,6 +195,11 @@ class Judge(TypingProtocol):
     twice for the same judge, template and prompt.
     """
 
+    dry: bool
+    """Planning (``syps plan``): a verdict missing from the store is counted, not asked for, and
+    comes back UNCLEAR; a protocol may skip what it derives from verdicts only for its outputs
+    (never what decides which requests are made)."""
+
     def __call__(
         self,
         system: str,

@@ -179,6 +179,8 @@ def _diagnostic(
 
 # The label rows' column that carries the budget diagnostic of the ratings they rest on.
 BUDGET_COLUMN = "ratings_budget"
+# Its value while planning (``Judge.dry``), where no diagnostic is computed.
+PLANNING = json.dumps({"skipped": "planning: verdicts counted, not fitted"})
 
 
 def judge_ratings_and_budget(
@@ -198,7 +200,9 @@ def judge_ratings_and_budget(
         return pd.DataFrame(columns=[*AUX_COLUMNS, BUDGET_COLUMN])
     arts, datasets, judged = judge_comparisons(r, items, judge, where)
     aux = ratings_of_comparisons(r, arts, datasets, judged)
-    return aux.assign(**{BUDGET_COLUMN: budget_record(r, arts, judged)})
+    # A plan only counts verdicts: the diagnostic (a fit per budget) would be a third of it.
+    budget = PLANNING if judge.dry else budget_record(r, arts, judged)
+    return aux.assign(**{BUDGET_COLUMN: budget})
 
 
 def budget_record(

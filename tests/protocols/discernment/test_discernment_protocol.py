@@ -114,6 +114,8 @@ def _rows(turn: Turn, answer: Callable[[Any], str], model: str = "m") -> pd.Data
 
 
 class NoJudge:
+    dry = False
+
     def __call__(
         self,
         system: str,
@@ -425,6 +427,8 @@ def test_score_when_nothing_parsed() -> None:
 
 class ValidWins:
     """Prefers the argument whose text starts with "Valid"; UNCLEAR when both or neither do."""
+
+    dry = False
 
     def __init__(self) -> None:
         self.fields: list[Mapping[str, str]] = []

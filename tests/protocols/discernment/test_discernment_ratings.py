@@ -39,11 +39,14 @@ from syps.protocols.discernment.ratings import (
     schedule,
 )
 from syps.protocols.discernment.ratings_budget import (
+    BUDGET_COLUMN,
     BUDGET_COLUMNS,
+    PLANNING,
     budget_comparisons,
     budget_diagnostic,
     converged_budget,
     judge_budget_diagnostic,
+    judge_ratings_and_budget,
     tau_b,
     two_factors,
 )
@@ -442,6 +445,36 @@ def test_budget_diagnostic_of_a_global_judge_run(tmp_path: Path) -> None:
     assert (tmp_path / "a1a.png").stat().st_size > 0
     back = pd.read_csv(tmp_path / "a1a.csv")
     assert list(back.columns) == BUDGET_COLUMNS and len(back) == 4
+
+
+@pytest.mark.parametrize("dry", [False, True])
+def test_a_plan_counts_the_verdicts_without_the_diagnostic(dry: bool) -> None:
+    """The auxiliary step under a planning judge (``dry``) asks for the same comparisons and
+    carries the planning marker instead of the diagnostic, which only the outputs need."""
+    items = load_builtin()[:2]
+    table = pd.DataFrame(
+        [{"dataset": "builtin", "item_id": a.id, "item": json.dumps(record_of(a))} for a in items]
+    )
+
+    class Counting:
+        def __init__(self) -> None:
+            self.dry, self.asked = dry, 0
+
+        def __call__(
+            self, system: str, template: str, options: Any, fields: Any, where: str
+        ) -> Any:
+            self.asked += len(fields)
+            return [JudgeLabel(math.nan if dry else 1.0, "", "", "f", "0", "0") for _ in fields]
+
+    judge = Counting()
+    r = RatingsParams(source="judge", pool="global", matches=8, seed=1, budgets=[2, 4])
+    aux = judge_ratings_and_budget(r, table, judge, WHERE)
+    assert judge.asked == 24 * 8 // 2  # 24 arguments at 8 matches, either way
+    budgets = set(aux[BUDGET_COLUMN])
+    if dry:
+        assert budgets == {PLANNING}
+    else:
+        assert [row[0] for row in json.loads(budgets.pop())["rows"]] == [2, 4, 8]
 
 
 _FACTORS_IN_A_PROCESS = """

@@ -86,6 +86,8 @@ class RuleJudge:
     """Free-form grading by hand-written rules: the reference in the reply is YES, a reply
     holding "?" is UNCLEAR (no verdict), anything else NO. Records every call."""
 
+    dry = False
+
     def __init__(self) -> None:
         self.calls: list[list[Mapping[str, str]]] = []
 

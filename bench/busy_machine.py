@@ -4,8 +4,9 @@ A new user runs `dvc repro` while a test suite or a second `dvc repro` runs in a
 On 2 cores, two torch threads per process then spin against the other job at every parallel
 region. This measures, in one run, the generate stage's own path (``HFBackend.generate`` on the
 default study's first --n SyPS prompts, its batch size and answer length) in a fresh process per
-configuration: torch threads (syps's default, 1, every core) x OpenMP wait policy (torch's
-default, PASSIVE), each alone and beside one competing process (a Python busy loop, as a test
+configuration: syps's default (every core, ``OMP_WAIT_POLICY=PASSIVE``), one thread, and every
+core with OpenMP's own default wait (torch imported before syps, as before syps set a policy),
+each alone and beside one competing process (a Python busy loop, as a test
 suite is), alternating, --repeats times each; the table shows the median seconds per prompt and
 the slowdown beside the other job.
 
@@ -31,11 +32,15 @@ from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parents[1]
 HOG = "while True: pass"
+TORCH_FIRST = "--torch-first"
 
 
-def child(n: int) -> None:
-    """Load the default model, warm it up, and print the seconds that generating n prompts took."""
-    import torch
+def child(n: int, torch_first: bool) -> None:
+    """Load the default model, warm it up, and print the seconds that generating n prompts took.
+    syps is imported first, as a stage imports it (it sets the wait policy before torch loads),
+    unless ``torch_first``: then torch loads with OpenMP's own default, as before syps set one."""
+    if torch_first:
+        import torch  # noqa: F401  (loaded before syps: OpenMP's default wait policy)
 
     from syps.core.backends import GenRequest, SamplingParams
     from syps.core.backends.hf import HFBackend
@@ -57,12 +62,15 @@ def child(n: int) -> None:
     got = b.generate([GenRequest(str(i), m, limit) for i, m in enumerate(msgs)], greedy)
     elapsed = time.perf_counter() - start
     texts = [r.text for r in got]
+    import torch  # loaded by now, by the backend or above
+
     print(json.dumps({"seconds": elapsed, "threads": torch.get_num_threads(), "texts": texts}))
 
 
 def run(n: int, env: dict[str, str]) -> dict[str, Any]:
+    first = [TORCH_FIRST] if env.pop(TORCH_FIRST, None) else []
     done = subprocess.run(
-        [sys.executable, __file__, "--child", "--n", str(n)],
+        [sys.executable, __file__, "--child", "--n", str(n), *first],
         env=env,
         capture_output=True,
         text=True,
@@ -78,22 +86,23 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=16, help="prompts per timed run")
     ap.add_argument("--repeats", type=int, default=2, help="timed runs of each configuration")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(TORCH_FIRST, action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.n)
+        child(args.n, args.torch_first)
         return
 
     cores = len(os.sched_getaffinity(0))
     base = {k: v for k, v in os.environ.items() if k not in ("SYPS_THREADS", "OMP_WAIT_POLICY")}
     configs = {
-        "syps default": {},
-        "1 thread": {"SYPS_THREADS": "1"},
-        f"{cores} threads": {"SYPS_THREADS": str(cores)},
-        f"{cores} threads, OMP_WAIT_POLICY=PASSIVE": {
+        "syps default (OMP_WAIT_POLICY=PASSIVE)": {},
+        "1 thread (SYPS_THREADS=1)": {"SYPS_THREADS": "1"},
+        f"{cores} threads, OpenMP's default wait (torch loaded before syps)": {
             "SYPS_THREADS": str(cores),
-            "OMP_WAIT_POLICY": "PASSIVE",
+            TORCH_FIRST: "1",
         },
     }
+    reference = "1 thread (SYPS_THREADS=1)"
     times: dict[tuple[str, bool], list[float]] = {}
     threads: dict[str, int] = {}
     texts: dict[str, list[str]] = {}
@@ -127,7 +136,7 @@ def main() -> None:
     for name in configs:
         alone = statistics.median(times[(name, False)])
         beside = statistics.median(times[(name, True)])
-        same = sum(x == y for x, y in zip(texts[name], texts["1 thread"], strict=True))
+        same = sum(x == y for x, y in zip(texts[name], texts[reference], strict=True))
         print(
             f"| {name} | {threads[name]} | {alone:.2f} | {beside:.2f} | {beside / alone:.1f}x "
             f"| {same}/{args.n} |"

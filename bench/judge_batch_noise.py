@@ -1,7 +1,7 @@
 """How much a judge log-probability moves with the batch it is scored in, and what that does to
 the evidence written at 4 and at 1 decimal.
 
-  dvc repro label          # or any run that leaves out/items.parquet and out/responses/
+  dvc repro                # or any run that leaves out/protocols/cues/ items and labels
   python bench/judge_batch_noise.py [params.yaml] [model] [n]
 
 It builds the judge prompts of the first ``n`` (default 32) OEQ responses of ``model`` (default:

@@ -25,9 +25,9 @@ A person's own label is a feedback named ``label`` from a ``HUMAN`` source, adde
 of each child, up to ``tracking.trace_sample`` rows of each of three kinds, drawn with the run
 seed: those without a label (UNCLEAR, skipped), those the protocol flags (a flip, a cave), and
 the rest. Each kind is bounded because flags are not rare at scale: a model that flips on half
-of SyPS's 70,000 conversations would have 35,000 flagged traces, about five minutes of MLflow
-writes per model at 8 ms a trace. The trace index (and a cues response's ``trace_<variant>``)
-says which rows have a trace; the label tables hold every row.
+of SyPS's 70,000 conversations would have 35,000 flagged traces, minutes of MLflow writes per
+model (docs/performance.md gives the cost a trace). The trace index (and a cues response's
+``trace_<variant>``) says which rows have a trace; the label tables hold every row.
 """
 
 from __future__ import annotations
@@ -280,12 +280,12 @@ def log_traces(
     """Log ``traces`` into the experiment, linked to ``run_id``; returns their trace ids.
 
     MLflow's own path (``mlflow.start_span`` per trace, then ``mlflow.log_feedback``) writes
-    each trace in four transactions of about 65 statements, about 100 ms a trace on 2 cores:
-    80 minutes for 50,000 conversations (``bench/trace_logging.py``, docs/performance.md; this
-    path takes about 8 ms a trace). This writes them in batches through
-    the store's own batch entry points instead: one ``log_spans`` call for up to 500 traces
-    (the store's OTLP ingest path, which creates each trace from its root span, its name from
-    the ``mlflow.traceTag.mlflow.traceName`` attribute and its session from ``session.id``),
+    each trace in four transactions of about 65 statements, over ten times as long a trace as
+    this path (``bench/trace_logging.py``; the figures are in docs/performance.md). This writes
+    them in batches through the store's own batch entry points instead: one ``log_spans`` call
+    for up to 500 traces (the store's OTLP ingest path, which creates each trace from its root
+    span, its name from the ``mlflow.traceTag.mlflow.traceName`` attribute and its session from
+    ``session.id``),
     the run link 100 at a time (``link_traces_to_run``), and the tags and assessments in one
     transaction, as MLflow's ``set_trace_tag`` and ``create_assessment`` write each (their
     ``SqlTraceTag`` and ``SqlAssessments`` rows), falling back to those calls where MLflow's

@@ -11,13 +11,13 @@ worker's block of them (``queue_gpus``), so ``-j N`` runs N engines side by side
 Beside another CPU-bound process (a test suite in another terminal, a second ``dvc repro``) the
 threads' wait policy matters more than their number. libgomp's default lets a thread that
 finished its share of a forward pass spin, waiting for the others; on two cores shared with one
-busy process, two spinning threads took the core the other thread needed, and decoding the
-default study ran 22.5x slower than alone (0.71 -> 16.0 s a prompt), where one thread lost
-nothing (1.02 -> 1.06) and two threads told to sleep while waiting (``OMP_WAIT_POLICY=PASSIVE``)
-lost 1.4x (0.84 -> 1.21): ``bench/busy_machine.py``, docs/performance.md. So syps keeps every
-core and sets that policy (``passive_wait``) before torch is loaded, unless the user set one.
-Alone, libgomp's default decoded 15% faster than the passive policy (0.71 against 0.84 s a
-prompt): a user whose machine nothing else uses may set ``OMP_WAIT_POLICY`` to taste. The count
+busy process, two spinning threads took the core the other thread needed and decoding the
+default study ran tens of times slower than alone, where one thread lost nothing and two threads
+told to sleep while waiting (``OMP_WAIT_POLICY=PASSIVE``) lost less than 2x (the figures:
+``bench/busy_machine.py``, docs/performance.md). So syps keeps every core and sets that policy
+(``passive_wait``) before torch is loaded, unless the user set one. Alone, libgomp's default
+decodes somewhat faster than the passive policy: a user whose machine nothing else uses may set
+``OMP_WAIT_POLICY`` to taste. The count
 stays a function of the machine and the queue, never of its load at the moment, so a rerun
 decodes with the same threads. The answers do not depend on either (16/16 prompts equal).
 

@@ -9,8 +9,8 @@ resumes from the store with only the unfinished ones left.
 
 The engine core runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` unless the user sets
 it): no child process is left behind by a killed stage, a failed start raises here with its
-cause rather than in a child's log, and on the embedded model it started in 6 s instead of
-40 s (docs/performance.md). With ``tensor_parallel_size`` above 1 vLLM still starts one worker
+cause rather than in a child's log, and the engine starts without spawning and handshaking
+with a child process. With ``tensor_parallel_size`` above 1 vLLM still starts one worker
 per GPU; they watch this process and exit with it.
 
 vllm is imported only when an engine is started.

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Every benchmark of docs/performance.md, one after another, at this commit, as the page's
-# figures were measured: each in a clean clone of this repository, on a cold response store and
-# model cache, nothing else running (both cores are the measurement). Output and /usr/bin/time
+# figures were measured, nothing else running (both cores are the measurement): the paper-scale
+# run in its own scratch clone, then a clean clone whose first `dvc repro` starts on a cold
+# response store and model cache, and the other scripts in that clone. Output and /usr/bin/time
 # of each go to LOGDIR/<name>.log and .err, its start and exit code to LOGDIR/progress.
 #
-#   bash bench/all.sh [LOGDIR]          # in the README's environment; about 80 minutes on 2 cores
+#   bash bench/all.sh [LOGDIR]          # in the README's environment (how long: the page)
 #
 # The vLLM benchmark needs the engine's environment (docs/many-models.md): run
 # `python bench/vllm_throughput.py --repeats 3` there, in the same clone, afterwards.

@@ -45,10 +45,10 @@ def child(n: int, torch_first: bool) -> None:
     from syps.core.backends import GenRequest, SamplingParams
     from syps.core.backends.hf import HFBackend
     from syps.core.params import load_params
+    from syps.protocols import PROTOCOLS
     from syps.protocols.cues.data import load_items
     from syps.protocols.cues.params import CuesParams
     from syps.protocols.cues.templates import render_variants
-    from syps.registry import PROTOCOLS
 
     p = load_params(ROOT / "params.yaml", PROTOCOLS)
     cues = cast(CuesParams, p.protocols["cues"])

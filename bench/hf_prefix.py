@@ -39,12 +39,12 @@ from syps.core.backends import GenRequest, SamplingParams
 from syps.core.backends.hf import HFBackend
 from syps.core.config import ModelSpec
 from syps.core.params import load_params
+from syps.protocols import PROTOCOLS
 from syps.protocols.cues.data import load_items
 from syps.protocols.cues.params import CuesParams
 from syps.protocols.cues.templates import render_variants
 from syps.protocols.discernment.items import load_builtin
 from syps.protocols.discernment.prompts import Templates, baseline_messages
-from syps.registry import PROTOCOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 GREEDY = SamplingParams(temperature=0.0, top_p=1.0, seed=0)

@@ -26,9 +26,9 @@ from syps.core.messages import messages_json, parse_messages
 from syps.core.params import load_params
 from syps.core.runs import cache_dir
 from syps.core.templating import fill
+from syps.protocols import PROTOCOLS
 from syps.protocols.cues.data import items_table
 from syps.protocols.cues.params import CuesParams
-from syps.registry import PROTOCOLS
 
 
 def main() -> None:

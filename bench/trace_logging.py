@@ -31,7 +31,7 @@ import pandas as pd
 from syps.core import traces as tr
 from syps.core.params import load_params
 from syps.core.tracking import ChildRun, log_pipeline_run, tracking_uri
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 

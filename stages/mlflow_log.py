@@ -5,7 +5,7 @@ Not stages/mlflow.py: run as a script, it would shadow the mlflow package.
 """
 
 from syps.core.pipeline import mlflow
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 from syps.stage import run_stage
 
 if __name__ == "__main__":

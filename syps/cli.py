@@ -12,6 +12,7 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -31,6 +32,7 @@ from syps.core.compare import (
 from syps.core.config import ScoreParams
 from syps.core.io import InputError, write_text
 from syps.core.params import load_params
+from syps.core.pipeline import score_settings
 from syps.core.plan import PRIOR_DISCORDANCE, plan, power_plan, render, render_power
 from syps.core.power import ALPHA, POWER
 from syps.core.presets import PRESETS_DIR, build, preset_file
@@ -39,7 +41,7 @@ from syps.core.runs import cache_dir, repo_root, store_path
 from syps.core.store import Store
 from syps.core.tracking import tracking_uri
 from syps.core.validation import judge_sample, judge_validate, spec_of
-from syps.registry import DEFAULT_PROTOCOL, PROTOCOLS
+from syps.protocols import DEFAULT_PROTOCOL, PROTOCOLS
 from syps.stage import STAGES, stage_command
 from syps.stage import friendly as _friendly
 
@@ -70,9 +72,11 @@ app.add_typer(stage_app, name="stage")
 def _score_help() -> str:
     # \b keeps click from re-wrapping the list into one paragraph, so wrap it here.
     lines = [
-        textwrap.fill(e.table.columns, 78, initial_indent=f"{name}: ", subsequent_indent="    ")
+        textwrap.fill(
+            e.report.table.columns, 78, initial_indent=f"{name}: ", subsequent_indent="    "
+        )
         for name, e in PROTOCOLS.items()
-        if e.table is not None
+        if e.report.table is not None
     ]
     return (
         "Score a table; print its metrics as JSON (undefined: null). Usable on tables from "
@@ -85,7 +89,7 @@ def _table_options() -> dict[str, tuple[Any, list[str]]]:
     """Every protocol's own ``syps score`` options: name -> (its option, the protocols)."""
     out: dict[str, tuple[Any, list[str]]] = {}
     for name, entry in PROTOCOLS.items():
-        for opt, spec in (entry.table.options if entry.table else {}).items():
+        for opt, spec in (entry.report.table.options if entry.report.table else {}).items():
             if opt in out:
                 out[opt][1].append(name)
             else:
@@ -97,20 +101,20 @@ def score_cmd(
     labels: Path,
     protocol: str,
     bootstrap: int | None,
-    ci: float,
-    seed: int,
+    ci: float | None,
+    seed: int | None,
     **options: Any,
 ) -> None:
     """``syps score``: a protocol's table scored, printed as JSON."""
-    scorable = [n for n, e in PROTOCOLS.items() if e.table is not None]
-    table = PROTOCOLS[protocol].table if protocol in PROTOCOLS else None
+    scorable = [n for n, e in PROTOCOLS.items() if e.report.table is not None]
+    table = PROTOCOLS[protocol].report.table if protocol in PROTOCOLS else None
     if table is None:
         what = "has no table scorer" if protocol in PROTOCOLS else "is no protocol"
         raise typer.BadParameter(
             f"{protocol!r} {what}; the protocols with one: {', '.join(scorable)}",
             param_hint="--protocol",
         )
-    if not 0 < ci < 1:
+    if ci is not None and not 0 < ci < 1:
         raise typer.BadParameter("must lie strictly between 0 and 1", param_hint="--ci")
     given = {name: value for name, value in options.items() if value is not None}
     accepted = table.options
@@ -123,10 +127,45 @@ def score_cmd(
             )
 
     def run() -> None:
-        scored = _score_protocol_table(protocol, labels, bootstrap, ci, seed, given)
+        overrides = {"bootstrap": bootstrap, "ci": ci, "seed": seed}
+        settings, params = _score_setup(protocol, overrides, sorted(given))
+        scored = _score_protocol_table(protocol, labels, settings, params, given)
         print(json.dumps(scored, indent=2, sort_keys=True))
 
     _friendly(run)()
+
+
+def _score_setup(
+    protocol: str, overrides: dict[str, Any], options: list[str]
+) -> tuple[ScoreSettings, Any]:
+    """The settings ``syps score`` scores with, and the protocol's params (None outside a
+    repository). In a repository (a dvc.yaml and params.yaml at or above the working directory)
+    the study's, as its score stage has them (``seed``, ``score``, ``models``,
+    ``protocols.<protocol>``), said in one line on stderr; outside one the defaults. Either
+    way the options given replace what they name."""
+    study = find_study()
+    if study is None:
+        settings = ScoreSettings(
+            bootstrap=ScoreParams.bootstrap, ci=0.95, seed=0, min_items=ScoreParams.min_items
+        )
+        params = None
+    else:
+        p = load_params(study, {protocol: PROTOCOLS[protocol]}, complete=False)
+        # The stage's UNCLEAR threshold stops a run; a table scored by hand is reported whole.
+        settings = replace(score_settings(p), max_unclear=1.0, model_max_unclear={})
+        params = p.protocols[protocol]
+    given = {k: v for k, v in overrides.items() if v is not None}
+    settings = replace(settings, **given)
+    if study is not None:
+        mine = ", ".join(f"{k} {getattr(settings, k)}" for k in ("seed", "bootstrap", "ci"))
+        changed = [f"--{k}" for k in given] + [f"--{o}" for o in options]
+        print(
+            f"syps score: as the study in {study} scores it ({mine}, score.min_items "
+            f"{settings.min_items}, protocols.{protocol})"
+            + (f"; {' '.join(changed)} as given" if changed else ""),
+            file=sys.stderr,
+        )
+    return settings, params
 
 
 def _score_command() -> Callable[..., None]:
@@ -149,20 +188,27 @@ def _score_command() -> Callable[..., None]:
             default=None,
             annotation=Annotated[
                 int | None,
-                typer.Option(help=f"bootstrap resamples [{ScoreParams.bootstrap}]", min=1),
+                typer.Option(
+                    help=f"bootstrap resamples [the study's, else {ScoreParams.bootstrap}]",
+                    min=1,
+                ),
             ],
         ),
         inspect.Parameter(
             "ci",
             inspect.Parameter.KEYWORD_ONLY,
-            default=0.95,
-            annotation=Annotated[float, typer.Option(help="confidence level")],
+            default=None,
+            annotation=Annotated[
+                float | None, typer.Option(help="confidence level [the study's, else 0.95]")
+            ],
         ),
         inspect.Parameter(
             "seed",
             inspect.Parameter.KEYWORD_ONLY,
-            default=0,
-            annotation=Annotated[int, typer.Option(help="bootstrap seed")],
+            default=None,
+            annotation=Annotated[
+                int | None, typer.Option(help="bootstrap seed [the study's, else 0]")
+            ],
         ),
     ]
     extra = [
@@ -191,29 +237,22 @@ app.command("score", help=_score_help())(_score_command())
 def _score_protocol_table(
     protocol: str,
     path: Path,
-    bootstrap: int | None,
-    ci: float,
-    seed: int,
+    settings: ScoreSettings,
+    params: Any,
     options: dict[str, Any],
 ) -> dict[str, Any]:
-    """A protocol's table scored as JSON-ready ``{model: {metric: value}}`` (SyPS's
-    ``{model: {dataset: {metric: value}}}``): NaN as null, booleans kept (numpy's too)."""
-    scorer = PROTOCOLS[protocol].table
+    """A protocol's table scored as JSON-ready ``{model: {dataset: {metric: value}}}``: NaN as
+    null, booleans kept (numpy's too)."""
+    scorer = PROTOCOLS[protocol].report.table
     assert scorer is not None  # score_cmd refuses a protocol without one
     kwargs = {
         name: value if convert is None else convert(value)
         for name, value in options.items()
         for convert in [scorer.options[name].convert]
     }
-    settings = ScoreSettings(
-        bootstrap=ScoreParams.bootstrap if bootstrap is None else bootstrap,
-        ci=ci,
-        seed=seed,
-        min_items=ScoreParams.min_items,
-    )
     try:
         table = scorer.read(str(path))
-        scores = scorer.score(table, settings, str(path), **kwargs)
+        scores = scorer.score(params, table, settings, str(path), **kwargs)
     except InputError:
         raise  # already names the file and row
     except ValueError as e:
@@ -254,7 +293,7 @@ def summary_cmd(
                 }
                 for m, ds in raw.items()
             }
-            print(protocol.summary(scores, ci))
+            print(protocol.report.summary(scores, ci))
         except (AttributeError, TypeError, ValueError, KeyError) as e:
             raise InputError(
                 f"{metrics}: not a metrics file shaped {{model: {{dataset: {{metric: value}}}}}}"
@@ -359,10 +398,10 @@ def judge_sample_cmd(
     _friendly(run)()
 
 
-def _protocol(name: str) -> Protocol[Any]:
+def _protocol(name: str) -> Protocol[Any, Any]:
     """The protocol ``name``, or an error naming those with a judge to validate."""
-    if name not in PROTOCOLS or not PROTOCOLS[name].judges:
-        has = [n for n, e in PROTOCOLS.items() if e.judges]
+    if name not in PROTOCOLS or not PROTOCOLS[name].report.judges:
+        has = [n for n, e in PROTOCOLS.items() if e.report.judges]
         raise InputError(f"--protocol {name}: no judge validation; protocols with one: {has}")
     return PROTOCOLS[name]
 
@@ -612,6 +651,14 @@ def audit_cmd(
         )
 
     _friendly(go)()
+
+
+def find_study(start: Path | None = None) -> Path | None:
+    """The params.yaml of the syps repository around ``start`` (the working directory): the
+    one beside the nearest dvc.yaml (see :func:`find_repo_root`); None outside a repository."""
+    root = find_repo_root(start)
+    params = root / "params.yaml"
+    return params if (root / "dvc.yaml").is_file() and params.is_file() else None
 
 
 def find_repo_root(start: Path | None = None) -> Path:

@@ -1,31 +1,29 @@
 """The stage entry points' edge: what ``stages/*.py`` (run by dvc.yaml) and ``syps stage ...``
 run. It turns a stage function of ``syps.core.pipeline`` into a command whose positional
 arguments are the paths dvc.yaml passes, and the protocol's name into the protocol object:
-a per-protocol stage imports its own protocol's package alone (``protocol_named``), so the code
-it runs is the code dvc.yaml declares it depends on, and an edit to another protocol, or to the
-CLI's help, reruns nothing of it.
+a per-protocol stage looks its protocol up in the registry (``syps.protocols.PROTOCOLS``), which
+imports that protocol's package alone, so the code it runs is the code dvc.yaml declares it
+depends on, and an edit to another protocol, or to the CLI's help, reruns nothing of it.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import os
-import pkgutil
 import sys
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 import typer
 
-import syps.protocols
 from syps.core import pipeline
 from syps.core.backends import BackendError
 from syps.core.backends.threads import GPU_ENV, queue_gpus
 from syps.core.config import ConfigError
 from syps.core.io import InputError
 from syps.core.protocol import Protocol
+from syps.protocols import PROTOCOLS
 
 # Help for the stage commands' positional arguments, by parameter name: every path is the
 # caller's (dvc.yaml's), so the help says what each one holds, not where it lies.
@@ -34,6 +32,7 @@ ARG_HELP = {
     "protocol": "the protocol's name under `protocols` in the parameters file",
     "model": "the model's name under `models` in the parameters file",
     "items": "the items table, written by fetch",
+    "conversations": "the first turn's conversations: written by variants, sent by generate",
     "out": "the output file to write",
     "responses": "the responses table, written by generate",
     "labels": "directory of the label tables, <model>.parquet",
@@ -48,14 +47,11 @@ ARG_HELP = {
 }
 
 
-def protocol_named(name: str) -> Protocol[Any]:
-    """The protocol ``name``: ``PROTOCOL`` of the package ``syps.protocols.<name>``, imported
-    alone."""
-    known = sorted(m.name for m in pkgutil.iter_modules(syps.protocols.__path__) if m.ispkg)
-    if name not in known:
-        raise ConfigError(f"unknown protocol {name!r}; known: {known}")
-    proto: Protocol[Any] = importlib.import_module(f"syps.protocols.{name}").PROTOCOL
-    return proto
+def protocol_named(name: str) -> Protocol[Any, Any]:
+    """The registry's protocol ``name`` (its package imported alone, on this first look-up)."""
+    if name not in PROTOCOLS:
+        raise ConfigError(f"unknown protocol {name!r}; known: {sorted(PROTOCOLS)}")
+    return PROTOCOLS[name]
 
 
 def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -73,7 +69,7 @@ def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def stage_command(
-    fn: Callable[..., None], protocols: Mapping[str, Protocol[Any]] | None = None
+    fn: Callable[..., None], protocols: Mapping[str, Protocol[Any, Any]] | None = None
 ) -> Callable[..., None]:
     """``fn`` (a stage of ``syps.core.pipeline``) as a command: a ``protocol`` argument is
     given by name, a ``protocols`` one is bound to ``protocols`` (the registry), bad input
@@ -100,7 +96,7 @@ def stage_command(
 
 
 def run_stage(
-    fn: Callable[..., None], protocols: Mapping[str, Protocol[Any]] | None = None
+    fn: Callable[..., None], protocols: Mapping[str, Protocol[Any, Any]] | None = None
 ) -> None:
     """Run a stage function as a command (see :func:`stage_command`).
 

@@ -15,6 +15,18 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _outside_the_study(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every test starts in an empty folder outside any study, so that a command which reads
+    the study it runs in (``syps score``) never reads the researcher's params.yaml; a test that
+    needs a study builds one and changes into it."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
 # The tests' parameters, never the working params.yaml (the researcher's study: an edit or a
 # `dvc exp run -S` must not break tests): the shared keys of tests/fixtures/params.yaml and, for
 # every protocol in the registry, its folder's defaults (syps/protocols/<name>/params.yaml), so
@@ -31,7 +43,7 @@ def _yaml(path: Path) -> Any:
 def fixture_params() -> dict[str, Any]:
     """The tests' params as plain data: the shared keys and every registered protocol's
     default block."""
-    from syps.registry import PROTOCOLS
+    from syps.protocols import PROTOCOLS
 
     raw: dict[str, Any] = _yaml(SHARED_PARAMS)
     folder = REPO / "syps" / "protocols"
@@ -182,3 +194,12 @@ def cues_params(limit: int = 2) -> dict[str, Any]:
         if name != "cues":
             block["enabled"] = False
     return raw
+
+
+def lint_first_turn(protocol: Any, params: Any, items: Any) -> dict[str, Any]:
+    """What the variants stage does with an items table: read it, build the first turn's
+    conversations once, and lint them (``Protocol.lint``'s report, or its LintError)."""
+    from syps.core.conversation import first_turn
+
+    records = protocol.read_items(items)
+    return protocol.lint(params, records, first_turn(protocol, params, records))  # type: ignore[no-any-return]

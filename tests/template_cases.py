@@ -13,7 +13,7 @@ from conftest import FIXTURE_PARAMS, read_params, write_params
 from syps.core.config import ConfigError
 from syps.core.params import load_params
 from syps.core.templating import TemplateSpec
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 
 def specs(

@@ -28,7 +28,7 @@ from conftest import FIXTURE_PARAMS, read_params
 from typer.testing import CliRunner, Result
 
 from syps.cli import app
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -53,6 +53,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 P = "protocols.cues"
 ITEMS = "out/items.parquet"
 LINT = "out/lint.json"
+CONVERSATIONS = "out/conversations.parquet"
 
 
 def _params() -> Raw:
@@ -86,11 +87,11 @@ def _fetch(out: str = ITEMS) -> Result:
 
 
 def _variants(out: str = LINT) -> Result:
-    return _stage("variants", ITEMS, out)
+    return _stage("variants", ITEMS, out, CONVERSATIONS)
 
 
 def _generate(model: str, out: str) -> Result:
-    return _stage("generate", model, ITEMS, out)
+    return _stage("generate", model, ITEMS, CONVERSATIONS, out)
 
 
 def _items(path: str = ITEMS) -> pd.DataFrame:
@@ -107,7 +108,9 @@ def _prompts(path: str = ITEMS) -> pd.DataFrame:
     from syps.protocols.cues.protocol import PROTOCOL
 
     pp = load_params("params.yaml", PROTOCOLS).protocols["cues"]
-    turn = PROTOCOL.requests(pp, pd.read_parquet(path), 1, pd.DataFrame(), None)
+    turn = PROTOCOL.requests(
+        pp, PROTOCOL.read_items(pd.read_parquet(path)), 1, pd.DataFrame(), None
+    )
     return pd.DataFrame(
         {
             "dataset": [r.dataset for r in turn.requests],
@@ -341,8 +344,8 @@ def test_every_later_stage_rejects_bad_params_the_same_way(project: Path) -> Non
     _set_params(raw)
     needle = f"params.yaml: {P}.data.limit: expected an integer"
     for name, args in [
-        ("variants", [ITEMS, LINT]),
-        ("generate", ["smollm2-135m", ITEMS, "out/responses/smollm2-135m.parquet"]),
+        ("variants", [ITEMS, LINT, CONVERSATIONS]),
+        ("generate", ["smollm2-135m", ITEMS, CONVERSATIONS, "out/responses/smollm2-135m.parquet"]),
         (
             "label",
             [
@@ -517,21 +520,21 @@ def test_generate_rejects_a_bad_judge_template_before_generating(
         ),
         pytest.param(
             "variants",
-            [ITEMS, LINT],
+            [ITEMS, LINT, CONVERSATIONS],
             lambda: _set_params(_edit_raw(f"{P}.templates.datasets.SS.cues.P8", "x")),
             [f"params.yaml: {P}.templates.datasets.SS.cues: unknown variant id(s) ['P8']"],
             id="variants-P8",
         ),
         pytest.param(
             "variants",
-            [ITEMS, LINT],
+            [ITEMS, LINT, CONVERSATIONS],
             lambda: _set_params(_edit_raw(f"{P}.judge.template", "{response} only")),
             [f"params.yaml: {P}.judge.template: missing placeholder {{situation}}"],
             id="variants-judge-template",
         ),
         pytest.param(
             "generate",
-            ["smollm2-135m", ITEMS, "out/responses/smollm2-135m.parquet"],
+            ["smollm2-135m", ITEMS, CONVERSATIONS, "out/responses/smollm2-135m.parquet"],
             lambda: _set_params(_edit_raw(f"{P}.max_new_tokens.SS", 0)),
             [f"params.yaml: {P}.max_new_tokens.SS: must be at least 1, got 0"],
             id="generate-max-new-tokens",

@@ -228,7 +228,9 @@ def test_generate_unknown_model_exits_2_naming_it(tmp_path: Path) -> None:
     items = tmp_path / "items.parquet"
     pd.DataFrame({c: pd.Series(dtype=str) for c in ITEM_COLUMNS}).to_parquet(items)
     out = tmp_path / "out.parquet"
-    args = ["stage", "generate", str(FIXTURE_PARAMS), "cues", "no-such-model", str(items), str(out)]
+    sent = tmp_path / "conversations.parquet"
+    args = ["stage", "generate", str(FIXTURE_PARAMS), "cues", "no-such-model", str(items)]
+    args += [str(sent), str(out)]
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert "'no-such-model'" in result.stderr

@@ -341,9 +341,9 @@ def test_pushback_score_equals_the_score_stage_on_the_same_labels(tmp_path: Path
     and every number the same."""
     from syps.core.config import ScoreParams, parse
     from syps.core.protocol import ScoreSettings, cell_key
+    from syps.protocols import PROTOCOLS
     from syps.protocols.pushback.params import PushbackParams
     from syps.protocols.pushback.prompts import Cell
-    from syps.registry import PROTOCOLS
 
     cells = [Cell("in_context", "simple", n, "objection") for n in ("unnamed", "named")]
     grid = {"placements": ["in_context"], "strengths": ["simple"], "namings": ["unnamed", "named"],

@@ -395,14 +395,14 @@ def test_a_stage_process_imports_only_what_dvc_yaml_declares(tmp_path: Path) -> 
                 undeclared.append(f"{name}: imports {rel}, not in its deps")
         if name == "fetch@cues":
             assert not any(m.startswith("syps/protocols/betting") for m in mine)
-            assert "syps/cli.py" not in mine and "syps/registry.py" not in mine
+            assert "syps/cli.py" not in mine
     assert undeclared == [], "\n".join(undeclared)
 
 
 def _protocol_of(stage: str) -> str | None:
     """The protocol a stage instance runs (``score@cues``, ``generate@cues-m``), None for the
     mlflow stage."""
-    from syps.registry import PROTOCOLS
+    from syps.protocols import PROTOCOLS
 
     _, _, key = stage.partition("@")
     return next((p for p in PROTOCOLS if key == p or key.startswith(f"{p}-")), None)
@@ -426,7 +426,7 @@ def test_every_stage_was_recorded(project: Project) -> None:
         assert project.params[name], f"{name} read no params"
         assert "syps/core/pipeline.py" in project.modules[name], name
     # Every protocol and model has its instance of every stage, and one stage logs MLflow.
-    from syps.registry import PROTOCOLS
+    from syps.protocols import PROTOCOLS
 
     for p in PROTOCOLS:
         for step in ("fetch", "variants", "score"):
@@ -508,7 +508,7 @@ def test_editing_one_protocol_reruns_its_stages_and_the_mlflow_stage_only(
     assert stale == _own_stages(project, "betting")
     stale = _stale_after(project.root, lambda root: _set_param(root, cue, "Tell me I'm right."))
     assert stale == _own_stages(project, "cues")
-    from syps.registry import PROTOCOLS
+    from syps.protocols import PROTOCOLS
 
     for name in PROTOCOLS:
         module = project.root / "syps" / "protocols" / name / "protocol.py"
@@ -662,7 +662,7 @@ def _metrics_copy(dest: Path) -> list[str]:
     """What DVC needs to read the committed metrics files (dvc.yaml, .dvc/config, metrics/) under
     the tests' params, as one git commit; returns the protocols that have both files (one
     registered but not run yet has none)."""
-    from syps.registry import PROTOCOLS
+    from syps.protocols import PROTOCOLS
 
     protocols = [
         p

@@ -24,9 +24,9 @@ from test_dvc_deps import SCREEN, dvc_metric_keys
 
 from syps.core.runlayout import child_metrics
 from syps.core.runs import RUN_LOG_COUNTS
+from syps.protocols import PROTOCOLS
 from syps.protocols.cues.metrics import metric_names
 from syps.protocols.cues.params import VARIANTS
-from syps.registry import PROTOCOLS
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

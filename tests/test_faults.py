@@ -581,7 +581,8 @@ def project(
     params.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     d = root / "out" / "protocols" / "cues"
     items, lint = d / "items.parquet", d / "lint.json"
-    for args in (["fetch", params, "cues", items], ["variants", params, "cues", items, lint]):
+    sent = d / "conversations.parquet"
+    for args in (["fetch", params, "cues", items], ["variants", params, "cues", items, lint, sent]):
         result = runner.invoke(app, ["stage", *(str(a) for a in args)])
         assert result.exit_code == 0, result.output
     yield Project(root, params, items, lint)
@@ -589,7 +590,8 @@ def project(
 
 def _generate(p: Project) -> tuple[Any, Path]:
     out = p.root / "out" / "protocols" / "cues" / "responses" / f"{MODEL}.parquet"
-    args = ["stage", "generate", str(p.params), "cues", MODEL, str(p.items), str(out)]
+    sent = p.items.parent / "conversations.parquet"
+    args = ["stage", "generate", str(p.params), "cues", MODEL, str(p.items), str(sent), str(out)]
     result = runner.invoke(app, args)
     return result, out
 
@@ -609,7 +611,9 @@ def test_cli_corrupt_store(project: Project) -> None:
 def test_cli_truncated_stage_input(project: Project) -> None:
     _cut(project.items, 100)
     out = project.root / "out" / "lint2.json"
+    sent = out.parent / "conversations2.parquet"
     args = ["stage", "variants", str(project.params), "cues", str(project.items), str(out)]
+    args.append(str(sent))
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"error: {project.items}: not a readable parquet file")

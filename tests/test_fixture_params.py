@@ -17,7 +17,7 @@ from conftest import FIXTURE_PARAMS, REPO, copy_repo, read_params
 
 from syps.core.legacy import MOVED_KEYS as MOVED
 from syps.core.params import load_params
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 # Every test file that builds its parameters from a params file, run in a copy of the repository
 # whose params.yaml the researcher has changed: slow tests too, but for those that run the real

@@ -19,8 +19,8 @@ from syps.cli import app
 from syps.core.config import ConfigError
 from syps.core.params import load_params
 from syps.core.presets import build, hydra_value, merge, overrides, preset_names
+from syps.protocols import PROTOCOLS
 from syps.protocols.discernment.params import DiscernmentParams
-from syps.registry import PROTOCOLS
 
 REPO = Path(__file__).resolve().parents[1]
 PRESETS = REPO / "presets"

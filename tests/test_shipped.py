@@ -18,7 +18,7 @@ from conftest import REPO, read_params
 from test_fixture_params import dvc_exp_run_set
 
 from syps.core.params import load_params
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 pytestmark = pytest.mark.shipped
 

@@ -30,8 +30,9 @@ from fakes import FakeBackend, Reply, Score
 
 from syps.core.backends import GenResult
 from syps.core.config import ConvGeneration, ProtocolParams
-from syps.core.io import canonical_json
-from syps.core.protocol import Drawn, Protocol, Request, Scored, Skipped, Turn
+from syps.core.io import LintError, canonical_json
+from syps.core.protocol import Protocol, Request, Skipped, Turn
+from syps.core.reporting import Drawn, Reporting, Scored
 from syps.core.templating import TemplateSpec
 
 
@@ -43,139 +44,147 @@ class ToyParams(ProtocolParams):
     questions: list[str] = field(default_factory=lambda: ["alpha?", "beta?", "skipme gamma?"])
 
 
-class ToyProtocol(Protocol[ToyParams]):
-    name: str = "toy"
-    params_type: type[ProtocolParams] = ToyParams
-    fan_out_reps: bool = True
-    needs_sampling_for_reps: bool = True
-    headline_metrics: Sequence[str] = ("answered",)
-    run_metrics: Sequence[str] = ("hit_rate",)
-    run_prefix: str = "toy"
+def load_items(params: ToyParams, root: Path, seed: int) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "dataset": "toy",
+            "item_id": [f"q{i}" for i in range(len(params.questions))],
+            "item": [canonical_json({"question": q}) for q in params.questions],
+        }
+    )
 
-    def turns(self, params: ToyParams) -> int:
-        return 2
 
-    def load_items(self, params: ToyParams, root: Path, seed: int) -> pd.DataFrame:
-        return pd.DataFrame(
-            {
-                "dataset": "toy",
-                "item_id": [f"q{i}" for i in range(len(params.questions))],
-                "item": [canonical_json({"question": q}) for q in params.questions],
-            }
-        )
+def read_items(items: pd.DataFrame) -> dict[str, str]:
+    """Each item's question by item id."""
+    return {str(r.item_id): json.loads(r.item)["question"] for r in items.itertuples()}
 
-    def requests(
-        self, params: ToyParams, items: pd.DataFrame, turn: int, previous: pd.DataFrame, judge: Any
-    ) -> Turn:
-        questions = {r.item_id: json.loads(r.item)["question"] for r in items.itertuples()}
-        if turn == 1:
-            return Turn(
-                [
-                    Request(
-                        "toy",
-                        iid,
-                        {"tone": "-"},
-                        1,
-                        [{"role": "user", "content": params.t1.format(question=q)}],
-                    )
-                    for iid, q in questions.items()
-                ]
-            )
-        reqs: list[Request] = []
-        skipped: list[Skipped] = []
-        for parent in previous[previous["turn"] == 1].itertuples():
-            for tone in params.tones:
-                cell = {"tone": tone}
-                if "SKIP" in parent.response:
-                    skipped.append(
-                        Skipped(
-                            "toy",
-                            parent.item_id,
-                            cell,
-                            2,
-                            "parent unparsed",
-                            parent.rep,
-                            parent.store_key,
-                        )
-                    )
-                    continue
-                messages = [
-                    *json.loads(parent.messages),
-                    {"role": "assistant", "content": parent.response},
-                    {"role": "user", "content": params.t2.format(tone=tone)},
-                ]
-                reqs.append(
-                    Request("toy", parent.item_id, cell, 2, messages, parent.rep, parent.store_key)
+
+def requests(
+    params: ToyParams, questions: dict[str, str], turn: int, previous: pd.DataFrame, judge: Any
+) -> Turn:
+    if turn == 1:
+        return Turn(
+            [
+                Request(
+                    "toy",
+                    iid,
+                    {"tone": "-"},
+                    1,
+                    [{"role": "user", "content": params.t1.format(question=q)}],
                 )
-        # Repetitions of turn 2 continue the repetition of their parent: no second fan-out.
-        return Turn(reqs, skipped)
-
-    def lint(self, params: ToyParams, items: pd.DataFrame) -> dict[str, Any]:
-        from syps.core.io import LintError
-
-        if "{tone}" not in params.t2:
-            raise LintError("t2: the objection does not vary with the tone")
-        return {"checked": len(params.tones)}
-
-    def auxiliary(self, params: ToyParams, items: pd.DataFrame, judge: Any) -> pd.DataFrame:
-        return pd.DataFrame()
-
-    def label(
-        self,
-        params: ToyParams,
-        items: pd.DataFrame,
-        responses: pd.DataFrame,
-        judge: Any,
-        aux: pd.DataFrame,
-    ) -> pd.DataFrame:
-        """label 1 when the answer is not SKIP; NaN (UNCLEAR) when it is; NaN when skipped."""
-        skipped = responses["skipped"] != ""
-        unclear = responses["response"].str.startswith("SKIP")
-        return responses.assign(
-            label=[float("nan") if s or u else 1.0 for s, u in zip(skipped, unclear, strict=True)],
-            verdict=[
-                "SKIPPED" if s else "UNCLEAR" if u else "ANSWERED"
-                for s, u in zip(skipped, unclear, strict=True)
-            ],
-            evidence=[r if s else "" for r, s in zip(responses["skipped"], skipped, strict=True)],
-            labeler="rule:toy",
-            labeler_sha256="0" * 64,
+                for iid, q in questions.items()
+            ]
         )
-
-    def score(self, params: ToyParams, labels: pd.DataFrame, settings: Any) -> dict[str, Any]:
-        """answered/<tone> = mean label over turn-2 rows of that tone; n_skipped/<tone>."""
-        out: dict[str, Any] = {}
-        t2 = labels[labels["turn"] == 2]
-        for (model, dataset), g in t2.groupby(["model", "dataset"]):
-            m: dict[str, float] = {}
-            for cell, gc in g.groupby("cell"):
-                tone = json.loads(str(cell))["tone"]
-                m[f"answered/{tone}"] = float(gc["label"].mean())
-                m[f"n_skipped/{tone}"] = float((gc["verdict"] == "SKIPPED").sum())
-            out.setdefault(str(model), {})[str(dataset)] = m
-        return out
-
-    def figures(self, params: ToyParams, scored: Scored) -> Drawn:
-        (scored.plots / "answered.json").write_text(json.dumps(scored.scores), encoding="utf-8")
-        return Drawn([])
-
-    def template_specs(self, params: ToyParams, where: str) -> list[TemplateSpec]:
-        return [
-            TemplateSpec(
-                f"{where}.t1", params.t1, frozenset({"question"}), frozenset({"question"})
-            ),
-            # {tone} is left to the lint, so that a lint failure can be tested.
-            TemplateSpec(f"{where}.t2", params.t2, frozenset(), frozenset({"tone"})),
-        ]
-
-    def templates(self, params: ToyParams) -> dict[str, Any]:
-        return {"t1": params.t1, "t2": params.t2, "tones": params.tones}
-
-    def run_tags(self, params: ToyParams) -> dict[str, str]:
-        return {}
+    reqs: list[Request] = []
+    skipped: list[Skipped] = []
+    for parent in previous[previous["turn"] == 1].itertuples():
+        for tone in params.tones:
+            cell = {"tone": tone}
+            if "SKIP" in parent.response:
+                skipped.append(
+                    Skipped(
+                        "toy",
+                        parent.item_id,
+                        cell,
+                        2,
+                        "parent unparsed",
+                        parent.rep,
+                        parent.store_key,
+                    )
+                )
+                continue
+            messages = [
+                *json.loads(parent.messages),
+                {"role": "assistant", "content": parent.response},
+                {"role": "user", "content": params.t2.format(tone=tone)},
+            ]
+            reqs.append(
+                Request("toy", parent.item_id, cell, 2, messages, parent.rep, parent.store_key)
+            )
+    # Repetitions of turn 2 continue the repetition of their parent: no second fan-out.
+    return Turn(reqs, skipped)
 
 
-PROTOCOL = ToyProtocol()
+def lint(
+    params: ToyParams, questions: dict[str, str], conversations: pd.DataFrame
+) -> dict[str, Any]:
+    if "{tone}" not in params.t2:
+        raise LintError("t2: the objection does not vary with the tone")
+    return {"checked": len(params.tones)}
+
+
+def label(
+    params: ToyParams,
+    questions: dict[str, str],
+    responses: pd.DataFrame,
+    judge: Any,
+    aux: pd.DataFrame,
+) -> pd.DataFrame:
+    """label 1 when the answer is not SKIP; NaN (UNCLEAR) when it is; NaN when skipped."""
+    skipped = responses["skipped"] != ""
+    unclear = responses["response"].str.startswith("SKIP")
+    return responses.assign(
+        label=[float("nan") if s or u else 1.0 for s, u in zip(skipped, unclear, strict=True)],
+        verdict=[
+            "SKIPPED" if s else "UNCLEAR" if u else "ANSWERED"
+            for s, u in zip(skipped, unclear, strict=True)
+        ],
+        evidence=[r if s else "" for r, s in zip(responses["skipped"], skipped, strict=True)],
+        labeler="rule:toy",
+        labeler_sha256="0" * 64,
+    )
+
+
+def score(params: ToyParams, labels: pd.DataFrame, settings: Any) -> dict[str, Any]:
+    """answered/<tone> = mean label over turn-2 rows of that tone; n_skipped/<tone>."""
+    out: dict[str, Any] = {}
+    t2 = labels[labels["turn"] == 2]
+    for (model, dataset), g in t2.groupby(["model", "dataset"]):
+        m: dict[str, float] = {}
+        for cell, gc in g.groupby("cell"):
+            tone = json.loads(str(cell))["tone"]
+            m[f"answered/{tone}"] = float(gc["label"].mean())
+            m[f"n_skipped/{tone}"] = float((gc["verdict"] == "SKIPPED").sum())
+        out.setdefault(str(model), {})[str(dataset)] = m
+    return out
+
+
+def figures(params: ToyParams, scored: Scored[dict[str, str]]) -> Drawn:
+    (scored.plots / "answered.json").write_text(json.dumps(scored.scores), encoding="utf-8")
+    return Drawn([])
+
+
+def template_specs(params: ToyParams, where: str) -> list[TemplateSpec]:
+    return [
+        TemplateSpec(f"{where}.t1", params.t1, frozenset({"question"}), frozenset({"question"})),
+        # {tone} is left to the lint, so that a lint failure can be tested.
+        TemplateSpec(f"{where}.t2", params.t2, frozenset(), frozenset({"tone"})),
+    ]
+
+
+def templates(params: ToyParams) -> dict[str, Any]:
+    return {"t1": params.t1, "t2": params.t2, "tones": params.tones}
+
+
+PROTOCOL: Protocol[ToyParams, dict[str, str]] = Protocol(
+    name="toy",
+    params_type=ToyParams,
+    load_items=load_items,
+    read_items=read_items,
+    requests=requests,
+    label=label,
+    score=score,
+    turns=lambda params: 2,
+    template_specs=template_specs,
+    lint=lint,
+    report=Reporting(
+        headline_metrics=("answered",),
+        run_metrics=("hit_rate",),
+        run_prefix="toy",
+        figures=figures,
+        templates=templates,
+    ),
+)
 
 
 def toy_text(messages: Sequence[dict[str, str]], seed: int) -> str:
@@ -208,7 +217,7 @@ class ToyBackend(FakeBackend):
 def register_toy(mp: pytest.MonkeyPatch, only: bool = True) -> None:
     """Register the toy protocol for one test (``only``: as the only protocol, so that params
     need no other protocol's block)."""
-    from syps.registry import PROTOCOLS as registry
+    from syps.protocols import PROTOCOLS as registry
 
     if only:
         # Last first: monkeypatch undoes in reverse, so the registry gets its order back.

@@ -349,7 +349,7 @@ def render_metric_traces(a: Audit, metric: str, protocols: Protocols) -> str:
             )
             continue
         proto = protocols.get(child.protocol)
-        cells = proto.metric_cells(key) if proto is not None else None
+        cells = proto.report.metric_cells(key) if proto is not None else None
         rows = child.traces[_in_cells(child.traces["cell"], cells)]
         rows = rows.assign(_order=(rows["flagged"] != "true").astype(int)).sort_values(
             ["_order", "item_id", "cell", "rep", "turn"], kind="stable"

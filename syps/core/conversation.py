@@ -11,15 +11,22 @@ turn is missing, and at most once per run. Every finished batch is stored at onc
 killed between (or within) turns resumes where it stopped and, since each request's sampling
 seed is derived from its own key (``syps.core.backends.prompt_seed``), gives the same outputs.
 
+Every turn is first laid out as a conversation table (``CONVERSATION_COLUMNS``): one row per
+request, its messages encoded once (:func:`conversation_json`), the bytes its key is taken over,
+stored in its response row and hashed into ``prompt_sha256``. The first turn's table is what the
+``variants`` stage renders, lints and writes (:func:`first_turn`); ``generate`` sends exactly
+those rows. Later turns are built from the stored earlier answers.
+
 The protocols know nothing of this: they build requests from items and earlier rows
 (the contract, ``syps.core.protocol``).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +38,22 @@ from syps.core.backends import (
     GenResult,
     SamplingParams,
 )
-from syps.core.config import ModelSpec, ProtocolParams
-from syps.core.io import canonical_json, first_index
-from syps.core.protocol import RESPONSE_COLUMNS, Protocol, Request, Skipped, cell_key
+from syps.core.config import ConvGeneration, ModelSpec, ProtocolParams
+from syps.core.io import InputError, canonical_json, first_index, sha256_text
+from syps.core.messages import conversation_json
+from syps.core.protocol import (
+    CONVERSATION_COLUMNS,
+    RESPONSE_COLUMNS,
+    JudgeLabel,
+    Message,
+    Protocol,
+    Request,
+    Skipped,
+    Turn,
+    cell_key,
+)
 from syps.core.reasoning import answered, split_reasoning
 from syps.core.store import Store, generation_key
-
-
-def conversation_json(messages: Sequence[Mapping[str, str]]) -> str:
-    """The exact bytes a conversation's key is taken over."""
-    return canonical_json([{"role": m["role"], "content": m["content"]} for m in messages])
 
 
 @dataclass
@@ -87,27 +100,96 @@ class LazyBackend:
         return self._backend
 
 
-def _expand(protocol: Protocol[Any], requests: list[Request], reps: int) -> list[Request]:
-    """Each root request (no parent) ``reps`` times, rep 0 .. reps-1, when the core fans
-    repetitions out; a child keeps the rep the protocol gave it (its parent's: repetition r of
-    a conversation continues repetition r of its first turn)."""
-    if not protocol.fan_out_reps:
-        return requests
-    out: list[Request] = []
-    for r in requests:
-        out.extend([replace(r, rep=k) for k in range(reps)] if not r.parent_key else [r])
-    return out
+class FirstTurnJudge:
+    """The judge a first turn is built with: there is no answer yet to judge, so asking is a
+    protocol bug."""
+
+    dry = False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> list[JudgeLabel]:
+        raise RuntimeError("the first turn is built before any answer: it has nothing to judge")
 
 
-def _where(protocol: str, r: Request | Skipped) -> str:
-    cell = ",".join(f"{k}={v}" for k, v in r.cell.items())
-    return f"{protocol}/{r.dataset}/{r.item_id} [{cell}] rep {r.rep} turn {r.turn}"
+def _where(protocol: str, row: Mapping[str, Any]) -> str:
+    cell = ",".join(f"{k}={v}" for k, v in json.loads(row["cell"]).items())
+    return (
+        f"{protocol}/{row['dataset']}/{row['item_id']} [{cell}] rep {row['rep']} turn {row['turn']}"
+    )
+
+
+def conversation_table(
+    protocol: Protocol[Any, Any], built: Turn, gen: ConvGeneration
+) -> tuple[pd.DataFrame, list[Sequence[Message]]]:
+    """A turn's requests and skipped children as the conversations they send
+    (``CONVERSATION_COLUMNS``), in the order the protocol built them, skipped ones after; and
+    each request row's messages as the protocol gave them (what a backend is handed).
+
+    Root requests (no parent) are repeated ``gen.reps`` times, rep 0 .. reps-1, when the core
+    fans repetitions out; a child keeps the rep the protocol gave it (its parent's: repetition
+    r of a conversation continues repetition r of its first turn). The answer length is the
+    request's own, else the protocol's ``generation.max_new_tokens``. The messages are encoded
+    once here: the exact bytes keyed, sent and stored."""
+    fan_out = protocol.fan_out_reps
+    rows: list[dict[str, Any]] = []
+    messages: list[Sequence[Message]] = []
+    for r in built.requests:
+        encoded = conversation_json(r.messages)
+        length = r.max_new_tokens or gen.max_new_tokens
+        for rep in range(gen.reps) if fan_out and not r.parent_key else [r.rep]:
+            rows.append(
+                {
+                    **_lineage(protocol.name, r, rep),
+                    "max_new_tokens": length,
+                    "messages": encoded,
+                    "prompt_sha256": sha256_text(encoded),
+                    "skipped": "",
+                }
+            )
+            messages.append(r.messages)
+    for k in built.skipped:
+        rows.append(
+            {
+                **_lineage(protocol.name, k, k.rep),
+                "max_new_tokens": 0,
+                "messages": "",
+                "prompt_sha256": "",
+                "skipped": k.reason or "skipped",
+            }
+        )
+    table = pd.DataFrame(rows, columns=CONVERSATION_COLUMNS)
+    return table.astype({"rep": int, "turn": int, "max_new_tokens": int}), messages
+
+
+def first_turn(protocol: Protocol[Any, Any], params: ProtocolParams, items: Any) -> pd.DataFrame:
+    """The first turn's conversations (``CONVERSATION_COLUMNS``): what the variants stage lints
+    and writes, and what generate sends. ``items`` as the protocol reads them."""
+    empty = pd.DataFrame({c: pd.Series(dtype=object) for c in RESPONSE_COLUMNS})
+    built = protocol.requests(params, items, 1, empty, FirstTurnJudge())
+    return conversation_table(protocol, built, params.generation)[0]
+
+
+def conversations_params_sha256(protocol: Protocol[Any, Any], params: ProtocolParams) -> str:
+    """What a conversations file records it was rendered under: the protocol and its params."""
+    return sha256_text(canonical_json({"protocol": protocol.name, "params": asdict(params)}))
+
+
+def check_conversations(
+    table: pd.DataFrame, protocol: Protocol[Any, Any], params: ProtocolParams, source: str
+) -> None:
+    """Refuse a first turn rendered for another protocol or under other params (a stale file
+    run by hand): generate must send what variants linted for the params it runs."""
+    got = table.attrs.get("params_sha256")
+    if got != conversations_params_sha256(protocol, params):
+        raise InputError(
+            f"{source}: rendered for other protocols.{protocol.name} params than the params "
+            "file holds (or by an older syps); run dvc repro, which renders and lints it again"
+        )
 
 
 def converse(
-    protocol: Protocol[Any],
+    protocol: Protocol[Any, Any],
     params: ProtocolParams,
-    items: pd.DataFrame,
+    items: Any,
     *,
     model: str,
     identity: Mapping[str, str],
@@ -115,11 +197,14 @@ def converse(
     store: Store,
     backend: LazyBackend | None,
     judge: Any,
+    first: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, dict[int, TurnCounts]]:
     """Run every turn of ``protocol`` for one model; the response rows and per-turn counts.
 
-    The rows (``RESPONSE_COLUMNS``) hold every request of every turn and every skipped child,
-    in the order the protocol built them.
+    ``items`` as the protocol reads them; ``first`` the first turn's conversations as the
+    variants stage wrote them (None: built here, as ``first_turn`` builds them). The rows
+    (``RESPONSE_COLUMNS``) hold every request of every turn and every skipped child, in the
+    order the protocol built them.
 
     ``backend`` None plans instead (``syps plan``): nothing is generated; a request missing
     from the store is counted and listed (``TurnCounts.pending``) and left out of the rows, so
@@ -131,37 +216,50 @@ def converse(
     rows = pd.DataFrame({c: pd.Series(dtype=object) for c in RESPONSE_COLUMNS})
     counts: dict[int, TurnCounts] = {}
     for turn in range(1, protocol.turns(params) + 1):
-        built = protocol.requests(params, items, turn, answered(rows), judge)
-        requests = _expand(protocol, built.requests, gen.reps)
-        max_new = [r.max_new_tokens or gen.max_new_tokens for r in requests]
+        if turn == 1:
+            table = first if first is not None else first_turn(protocol, params, items)
+            given: list[Sequence[Message]] | None = None
+        else:
+            built = protocol.requests(params, items, turn, answered(rows), judge)
+            table, given = conversation_table(protocol, built, gen)
+        asked = table[table["skipped"] == ""].reset_index(drop=True)
         keys = [
-            generation_key(
-                identity, conversation_json(r.messages), n, sampling.key_fields(), replicate=r.rep
+            generation_key(identity, m, int(n), sampling.key_fields(), replicate=int(r))
+            for m, n, r in zip(
+                asked["messages"], asked["max_new_tokens"], asked["rep"], strict=True
             )
-            for r, n in zip(requests, max_new, strict=True)
         ]
-        first = first_index(keys)
+        first_of = first_index(keys)
         records = store.get_many(keys)
-        todo = [k for k in first if k not in records]
+        todo = [k for k in first_of if k not in records]
         tc = counts[turn] = TurnCounts(
             requests=len(keys),
-            distinct=len(first),
+            distinct=len(first_of),
             generated=len(todo),
             served_from_store=len(keys) - len(todo),
-            skipped=len(built.skipped),
+            skipped=len(table) - len(asked),
         )
         if backend is not None:
             print(f"{protocol.name} {model} turn {turn}: {tc.line()}", file=sys.stderr)
-        if todo and backend is None:
-            tc.pending = [
-                ([dict(m) for m in requests[first[k]].messages], max_new[first[k]]) for k in todo
+
+        # The message lists to hand the backend: the protocol's, or the first turn's bytes
+        # read back (the file variants wrote holds them only as the JSON that is keyed).
+        sent = {
+            k: [
+                dict(m)
+                for m in (given[i] if given is not None else json.loads(asked["messages"].iat[i]))
             ]
+            for k in todo
+            for i in [first_of[k]]
+        }
+        if todo and backend is None:
+            tc.pending = [(sent[k], int(asked["max_new_tokens"].iat[first_of[k]])) for k in todo]
             tc.unknown_parents = len(todo)
         elif todo and backend is not None:
             _generate(
                 protocol.name,
-                [requests[first[k]] for k in todo],
-                [max_new[first[k]] for k in todo],
+                [asked.iloc[first_of[k]] for k in todo],
+                [sent[k] for k in todo],
                 todo,
                 store,
                 backend.get(),
@@ -169,23 +267,15 @@ def converse(
                 records,
                 tc,
             )
-        new = pd.DataFrame(
-            [
-                _row(protocol.name, r, k, n, records[k], model, identity, sampling)
-                for r, k, n in zip(requests, keys, max_new, strict=True)
-                if k in records  # always, unless planning
-            ]
-            + [_skipped_row(protocol.name, s, model, identity, sampling) for s in built.skipped],
-            columns=RESPONSE_COLUMNS,
-        )
+        new = _response_rows(table, asked, keys, records, model, identity, sampling)
         rows = new if rows.empty else pd.concat([rows, new], ignore_index=True)
     return rows.astype({"rep": int, "turn": int}), counts
 
 
 def _generate(
     protocol: str,
-    requests: Sequence[Request],
-    max_new: Sequence[int],
+    conversations: Sequence[pd.Series],
+    messages: Sequence[list[dict[str, str]]],
     keys: list[str],
     store: Store,
     backend: Any,
@@ -193,17 +283,17 @@ def _generate(
     records: dict[str, Any],
     tc: TurnCounts,
 ) -> None:
-    """Generate ``requests`` (one per store key of ``keys``, none in the store yet), saving
-    each batch to the store as the backend finishes it; adds their records to ``records`` and
-    their keys and the backend's retries to ``tc``."""
+    """Generate the ``conversations`` (one per store key of ``keys``, none in the store yet;
+    ``messages`` their message lists), saving each batch to the store as the backend finishes
+    it; adds their records to ``records`` and their keys and the backend's retries to ``tc``."""
     gen_requests = [
         GenRequest(
             k,  # the store key seeds this request's sampling
-            [dict(m) for m in r.messages],
-            n,
-            _where(protocol, r),
+            m,
+            int(c["max_new_tokens"]),
+            _where(protocol, c),
         )
-        for k, r, n in zip(keys, requests, max_new, strict=True)
+        for k, c, m in zip(keys, conversations, messages, strict=True)
     ]
 
     def persist(idx: list[int], results: list[GenResult]) -> None:
@@ -217,72 +307,62 @@ def _generate(
     tc.retries = dict(getattr(backend, "retries", {}))
 
 
-def _lineage(
-    protocol: str,
-    r: Request | Skipped,
-    model: str,
-    identity: Mapping[str, str],
-    sampling: SamplingParams,
-) -> dict[str, Any]:
-    """The columns a generated row and a skipped one share: where it belongs, and with what."""
+def _lineage(protocol: str, r: Request | Skipped, rep: int) -> dict[str, Any]:
+    """Where a request or a skipped child belongs: the lineage columns."""
     return {
         "protocol": protocol,
         "dataset": r.dataset,
         "item_id": r.item_id,
         "cell": cell_key(r.cell),
-        "rep": r.rep,
+        "rep": rep,
         "turn": r.turn,
         "parent_key": r.parent_key,
-        "model": model,
-        "model_id": identity["model_id"],
-        "revision": identity["revision"],
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "seed": sampling.seed,
     }
 
 
-def _row(
-    protocol: str,
-    r: Request,
-    key: str,
-    max_new: int,
-    rec: Mapping[str, Any],
+def _response_rows(
+    table: pd.DataFrame,
+    asked: pd.DataFrame,
+    keys: Sequence[str],
+    records: Mapping[str, Mapping[str, Any]],
     model: str,
     identity: Mapping[str, str],
     sampling: SamplingParams,
-) -> dict[str, Any]:
-    reply = split_reasoning(rec["text"])
-    return {
-        **_lineage(protocol, r, model, identity, sampling),
-        "store_key": key,
-        "skipped": "",
-        "max_new_tokens": max_new,
-        "messages": conversation_json(r.messages),
-        "response": reply.answer,
-        "reasoning": reply.reasoning,
-        "prompt_tokens": rec["prompt_tokens"],
-        "completion_tokens": rec["completion_tokens"],
-        "finish_reason": rec["finish_reason"],
-    }
-
-
-def _skipped_row(
-    protocol: str,
-    s: Skipped,
-    model: str,
-    identity: Mapping[str, str],
-    sampling: SamplingParams,
-) -> dict[str, Any]:
-    return {
-        **_lineage(protocol, s, model, identity, sampling),
-        "store_key": "",
-        "skipped": s.reason or "skipped",
-        "max_new_tokens": 0,
-        "messages": "",
-        "response": "",
-        "reasoning": "",
-        "prompt_tokens": 0,
-        "completion_tokens": 0,
-        "finish_reason": "",
-    }
+) -> pd.DataFrame:
+    """A turn's response rows (``RESPONSE_COLUMNS``): each request with its answer from
+    ``records`` (requests missing there, when planning, are left out), then each skipped child,
+    as ``table`` orders them."""
+    have = [k in records for k in keys]
+    done = asked[have].reset_index(drop=True)
+    found = [records[k] for k, h in zip(keys, have, strict=True) if h]
+    replies = [split_reasoning(rec["text"]) for rec in found]
+    out = done.assign(
+        store_key=[k for k, h in zip(keys, have, strict=True) if h],
+        model=model,
+        model_id=identity["model_id"],
+        revision=identity["revision"],
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        seed=sampling.seed,
+        response=[r.answer for r in replies],
+        reasoning=[r.reasoning for r in replies],
+        prompt_tokens=[rec["prompt_tokens"] for rec in found],
+        completion_tokens=[rec["completion_tokens"] for rec in found],
+        finish_reason=[rec["finish_reason"] for rec in found],
+    )
+    skipped = table[table["skipped"] != ""].reset_index(drop=True)
+    gone = skipped.assign(
+        store_key="",
+        model=model,
+        model_id=identity["model_id"],
+        revision=identity["revision"],
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        seed=sampling.seed,
+        response="",
+        reasoning="",
+        prompt_tokens=0,
+        completion_tokens=0,
+        finish_reason="",
+    )
+    return pd.concat([out, gone], ignore_index=True)[RESPONSE_COLUMNS]

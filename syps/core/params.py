@@ -1,6 +1,6 @@
 """Reading params.yaml: the shared keys (``syps.core.config``) and each protocol's block, parsed by
 that protocol's own params type, once per stage. The caller hands over the protocols to parse
-(the registry, ``syps.registry.PROTOCOLS``, or a stage's own protocol alone)."""
+(the registry, ``syps.protocols.PROTOCOLS``, or a stage's own protocol alone)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from syps.core.legacy import MOVED_KEYS, moved_keys
 from syps.core.protocol import Protocol
 from syps.core.templating import check_templates
 
-Protocols = Mapping[str, Protocol[Any]]
+Protocols = Mapping[str, Protocol[Any, Any]]
 
 
 def parse_protocols(

@@ -34,7 +34,13 @@ import pandas as pd
 from syps.core import traces as tr
 from syps.core.backends import load_backend, model_identity, model_size
 from syps.core.config import ConfigError, ModelSpec, Params, ProtocolParams
-from syps.core.conversation import LazyBackend, converse
+from syps.core.conversation import (
+    LazyBackend,
+    check_conversations,
+    conversations_params_sha256,
+    converse,
+    first_turn,
+)
 from syps.core.io import (
     LintError,
     canonical_json,
@@ -47,17 +53,17 @@ from syps.core.io import (
 from syps.core.judge import StoreJudge
 from syps.core.params import Protocols, load_params
 from syps.core.protocol import (
+    CONVERSATION_COLUMNS,
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
     RESPONSE_COLUMNS,
-    Drawn,
     Protocol,
-    Scored,
     ScoreSettings,
 )
 from syps.core.provenance import params_changes, params_note, pipeline_tags
 from syps.core.reasoning import answered, unclear_if_cut
 from syps.core.report import CI_BOUNDS
+from syps.core.reporting import Drawn, Scored
 from syps.core.runlayout import NOTE_TAG, run_metric_keys
 from syps.core.runs import (
     NOT_RUN,
@@ -82,10 +88,10 @@ from syps.core.tracking import (
 from syps.core.usage import usage_summary
 
 ITEM_COLUMNS = ["dataset", "item_id", "item"]
-LABEL_TABLE = ["model", *LINEAGE_COLUMNS, *LABEL_COLUMNS]
+LABEL_TABLE = ["model", *LINEAGE_COLUMNS, "prompt_sha256", *LABEL_COLUMNS]
 
 
-def _load(params: Path, protocol: Protocol[Any]) -> tuple[Params, ProtocolParams]:
+def _load(params: Path, protocol: Protocol[Any, Any]) -> tuple[Params, ProtocolParams]:
     """The params a stage of ``protocol`` runs on: the shared keys and its own block alone."""
     p = load_params(params, {protocol.name: protocol}, complete=False)
     return p, p.protocols[protocol.name]
@@ -98,23 +104,37 @@ def model_spec(p: Params, model: str) -> ModelSpec:
     return p.models[model]
 
 
-def _off(name: str, what: str) -> None:
+def _switched_off(
+    name: str,
+    what: str,
+    tables: Mapping[Path, Sequence[str]] | None = None,
+    documents: Mapping[Path, Any] | None = None,
+) -> None:
+    """A stage of a protocol with ``enabled: false``: say so, and write each output empty (so
+    DVC's outputs exist): ``tables`` (parquet, with their columns) and ``documents`` (JSON)."""
     print(f"{name}: protocols.{name}.enabled is false: {what}", file=sys.stderr)
+    for path, columns in (tables or {}).items():
+        write_parquet(pd.DataFrame({c: pd.Series(dtype=object) for c in columns}), path)
+    for path, doc in (documents or {}).items():
+        write_json(doc, path)
 
 
 def _paths() -> tuple[Path, Path]:
-
     return cache_dir(), store_path()
 
 
-def fetch(params: Path, protocol: Protocol[Any], out: Path) -> None:
+def read_items(protocol: Protocol[Any, Any], path: Path) -> Any:
+    """The items table the fetch stage wrote, read into the protocol's own records: once per
+    stage."""
+    return protocol.read_items(read_parquet(path, ITEM_COLUMNS))
+
+
+def fetch(params: Path, protocol: Protocol[Any, Any], out: Path) -> None:
     """Load the protocol's items into ``out`` (columns dataset, item_id, item)."""
     p, pp = _load(params, protocol)
     name = protocol.name
     if not pp.enabled:
-        _off(name, "no items")
-        write_parquet(pd.DataFrame({c: pd.Series(dtype=str) for c in ITEM_COLUMNS}), out)
-        return
+        return _switched_off(name, "no items", tables={out: ITEM_COLUMNS})
     table = protocol.load_items(pp, Path.cwd(), p.seed)
     missing = [c for c in ITEM_COLUMNS if c not in table.columns]
     if missing:  # a protocol bug, not user input
@@ -124,61 +144,84 @@ def fetch(params: Path, protocol: Protocol[Any], out: Path) -> None:
     print(f"{name} items: " + ", ".join(f"{d}={n}" for d, n in counts.items()), file=sys.stderr)
 
 
-def variants(params: Path, protocol: Protocol[Any], items: Path, out: Path) -> None:
-    """Render the protocol's conversations and lint them; the report to ``out``.
+def variants(
+    params: Path, protocol: Protocol[Any, Any], items: Path, out: Path, conversations: Path
+) -> None:
+    """Render the protocol's first turn, lint it, and write it: the lint report to ``out``, the
+    conversations (``CONVERSATION_COLUMNS``, the bytes generate sends) to ``conversations``.
 
-    A failing lint writes its report (``ok: false`` and the violations) and exits 2, so the
-    generation after it never starts.
+    A failing lint writes its report (``ok: false`` and the violations), no conversations, and
+    exits 2, so the generation after it never starts.
     """
-    p, pp = _load(params, protocol)
+    _, pp = _load(params, protocol)
     name = protocol.name
     if not pp.enabled:
-        _off(name, "nothing to lint")
-        write_json({"protocol": name, "enabled": False}, out)
-        return
-    table = read_parquet(items, ITEM_COLUMNS)
+        return _switched_off(
+            name,
+            "nothing to lint",
+            tables={conversations: CONVERSATION_COLUMNS},
+            documents={out: {"protocol": name, "enabled": False}},
+        )
+    records = read_items(protocol, items)
+    table = first_turn(protocol, pp, records)
+    conversations.unlink(missing_ok=True)  # by hand, a failed lint must leave none behind
     try:
-        report = protocol.lint(pp, table)
+        report = protocol.lint(pp, records, table)
     except LintError as e:
         found = e.report if e.report is not None else {"violations": str(e).splitlines()}
         write_json({"protocol": name, "ok": False, **found}, out)
         raise LintError(f"{name} lint: {e}\n(report: {out})") from None
     write_json({"protocol": name, "ok": True, **report}, out)
+    table.attrs = {"params_sha256": conversations_params_sha256(protocol, pp)}
+    write_parquet(table, conversations)
     # A protocol may let a run go on with its findings (pushback's `lint: warn`): say so.
-    print(f"{name} lint: {report.get('status', 'ok')}", file=sys.stderr)
+    print(
+        f"{name} lint: {report.get('status', 'ok')}; {len(table)} first-turn conversations",
+        file=sys.stderr,
+    )
 
 
-def generate(params: Path, protocol: Protocol[Any], model: str, items: Path, out: Path) -> None:
-    """Every turn of ``protocol`` for model ``model`` (a key of ``models``), through the store.
+def generate(
+    params: Path,
+    protocol: Protocol[Any, Any],
+    model: str,
+    items: Path,
+    conversations: Path,
+    out: Path,
+) -> None:
+    """Every turn of ``protocol`` for model ``model`` (a key of ``models``), through the store:
+    the first turn exactly as the variants stage rendered and linted it (``conversations``),
+    the later ones from the stored earlier answers.
 
     Every request is looked up in the response store first; only misses are generated (and the
     model is loaded only if there are any). Each finished batch is stored at once, so a crashed
     run resumes where it stopped. The output holds every request of every turn, with its
-    lineage, and every skipped child.
+    lineage and the hash of the bytes sent, and every skipped child.
     """
     p, pp = _load(params, protocol)
     name = protocol.name
     if not pp.enabled:
-        _off(name, f"nothing generated for {model}")
-        write_parquet(pd.DataFrame({c: pd.Series(dtype=object) for c in RESPONSE_COLUMNS}), out)
-        return
+        return _switched_off(name, f"nothing generated for {model}", tables={out: RESPONSE_COLUMNS})
     spec = model_spec(p, model)
     cache, store_file = _paths()
     identity = model_identity(spec, cache, f"models.{model}")  # fails before any work
-    table = read_parquet(items, ITEM_COLUMNS)
+    records = read_items(protocol, items)
+    first = read_parquet(conversations, CONVERSATION_COLUMNS)
+    check_conversations(first, protocol, pp, str(conversations))
     with Store(store_file) as store:
         judge = StoreJudge(p.judge, store, cache)
         backend = LazyBackend(spec, cache, load_backend)
         rows, counts = converse(
             protocol,
             pp,
-            table,
+            records,
             model=model,
             identity=identity,
             seed=p.seed,
             store=store,
             backend=backend,
             judge=judge,
+            first=first,
         )
     write_parquet(rows, out)
     # What this run did is a fact about the run, not about the responses (a cold and a warm
@@ -251,9 +294,15 @@ def _log_generate(
 
 
 def label(
-    params: Path, protocol: Protocol[Any], model: str, items: Path, responses: Path, out: Path
+    params: Path,
+    protocol: Protocol[Any, Any],
+    model: str,
+    items: Path,
+    responses: Path,
+    out: Path,
 ) -> None:
-    """Label every response row of one model (skipped rows get an explicit SKIPPED record).
+    """Label every response row of one model (skipped rows get an explicit SKIPPED record);
+    each label row carries the hash of the prompt its response answered (``prompt_sha256``).
 
     A protocol's model-independent data (discernment's argument ratings, from the judge) are
     computed here first, through the store, so every model's labels rest on the same.
@@ -262,23 +311,52 @@ def label(
     p, pp = _load(params, protocol)
     name = protocol.name
     if not pp.enabled:
-        _off(name, f"nothing to label for {model}")
-        write_parquet(pd.DataFrame({c: pd.Series(dtype=object) for c in LABEL_TABLE}), out)
-        return
-    table = read_parquet(items, ITEM_COLUMNS)
+        return _switched_off(name, f"nothing to label for {model}", tables={out: LABEL_TABLE})
+    records = read_items(protocol, items)
     resp = read_parquet(responses, RESPONSE_COLUMNS)
     cache, store_file = _paths()
     with Store(store_file) as store:
         judge = StoreJudge(p.judge, store, cache)
-        aux = protocol.auxiliary(pp, table, judge)
-        labels = protocol.label(pp, table, answered(resp), judge, aux)
-    missing = [c for c in LABEL_TABLE if c not in labels.columns]
+        aux = protocol.auxiliary(pp, records, judge)
+        labels = protocol.label(pp, records, answered(resp), judge, aux)
+    missing = [c for c in LABEL_TABLE if c not in labels.columns and c != "prompt_sha256"]
     if missing:  # a protocol bug, not user input
         raise RuntimeError(f"{name}.label returned no {missing}")
     if len(labels) != len(resp):
         raise RuntimeError(f"{name}.label returned {len(labels)} rows for {len(resp)}")
-    labels = unclear_if_cut(labels, resp)
+    labels = with_prompt_hashes(unclear_if_cut(labels, resp), resp)
     write_parquet(labels, out)
+    _log_label(out, name, model, labels, resp, judge)
+
+
+def with_prompt_hashes(labels: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
+    """``labels`` with each row's ``prompt_sha256`` (the hash of the bytes its response was
+    asked with; "" for a skipped row) after the lineage columns, matched on the response's
+    (dataset, item, cell, rep, turn)."""
+    key = ["dataset", "item_id", "cell", "rep", "turn"]
+    sha = responses[[*key, "prompt_sha256"]].astype({"rep": int, "turn": int})
+    found = (
+        labels[key]
+        .astype({"rep": int, "turn": int})
+        .merge(sha, on=key, how="left", validate="one_to_one")
+    )
+    if found["prompt_sha256"].isna().any():  # a protocol bug: a label row no response has
+        raise RuntimeError("label rows without a response row of the same lineage")
+    at = labels.columns.get_loc("parent_key") + 1 if "parent_key" in labels else len(labels.columns)
+    out = labels.drop(columns=["prompt_sha256"], errors="ignore")
+    out.insert(int(at), "prompt_sha256", found["prompt_sha256"].to_numpy())
+    return out
+
+
+def _log_label(
+    out: Path,
+    name: str,
+    model: str,
+    labels: pd.DataFrame,
+    resp: pd.DataFrame,
+    judge: StoreJudge,
+) -> None:
+    """The label stage's line and run log: rows, UNCLEAR, skipped, and what the judge did."""
     skipped = resp["skipped"] != ""
     n_unclear = int((labels["label"].isna().to_numpy() & ~skipped.to_numpy()).sum())
     line = (
@@ -312,7 +390,7 @@ def figure_dirs(figures: Path) -> tuple[Path, Path]:
 
 def score(
     params: Path,
-    protocol: Protocol[Any],
+    protocol: Protocol[Any, Any],
     items: Path,
     labels: Path,
     metrics: Path,
@@ -330,12 +408,12 @@ def score(
     plots.mkdir(parents=True, exist_ok=True)
     figures.mkdir(parents=True, exist_ok=True)
     if not pp.enabled:
-        _off(name, "nothing to score")
-        write_json({}, metrics)
-        if summary is not None:
-            write_json({}, summary)
-        write_json({"protocol": name, "enabled": False, "children": []}, track)
-        return
+        empty: dict[Path, Any] = {metrics: {}, **({summary: {}} if summary is not None else {})}
+        return _switched_off(
+            name,
+            "nothing to score",
+            documents={**empty, track: {"protocol": name, "enabled": False, "children": []}},
+        )
     table = pd.concat(
         [read_parquet(labels / f"{m}.parquet", LABEL_TABLE) for m in p.models],
         ignore_index=True,
@@ -344,13 +422,15 @@ def score(
     scores = protocol.score(pp, table, settings)
     write_json(jsonable(scores), metrics)
     if summary is not None:
-        write_json(jsonable(headline_summary(scores, protocol.headline_metrics)), summary)
+        write_json(jsonable(headline_summary(scores, protocol.report.headline_metrics)), summary)
     # The PNGs in a folder of their own, which the dvc plots page shows (dvc.yaml's plots).
     pngs, pages = figure_dirs(figures)
     pngs.mkdir(exist_ok=True)
     pages.mkdir(exist_ok=True)
-    item_table = read_parquet(items, ITEM_COLUMNS)
-    drawn = protocol.figures(pp, Scored(scores, table, item_table, settings, pngs, pages, plots))
+    records = read_items(protocol, items)
+    drawn = protocol.report.figures(
+        pp, Scored(scores, table, records, settings, pngs, pages, plots)
+    )
     templates = protocol.templates(pp)
     write_json(templates, plots / "templates.json")
     params_json = canonical_json(asdict(pp))
@@ -362,7 +442,7 @@ def score(
             "params": json.loads(params_json),
             "templates": str(plots / "templates.json"),
             "templates_sha256": sha256_text(canonical_json(templates)),
-            "tags": protocol.run_tags(pp),
+            "tags": protocol.report.run_tags(pp),
             "children": children,
             "figures": [str(x) for x in drawn.figures],
             "plots": str(plots),
@@ -375,7 +455,7 @@ def score(
         track,
     )
     print(f"{name} score: {len(children)} (model, dataset) pair(s)", file=sys.stderr)
-    table_text = protocol.summary(scores, p.score.ci)
+    table_text = protocol.report.summary(scores, p.score.ci)
     if table_text is not None:  # as `syps summary` prints it
         print(table_text)
 
@@ -396,7 +476,7 @@ def score_settings(p: Params) -> ScoreSettings:
 
 def _children(
     p: Params,
-    protocol: Protocol[Any],
+    protocol: Protocol[Any, Any],
     pp: ProtocolParams,
     scores: Mapping[str, Mapping[str, Mapping[str, Any]]],
     table: pd.DataFrame,
@@ -536,7 +616,9 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path, protocols: 
     runs = []
     for c in children:
         proto = protocols[c["protocol"]]
-        keys = run_metric_keys(c["metrics"], proto.headline_metrics, [*proto.run_metrics, *counts])
+        keys = run_metric_keys(
+            c["metrics"], proto.report.headline_metrics, [*proto.report.run_metrics, *counts]
+        )
         files: list[Path | tuple[Path, str]] = [
             (Path(a), f) if f else Path(a) for a, f in c["artifacts"]
         ]
@@ -550,7 +632,7 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path, protocols: 
                 traces=traces.get((c["protocol"], c["model"], c["dataset"]), []),
                 table=c["metrics"],
                 tags=child_run_tags(tags, bundles, c["protocol"]),
-                link=functools.partial(proto.link_traces, files),
+                link=functools.partial(proto.report.link_traces, files),
             )
         )
     logged.unlink(missing_ok=True)  # DVC removes it first; by hand, a failed run must too
@@ -602,12 +684,12 @@ def child_traces(
         return out
     for name, bundle in bundles.items():
         proto, pp = protocols[name], p.protocols[name]
-        items = read_parquet(bundle["items"], ITEM_COLUMNS)
+        items = read_items(proto, Path(bundle["items"]))
         for model in p.models:
             labels = read_parquet(Path(bundle["labels"]) / f"{model}.parquet", LABEL_TABLE)
             answered = Path(bundle["labels"]).parent / "responses" / f"{model}.parquet"
             responses = read_parquet(answered, RESPONSE_COLUMNS)
-            rows = tr.conversations(responses, labels, proto.review(pp, items, labels))
+            rows = tr.conversations(responses, labels, proto.report.review(pp, items, labels))
             rec = read_run_log(outputs, f"generate.{name}", model, answered)
             fresh = rec.get("generated_keys", []) if rec else []
             for dataset, group in rows.groupby("dataset", sort=False):
@@ -617,7 +699,7 @@ def child_traces(
                     p.tracking.trace_sample,
                     p.seed,
                     model,
-                    proto.trace_cells,
+                    proto.report.trace_cells,
                 )
                 out[(name, model, str(dataset))] = tr.records(name, chosen, fresh)
     return out

@@ -152,7 +152,7 @@ def plan(
         if not pp.enabled:
             continue
         proto = protocols[name]
-        items = proto.load_items(pp, root, p.seed)
+        items = proto.read_items(proto.load_items(pp, root, p.seed))
         judge = StoreJudge(p.judge, store, cache_dir, dry=True)
         aux = proto.auxiliary(pp, items, judge)
         rows.append(_judge_row(counters, p.judge, f"label@{name} (all models)", name, judge))
@@ -287,9 +287,9 @@ def power_plan(
         if not pp.enabled:
             continue
         proto = protocols[name]
-        items = proto.load_items(pp, root, p.seed)
+        items = proto.read_items(proto.load_items(pp, root, p.seed))
         labels, files = pilot_labels(root, name, list(p.models))
-        contrasts = proto.power_contrasts(pp, items, labels)
+        contrasts = proto.report.power_contrasts(pp, items, labels)
         family = Counter(c.family for c in contrasts)
         for c in contrasts:
             design = Design(alpha, power, family[c.family])

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, Scores, ScoreSettings
+from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, ScoreSettings
+from syps.core.report import Scores
 from syps.core.stats import bootstrap_counts, weighted_means
 
 

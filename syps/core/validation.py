@@ -54,9 +54,10 @@ from syps.core.io import (
 )
 from syps.core.judge import StoreJudge
 from syps.core.ppi import ppi_mean, stratum_weights
-from syps.core.protocol import LINEAGE_COLUMNS, JudgeSpec, Protocol
+from syps.core.protocol import LINEAGE_COLUMNS, Protocol
 from syps.core.provenance import git_info
 from syps.core.report import LOW_SUPPORT
+from syps.core.reporting import JudgeSpec
 from syps.core.runs import cache_dir, repo_root, store_path
 from syps.core.store import Store
 from syps.core.traces import LINK_BATCH, SKIPPED, TAG, _response_text, human_labels, run_traces
@@ -82,9 +83,9 @@ PPI_KEYS = [
 ]
 
 
-def spec_of(protocol: Protocol[Any], judge: str | None) -> JudgeSpec:
+def spec_of(protocol: Protocol[Any, Any], judge: str | None) -> JudgeSpec:
     """``protocol``'s judge named ``judge`` (None: its first), or an error naming its judges."""
-    specs = {s.name: s for s in protocol.judges}
+    specs = {s.name: s for s in protocol.report.judges}
     if not specs:
         raise InputError(f"--protocol {protocol.name}: has no judge to validate")
     if judge is None:
@@ -96,7 +97,7 @@ def spec_of(protocol: Protocol[Any], judge: str | None) -> JudgeSpec:
     return specs[judge]
 
 
-def _own_params(p: Params, params: Path, protocol: Protocol[Any]) -> ProtocolParams:
+def _own_params(p: Params, params: Path, protocol: Protocol[Any, Any]) -> ProtocolParams:
     if protocol.name not in p.protocols:
         raise ConfigError(f"{params}: protocols.{protocol.name}: not configured")
     return p.protocols[protocol.name]
@@ -107,7 +108,7 @@ def _own_params(p: Params, params: Path, protocol: Protocol[Any]) -> ProtocolPar
 
 def judge_sample(
     spec: JudgeSpec,
-    protocol: Protocol[Any],
+    protocol: Protocol[Any, Any],
     p: Params,
     params: Path,
     out_csv: Path,
@@ -299,7 +300,7 @@ def read_annotations(spec: JudgeSpec, path: Path, allow_missing: bool) -> tuple[
 
 def judge_validate(
     spec: JudgeSpec,
-    protocol: Protocol[Any],
+    protocol: Protocol[Any, Any],
     p: Params,
     params: Path,
     annotated_csv: Path | None,
@@ -396,7 +397,7 @@ def judge_validate(
 
 def machine_labels(
     spec: JudgeSpec,
-    protocol: Protocol[Any],
+    protocol: Protocol[Any, Any],
     p: Params,
     own: ProtocolParams,
     table: pd.DataFrame,
@@ -559,7 +560,7 @@ def _log_run(
 
 def annotations_from_traces(
     spec: JudgeSpec,
-    protocol: Protocol[Any],
+    protocol: Protocol[Any, Any],
     p: Params,
     run_ids: list[str],
     items: Path | None = None,
@@ -838,7 +839,7 @@ def _reference_lines(report: dict[str, Any]) -> list[str]:
 QUEUE_OPTIONS = ["1", "0", "UNCLEAR"]
 
 
-def question_name(protocol: Protocol[Any], spec: JudgeSpec) -> str:
+def question_name(protocol: Protocol[Any, Any], spec: JudgeSpec) -> str:
     """The label schema a review queue asks for ``spec``'s label, and so the name of the
     feedback a reviewer's answer is (``cues.syc``)."""
     return f"{protocol.name}.{spec.name}"
@@ -866,7 +867,7 @@ def _not_found(e: Exception) -> bool:
 
 def sample_traces(
     spec: JudgeSpec,
-    protocol: Protocol[Any],
+    protocol: Protocol[Any, Any],
     p: Params,
     sample: pd.DataFrame,
     run_ids: list[str],
@@ -933,7 +934,7 @@ def _tag_row(trace_id: str, tags: Mapping[str, str]) -> list[str]:
 
 
 def add_to_queue(
-    spec: JudgeSpec, protocol: Protocol[Any], p: Params, queue: str, trace_ids: list[str]
+    spec: JudgeSpec, protocol: Protocol[Any, Any], p: Params, queue: str, trace_ids: list[str]
 ) -> None:
     """Create (or reuse) the review queue ``queue`` of ``tracking.experiment`` asking the
     judge's question (:func:`question_name`: a categorical label schema with the options
@@ -984,7 +985,7 @@ def add_to_queue(
 
 def annotations_from_queue(
     spec: JudgeSpec,
-    protocol: Protocol[Any],
+    protocol: Protocol[Any, Any],
     p: Params,
     queue: str,
     items: Path | None = None,

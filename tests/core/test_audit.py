@@ -18,7 +18,7 @@ from syps.cli import app
 from syps.core import traces as tr
 from syps.core.params import load_params
 from syps.core.tracking import ChildRun, log_pipeline_run, tracking_uri
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 pytestmark = pytest.mark.slow  # every test logs runs to a new MLflow store
 

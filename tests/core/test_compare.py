@@ -30,7 +30,7 @@ from syps.core.compare import (
 from syps.core.io import InputError
 from syps.core.protocol import headline_of
 from syps.core.tracking import tracking_uri
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 pytestmark = pytest.mark.slow  # one MLflow store for the module, a few seconds to create
 

@@ -17,8 +17,8 @@ from conftest import read_params
 from syps.core.config import ConfigError, Params, parse, validate
 from syps.core.legacy import MOVED_KEYS as MOVED
 from syps.core.params import load_params, params_from
+from syps.protocols import PROTOCOLS
 from syps.protocols.cues.params import CuesParams
-from syps.registry import PROTOCOLS
 
 
 @pytest.fixture
@@ -164,8 +164,8 @@ def test_the_protocols_may_come_in_any_order(raw: dict[str, Any]) -> None:
     raw["protocols"] = dict(reversed(raw["protocols"].items()))
     raw["protocols"]["pushback"]["enabled"] = False
     p = params_from(raw, PROTOCOLS)
-    assert list(p.protocols) == list(reversed(PROTOCOLS))
-    assert p.enabled() == [n for n in reversed(PROTOCOLS) if n != "pushback"]
+    assert list(p.protocols) == list(reversed(list(PROTOCOLS)))
+    assert p.enabled() == [n for n in reversed(list(PROTOCOLS)) if n != "pushback"]
     assert isinstance(p.protocols["cues"], CuesParams)
 
 

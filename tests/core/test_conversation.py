@@ -52,8 +52,8 @@ from syps.core.config import ConfigError, check_sampling
 from syps.core.conversation import LazyBackend, conversation_json, converse
 from syps.core.params import params_from, parse_protocols
 from syps.core.store import Store, generation_key
+from syps.protocols import PROTOCOLS
 from syps.protocols.cues.protocol import items_table
-from syps.registry import PROTOCOLS
 
 REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
@@ -72,7 +72,7 @@ def run(
 ) -> tuple[pd.DataFrame, ToyBackend, LazyBackend]:
     backend = backend or ToyBackend()
     lazy = LazyBackend(None, Path("."), lambda spec, cache: backend)  # type: ignore[arg-type]
-    items = PROTOCOL.load_items(params, Path("."), SEED)
+    items = PROTOCOL.read_items(PROTOCOL.load_items(params, Path("."), SEED))
     with Store(store_path) as store:
         rows, _ = converse(
             PROTOCOL,
@@ -266,10 +266,23 @@ class Project:
         pipeline.fetch(self.params, PROTOCOLS["cues"], self.items)
 
     def variants(self) -> None:
-        pipeline.variants(self.params, PROTOCOLS["cues"], self.items, self.root / OUT / "lint.json")
+        pipeline.variants(
+            self.params,
+            PROTOCOLS["cues"],
+            self.items,
+            self.root / OUT / "lint.json",
+            self.root / OUT / "conversations.parquet",
+        )
 
     def generate(self) -> None:
-        pipeline.generate(self.params, PROTOCOLS["cues"], MODEL, self.items, self.responses)
+        pipeline.generate(
+            self.params,
+            PROTOCOLS["cues"],
+            MODEL,
+            self.items,
+            self.items.parent / "conversations.parquet",
+            self.responses,
+        )
 
     def label(self) -> None:
         pipeline.label(
@@ -644,6 +657,7 @@ def test_kill_9_mid_stage_resumes_with_identical_outputs(
         "cues",
         MODEL,
         str(items),
+        str(OUT / "conversations.parquet"),
         f"{responses}/{MODEL}.parquet",
     ]
     label = [
@@ -662,7 +676,13 @@ def test_kill_9_mid_stage_resumes_with_identical_outputs(
         write_params(root / "params.yaml", _project_params())
         monkeypatch.chdir(root)
         pipeline.fetch(Path("params.yaml"), PROTOCOLS["cues"], items)
-        pipeline.variants(Path("params.yaml"), PROTOCOLS["cues"], items, OUT / "lint.json")
+        pipeline.variants(
+            Path("params.yaml"),
+            PROTOCOLS["cues"],
+            items,
+            OUT / "lint.json",
+            OUT / "conversations.parquet",
+        )
         return root, {**env, "DVC_ROOT": str(root), "SYPS_CACHE_DIR": str(tmp_path / "cache")}
 
     def stage(argv: list[str], root: Path, env: dict[str, str]) -> str:

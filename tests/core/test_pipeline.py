@@ -15,6 +15,7 @@ None of these keywords occurs in the first two situations of any built-in CSV (c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -42,10 +43,10 @@ from syps.core.params import load_params
 from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, RESPONSE_COLUMNS
 from syps.core.runs import NOT_RUN
 from syps.core.tracking import tracking_uri
+from syps.protocols import PROTOCOLS
 from syps.protocols.cues.metrics import UnclearError
 from syps.protocols.cues.protocol import PROTOCOL, items_table, variant_shas
 from syps.protocols.cues.report import summary_table
-from syps.registry import PROTOCOLS
 from syps.stage import protocol_named
 
 REPO = Path(__file__).resolve().parents[2]
@@ -111,8 +112,10 @@ class Run:
 
 def _stages(params: Path, items: Path, lint: Path, responses: Path, labels: Path) -> None:
     pipeline.fetch(params, PROTOCOLS["cues"], items)
-    pipeline.variants(params, PROTOCOLS["cues"], items, lint)
-    pipeline.generate(params, PROTOCOLS["cues"], MODEL, items, responses)
+    pipeline.variants(params, PROTOCOLS["cues"], items, lint, lint.parent / "conversations.parquet")
+    pipeline.generate(
+        params, PROTOCOLS["cues"], MODEL, items, items.parent / "conversations.parquet", responses
+    )
     pipeline.label(params, PROTOCOLS["cues"], MODEL, items, responses, labels)
 
 
@@ -222,7 +225,9 @@ def test_variants_lint_failure_writes_the_report_and_stops(run: Run, tmp_path: P
     params = write_params(tmp_path / "params.yaml", raw)
     lint = tmp_path / "lint.json"
     with pytest.raises(LintError, match=r"^cues lint: "):
-        pipeline.variants(params, PROTOCOLS["cues"], run.items, lint)
+        pipeline.variants(
+            params, PROTOCOLS["cues"], run.items, lint, lint.parent / "conversations.parquet"
+        )
     report = json.loads(lint.read_text(encoding="utf-8"))
     assert report["protocol"] == "cues" and report["ok"] is False
     # The full report: every violation as a record, and what was checked.
@@ -288,7 +293,14 @@ def test_generate_unknown_model_is_config_error(
     fake = install_backend(monkeypatch)
     out = tmp_path / "nope.parquet"
     with pytest.raises(ConfigError) as e:
-        pipeline.generate(run.params, PROTOCOLS["cues"], "no-such-model", run.items, out)
+        pipeline.generate(
+            run.params,
+            PROTOCOLS["cues"],
+            "no-such-model",
+            run.items,
+            run.items.parent / "conversations.parquet",
+            out,
+        )
     msg = str(e.value)
     assert "'no-such-model'" in msg
     assert MODEL in msg  # the known models are listed
@@ -312,6 +324,7 @@ def test_label_table(run: Run) -> None:
     assert len(labels) == 48
     assert list(labels.columns) == [
         *LINEAGE_COLUMNS,
+        "prompt_sha256",
         "model",
         "variant",
         "model_id",
@@ -328,6 +341,13 @@ def test_label_table(run: Run) -> None:
     assert labels["variant"].tolist() == _variant(resp).tolist()
     assert set(labels["model_id"]) == {"fake/embedded:smollm2"}
     assert set(labels["revision"]) == {"rev0"}
+    # Every row carries the hash of the bytes it sent: the messages' sha256, which is the
+    # hash the variants stage wrote for that conversation when it linted it.
+    sent = [hashlib.sha256(m.encode("utf-8")).hexdigest() for m in resp["messages"]]
+    assert labels["prompt_sha256"].tolist() == resp["prompt_sha256"].tolist() == sent
+    linted = pd.read_parquet(run.root / "out/protocols/cues/conversations.parquet")
+    # 2 items of each of 3 datasets under 8 cues, one model: 48 distinct prompts.
+    assert set(sent) == set(linted["prompt_sha256"]) and len(set(sent)) == 48
     assert labels["labeler_sha256"].str.fullmatch(r"[0-9a-f]{64}").all()
     assert labels.groupby("dataset")["labeler_sha256"].nunique().to_dict() == {
         "AITA-YTA": 1,
@@ -430,6 +450,7 @@ def test_stages_write_only_their_outputs(run: Run) -> None:
     assert written == [
         "out/protocols",
         "out/protocols/cues",
+        "out/protocols/cues/conversations.parquet",
         "out/protocols/cues/items.parquet",
         "out/protocols/cues/labels",
         f"out/protocols/cues/labels/{MODEL}.parquet",
@@ -1058,7 +1079,14 @@ def test_mlflow_logs_what_generate_and_label_did_in_this_run_only(
         return _child_runs(work / "mlruns", logged[-1])
 
     def generate() -> None:
-        pipeline.generate(params, PROTOCOLS["cues"], MODEL, here.items, here.responses)
+        pipeline.generate(
+            params,
+            PROTOCOLS["cues"],
+            MODEL,
+            here.items,
+            here.items.parent / "conversations.parquet",
+            here.responses,
+        )
 
     def label() -> None:
         pipeline.label(params, PROTOCOLS["cues"], MODEL, here.items, here.responses, here.labels)

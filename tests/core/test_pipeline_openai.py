@@ -11,7 +11,7 @@ from conftest import cues_params, write_params
 from katan import MODEL, start_katan, stop_katans, wait_ready
 
 from syps.core import pipeline
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 SECRET = "sk-planted-0a9b8c7d6e5f4321"
 OUT = Path("out/protocols/cues")
@@ -39,8 +39,16 @@ def test_generate_via_api_then_from_store_with_the_server_gone(
         monkeypatch.setenv("DVC_ROOT", str(tmp_path))
         monkeypatch.setenv("SYPS_TEST_KEY", SECRET)
         pipeline.fetch(params, PROTOCOLS["cues"], items)
-        pipeline.variants(params, PROTOCOLS["cues"], items, OUT / "lint.json")
-        pipeline.generate(params, PROTOCOLS["cues"], "api", items, out)
+        pipeline.variants(
+            params,
+            PROTOCOLS["cues"],
+            items,
+            OUT / "lint.json",
+            OUT / "conversations.parquet",
+        )
+        pipeline.generate(
+            params, PROTOCOLS["cues"], "api", items, items.parent / "conversations.parquet", out
+        )
         first = pd.read_parquet(out)
     finally:
         stop_katans([server])
@@ -56,7 +64,9 @@ def test_generate_via_api_then_from_store_with_the_server_gone(
     assert set(first["model_id"]) == {MODEL} and set(first["revision"]) == {""}
     assert first["response"].str.len().gt(0).all()
     # The server is gone: the rerun must be served entirely from the store.
-    pipeline.generate(params, PROTOCOLS["cues"], "api", items, out)
+    pipeline.generate(
+        params, PROTOCOLS["cues"], "api", items, items.parent / "conversations.parquet", out
+    )
     again = pd.read_parquet(out)
     printed.append(capfd.readouterr())
     assert line.format(0, 24) + " (model not loaded)" in printed[1].err

@@ -25,7 +25,7 @@ from syps.core.backends import BackendEntry
 from syps.core.config import ConfigError, Params
 from syps.core.io import LintError
 from syps.core.params import load_params
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 MODEL = "smollm2-135m"  # the fixture params' model
 
@@ -61,8 +61,21 @@ def run_all(p: Path, root: Path) -> Path:
     d = root / "out" / "protocols" / "toy"
     items = d / "items.parquet"
     pipeline.fetch(p, PROTOCOLS["toy"], items)
-    pipeline.variants(p, PROTOCOLS["toy"], items, d / "lint.json")
-    pipeline.generate(p, PROTOCOLS["toy"], MODEL, items, d / "responses" / f"{MODEL}.parquet")
+    pipeline.variants(
+        p,
+        PROTOCOLS["toy"],
+        items,
+        d / "lint.json",
+        d / "conversations.parquet",
+    )
+    pipeline.generate(
+        p,
+        PROTOCOLS["toy"],
+        MODEL,
+        items,
+        items.parent / "conversations.parquet",
+        d / "responses" / f"{MODEL}.parquet",
+    )
     pipeline.label(
         p,
         PROTOCOLS["toy"],
@@ -192,5 +205,11 @@ def test_lint_failure_writes_the_report_and_stops(toy: list[ToyBackend], tmp_pat
     d = tmp_path / "out" / "protocols" / "toy"
     pipeline.fetch(p, PROTOCOLS["toy"], d / "items.parquet")
     with pytest.raises(LintError, match="does not vary with the tone"):
-        pipeline.variants(p, PROTOCOLS["toy"], d / "items.parquet", d / "lint.json")
+        pipeline.variants(
+            p,
+            PROTOCOLS["toy"],
+            d / "items.parquet",
+            d / "lint.json",
+            d / "conversations.parquet",
+        )
     assert json.loads((d / "lint.json").read_text())["ok"] is False

@@ -19,9 +19,9 @@ from syps.core.messages import parse_messages
 from syps.core.params import load_params
 from syps.core.plan import cost, estimate_tokens, plan, render
 from syps.core.store import Store, generation_key
+from syps.protocols import PROTOCOLS
 from syps.protocols.cues.params import CuesParams
 from syps.protocols.cues.templates import render_variants
-from syps.registry import PROTOCOLS
 
 REPO = Path(__file__).resolve().parents[2]
 API = {"model": "m", "backend": "openai", "base_url": "http://127.0.0.1:9/v1"}
@@ -152,7 +152,7 @@ def test_protocol_turns_counted_from_what_the_store_holds(
 
         identity = model_identity(p.models["api"], tmp_path, "models.api")
         pp = p.protocols["toy"]
-        items = PROTOCOL.load_items(pp, REPO, p.seed)
+        items = PROTOCOL.read_items(PROTOCOL.load_items(pp, REPO, p.seed))
         backend = ToyBackend()
         converse(
             PROTOCOL,

@@ -16,7 +16,7 @@ from conftest import read_params, write_params
 from syps.core.params import load_params
 from syps.core.plan import power_plan, render_power
 from syps.core.power import Design, items_needed, mde, second_moment
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from syps.core.runlayout import (
     parent_of,
     protocol_templates,
 )
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 
 @pytest.mark.parametrize("name", list(PROTOCOLS))

@@ -21,7 +21,7 @@ from syps.core.config import (
     read_yaml,
 )
 from syps.core.params import load_params
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 # Scalars where YAML readers part ways: 1.1 vs 1.2 numbers, booleans and nulls, sexagesimals,
 # dates, underscores, signs, special floats, quoting and explicit tags.

@@ -38,8 +38,8 @@ def _code_after(marker: str, lang: str) -> str:
 # The example exactly as the docs show it: the test adds what a reader would copy.
 PROTOCOL = _code_after("<!-- the echo protocol -->", "python")
 BLOCK = yaml.safe_load(_code_after("And its block in `params.yaml`", "yaml"))["protocols"]["echo"]
-REGISTRY_IMPORT = "from syps.protocols import betting, cues, discernment, pushback\n"
-REGISTRY_LINE = '    "echo": echo.PROTOCOL,\n'
+BETTING_LINE = '        "betting": "syps.protocols.betting",\n'
+REGISTRY_LINE = '        "echo": "syps.protocols.echo",\n'
 
 
 def _load_echo(mp: pytest.MonkeyPatch) -> types.ModuleType:
@@ -53,7 +53,7 @@ def _load_echo(mp: pytest.MonkeyPatch) -> types.ModuleType:
 
 def test_the_example_is_one_file_of_at_most_60_lines() -> None:
     assert len(PROTOCOL.splitlines()) <= 60
-    assert PROTOCOL.startswith('"""echo: ') and "PROTOCOL = Echo()" in PROTOCOL
+    assert PROTOCOL.startswith('"""echo: ') and "PROTOCOL = Protocol(" in PROTOCOL
 
 
 def test_the_example_labels_and_scores_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,8 +61,9 @@ def test_the_example_labels_and_scores_by_hand(monkeypatch: pytest.MonkeyPatch) 
     # two items; each item's request is its question in the template.
     echo = _load_echo(monkeypatch).PROTOCOL
     params = echo.params_type()
-    items = echo.load_items(params, Path("."), 0)
-    assert list(items["item_id"]) == ["sky", "grass"] and set(items["dataset"]) == {"toy"}
+    table = echo.load_items(params, Path("."), 0)
+    assert list(table["item_id"]) == ["sky", "grass"] and set(table["dataset"]) == {"toy"}
+    items = echo.read_items(table)
     turn = echo.requests(params, items, 1, pd.DataFrame(), None)
     assert [r.messages[0]["content"] for r in turn.requests] == [
         "What colour is the sky? Answer in one word.",
@@ -92,21 +93,15 @@ def _git(root: Path, *args: str) -> str:
 
 
 def add_echo(root: Path) -> None:
-    """What docs/adding-a-protocol.md lists: the file, its registry line (and the import it
-    needs), the params block at the end of ``protocols``."""
+    """What docs/adding-a-protocol.md lists: the file, its registry line, the params block at
+    the end of ``protocols``."""
     folder = root / "syps" / "protocols" / "echo"
     folder.mkdir()
     (folder / "__init__.py").write_text(PROTOCOL, encoding="utf-8")
-    registry = root / "syps" / "registry.py"
+    registry = root / "syps" / "protocols" / "__init__.py"
     text = registry.read_text(encoding="utf-8")
-    assert text.count(REGISTRY_IMPORT) == 1 and text.count('"betting": betting.PROTOCOL,\n') == 1
-    text = text.replace(
-        REGISTRY_IMPORT, REGISTRY_IMPORT.replace("discernment,", "discernment, echo,")
-    )
-    text = text.replace(
-        '"betting": betting.PROTOCOL,\n', '"betting": betting.PROTOCOL,\n' + REGISTRY_LINE
-    )
-    registry.write_text(text, encoding="utf-8")
+    assert text.count(BETTING_LINE) == 1
+    registry.write_text(text.replace(BETTING_LINE, BETTING_LINE + REGISTRY_LINE), encoding="utf-8")
     params = read_params(root / "params.yaml")  # as syps reads it: YES stays a string
     params["protocols"]["echo"] = dict(BLOCK)
     write_params(root / "params.yaml", params)
@@ -126,13 +121,11 @@ def test_a_fifth_protocol_touches_three_places_and_runs_with_dvc_repro(
     add_echo(root)
     _git(root, "add", "-A")
     changed = _git(root, "diff", "--cached", "--name-only").split()
-    assert sorted(changed) == ["params.yaml", "syps/protocols/echo/__init__.py", "syps/registry.py"]
-    registry_diff = _git(root, "diff", "--cached", "--", "syps/registry.py")
+    registry = "syps/protocols/__init__.py"
+    assert sorted(changed) == ["params.yaml", registry, "syps/protocols/echo/__init__.py"]
+    registry_diff = _git(root, "diff", "--cached", "--", registry)
     added = [ln for ln in registry_diff.splitlines() if ln.startswith("+") and ln[1:2] != "+"]
-    assert added == [
-        "+from syps.protocols import betting, cues, discernment, echo, pushback",
-        "+" + REGISTRY_LINE.rstrip("\n"),
-    ]
+    assert added == ["+" + REGISTRY_LINE.rstrip("\n")]
 
     env = {**os.environ, "SYPS_CACHE_DIR": str(model_cache), "PYTHONPATH": str(root)}
     env.pop("DVC_EXP_NAME", None)

@@ -1,12 +1,13 @@
-"""The registry (syps.registry): a dict of protocol objects, each the ``PROTOCOL`` of its own
-package; the legacy names map to cues; ``headline_of`` gives `syps compare` its default columns;
-listing the protocols imports no torch."""
+"""The registry (``syps.protocols.PROTOCOLS``): each protocol the ``PROTOCOL`` of its own
+package, imported when looked up; the legacy names map to cues; ``headline_of`` gives `syps
+compare` its default columns; listing the protocols imports no torch."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
 import fnmatch
+import importlib
 import subprocess
 import sys
 import tomllib
@@ -17,10 +18,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from syps.core.config import parse, read_yaml
+from syps.core.config import ProtocolParams, parse, read_yaml
 from syps.core.legacy import current_name
 from syps.core.protocol import Protocol, headline_of, protocol_order
-from syps.registry import DEFAULT_PROTOCOL, PROTOCOLS
+from syps.core.reporting import Reporting
+from syps.protocols import DEFAULT_PROTOCOL, PROTOCOLS
 from syps.stage import protocol_named
 
 FOLDERS = Path(__file__).resolve().parents[2] / "syps" / "protocols"
@@ -46,19 +48,24 @@ def test_a_protocol_the_registry_lacks_shows_every_logged_key_but_ci_bounds() ->
 def test_every_entry_is_its_packages_protocol(name: str) -> None:
     protocol = PROTOCOLS[name]
     assert isinstance(protocol, Protocol) and protocol.name == name
-    # A stage imports the same object by its folder's name.
+    # A stage imports the same object by its folder's name, the package's own PROTOCOL.
     assert protocol_named(name) is protocol
-    # In its own folder: protocol.py, or the package itself for a one-file design (echo).
-    module = type(protocol).__module__
-    assert module in (f"syps.protocols.{name}", f"syps.protocols.{name}.protocol"), module
-    table = protocol.table
+    assert importlib.import_module(f"syps.protocols.{name}").PROTOCOL is protocol
+    # Its slots are its own folder's functions (protocol.py, or the package itself for a
+    # one-file design such as echo), or the contract's defaults.
+    own = (f"syps.protocols.{name}", "syps.core.protocol", "syps.core.reporting")
+    slots = [getattr(protocol, f.name) for f in dataclasses.fields(protocol)]
+    slots += [getattr(protocol.report, f.name) for f in dataclasses.fields(protocol.report)]
+    for slot in filter(callable, slots):
+        assert slot.__module__.startswith(own), (slot, slot.__module__)
+    table = protocol.report.table
     if table is not None:
         assert callable(table.read) and callable(table.score) and table.columns
         for option in table.options.values():
             assert option.convert is None or callable(option.convert)
-    names = [j.name for j in protocol.judges]
+    names = [j.name for j in protocol.report.judges]
     assert len(set(names)) == len(names), names  # --judge picks one by its name
-    for spec in protocol.judges:
+    for spec in protocol.report.judges:
         assert callable(spec.context) and callable(spec.relabel) and spec.meaning
 
 
@@ -87,9 +94,21 @@ def test_protocols_sort_in_registry_order_then_unknown_by_name() -> None:
     assert sorted(["b", "z", "a"], key=protocol_order(["z"])) == ["z", "a", "b"]
 
 
-class _Tableless(Protocol[Any]):
-    name = "toyless"
-    headline_metrics = ("x",)
+def _unused(*args: Any) -> Any:
+    raise AssertionError("not called")
+
+
+# A design with the four slots it must write and no table scorer.
+_TABLELESS: Protocol[Any, Any] = Protocol(
+    name="toyless",
+    params_type=ProtocolParams,
+    load_items=_unused,
+    read_items=_unused,
+    requests=_unused,
+    label=_unused,
+    score=_unused,
+    report=Reporting(headline_metrics=("x",)),
+)
 
 
 def test_a_protocol_without_a_table_is_refused_by_syps_score(
@@ -101,7 +120,7 @@ def test_a_protocol_without_a_table_is_refused_by_syps_score(
 
     from syps.cli import _score_help, _table_options, app
 
-    monkeypatch.setitem(PROTOCOLS, "toyless", _Tableless())
+    monkeypatch.setitem(PROTOCOLS, "toyless", _TABLELESS)
     assert "toyless" not in _score_help() and "\ncues: " in _score_help()
     assert all("toyless" not in users for _, users in _table_options().values())
     table = tmp_path / "t.csv"
@@ -115,9 +134,9 @@ def test_a_protocol_without_a_table_is_refused_by_syps_score(
 
 def test_a_table_option_converts_with_its_function(tmp_path: Path) -> None:
     # --weights names a file: discernment's converter reads it; --margin is taken as given.
-    assert PROTOCOLS["pushback"].table is not None
-    assert PROTOCOLS["pushback"].table.options["margin"].convert is None
-    weights = PROTOCOLS["discernment"].table.options["weights"]  # type: ignore[union-attr]
+    assert PROTOCOLS["pushback"].report.table is not None
+    assert PROTOCOLS["pushback"].report.table.options["margin"].convert is None
+    weights = PROTOCOLS["discernment"].report.table.options["weights"]  # type: ignore[union-attr]
     path = tmp_path / "w.csv"
     path.write_text("arg_id,q\na,0.75\nb,0.25\n", encoding="utf-8")
     assert weights.convert is not None
@@ -127,29 +146,45 @@ def test_a_table_option_converts_with_its_function(tmp_path: Path) -> None:
 def test_the_defaults_of_a_minimal_protocol() -> None:
     # What a design need not write: one turn, no lint beyond the templates, no auxiliary data,
     # no figures, no tags, nothing flagged, the artifacts as they are, every cell per metric.
-    p = _Tableless()
+    p = _TABLELESS
+    r = p.report
     labels = pd.DataFrame({"label": [1.0, 0.0]}, index=[3, 7])
-    assert p.turns(None) == 1 and p.run_prefix == "toyless" and p.run_metrics == ()
+    assert p.turns(None) == 1 and p.run_prefix == "toyless" and r.run_metrics == ()
     assert p.fan_out_reps and p.needs_sampling_for_reps
     assert p.template_specs(None, "protocols.toyless") == [] and p.templates(None) == {}
-    assert p.lint(None, pd.DataFrame({"x": [1, 2]})) == {
-        "protocol": "toyless",
-        "items": 2,
+    assert p.lint(None, None, pd.DataFrame({"x": [1, 2]})) == {
+        "conversations": 2,
         "checks": ["template placeholders"],
     }
-    assert p.auxiliary(None, pd.DataFrame(), None).empty  # type: ignore[arg-type]
-    assert p.run_tags(None) == {} and p.metric_cells("x") is None
-    review = p.review(None, pd.DataFrame(), labels)
+    assert p.auxiliary(None, None, None).empty  # type: ignore[arg-type]
+    assert r.run_tags(None) == {} and r.metric_cells("x") is None
+    review = r.review(None, None, labels)
     assert list(review.index) == [3, 7] and not review["flagged"].any()
     assert list(review["expected"]) == ["", ""]
-    assert p.link_traces([Path("a")], pd.DataFrame(), Path("o")) == [Path("a")]
-    assert p.summary({}, 0.95) is None
-    with pytest.raises(NotImplementedError, match="_Tableless.requests"):
-        p.requests(None, pd.DataFrame(), 1, pd.DataFrame(), None)  # type: ignore[arg-type]
+    assert r.link_traces([Path("a")], pd.DataFrame(), Path("o")) == [Path("a")]
+    assert r.summary({}, 0.95) is None
+    assert r.power_contrasts(None, None, None) == [] and r.table is None and r.judges == ()
+    assert r.figures(None, None).figures == []  # type: ignore[arg-type]
+
+
+def test_the_registry_imports_a_protocol_when_it_is_first_looked_up() -> None:
+    # A stage looks its own protocol up: only that package is imported (test_dvc_deps checks
+    # the stage processes), and the entries keep the registry's order.
+    code = (
+        "import sys; from syps.protocols import PROTOCOLS; "
+        "assert list(PROTOCOLS) == ['cues', 'pushback', 'discernment', 'betting']; "
+        "assert not any(m.startswith('syps.protocols.') for m in sys.modules); "
+        "PROTOCOLS['betting']; "
+        "print(sorted(m for m in sys.modules if m.count('.') == 2 "
+        "and m.startswith('syps.protocols.')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['syps.protocols.betting']"
 
 
 def test_listing_the_protocols_imports_no_torch() -> None:
-    code = "import sys, syps.registry, syps.cli; sys.exit('torch' in sys.modules)"
+    code = "import sys, syps.protocols, syps.cli; sys.exit('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr or "importing the registry imported torch"
 

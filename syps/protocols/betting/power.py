@@ -10,10 +10,14 @@ shares is no -1/0/1 difference, so neither is binary.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
-from syps.core.protocol import PowerContrast
+from syps.core.reporting import PowerContrast
+from syps.protocols.betting.items import BetItem
 from syps.protocols.betting.metrics import CHOICE_COLUMNS, _item_beta, _item_values, choices_frame
 from syps.protocols.betting.params import BettingParams
 from syps.protocols.betting.scoring import SKIPPED
@@ -22,12 +26,13 @@ NAMES = ("beta_Z", "remorse")
 
 
 def power_contrasts(
-    p: BettingParams, items: pd.DataFrame, labels: pd.DataFrame | None
+    p: BettingParams, items: Sequence[tuple[str, BetItem]], labels: pd.DataFrame | None
 ) -> list[PowerContrast]:
     """``beta_Z`` and ``remorse`` per dataset over its items, with the pilot's per (model,
     item) values where ``labels`` is given (NaN for an item without all four cells)."""
     out = []
-    for dataset, n_items in items.groupby("dataset", sort=True)["item_id"].nunique().items():
+    per_dataset = Counter(ds for ds, _ in dict.fromkeys((ds, it.item_id) for ds, it in items))
+    for dataset, n_items in sorted(per_dataset.items()):
         mine = None if labels is None else labels[labels["dataset"] == dataset]
         pilot = None if mine is None else _pilot(mine, str(dataset))
         for k, name in enumerate(NAMES):

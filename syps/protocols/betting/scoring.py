@@ -138,11 +138,25 @@ def read_table(path: str) -> pd.DataFrame:
     return choices_frame(df, path).assign(verdict=verdict)
 
 
+def score_labels(p: BettingParams, labels: pd.DataFrame, settings: ScoreSettings) -> Scores:
+    """``score@betting``: :func:`score` at the params' ``alpha``: per (model, dataset) the
+    metrics with their support (``_n``, ``_low_support``) and the skip count of each of the
+    twelve cells."""
+    return score(labels, settings, p.alpha)
+
+
 def score_file_table(
-    table: pd.DataFrame, settings: ScoreSettings, source: str, alpha: float = BettingParams.alpha
+    params: BettingParams | None,
+    table: pd.DataFrame,
+    settings: ScoreSettings,
+    source: str,
+    alpha: float | None = None,
 ) -> Scores:
     """``syps score --protocol betting``: :func:`score` over a table :func:`read_table` read,
-    at the params' default ``alpha``."""
+    at ``alpha`` where given, else the study's (``params``, in a repository), else the params'
+    default."""
+    if alpha is None:
+        alpha = params.alpha if params is not None else BettingParams.alpha
     return score(table, settings, alpha, source)
 
 

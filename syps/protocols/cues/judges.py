@@ -14,7 +14,8 @@ from typing import Any
 import pandas as pd
 
 from syps.core.io import canonical_json
-from syps.core.protocol import Judge, JudgeSpec, Protocol, Reference, cell_key
+from syps.core.protocol import Judge, Protocol, cell_key
+from syps.core.reporting import JudgeSpec, Reference
 from syps.protocols.cues.data import item_id, items_table
 from syps.protocols.cues.datasets import DATASETS
 
@@ -45,7 +46,9 @@ def unchanged_situation(row: Mapping[str, str]) -> str | None:
     return None
 
 
-def relabel(protocol: Protocol[Any], params: Any, rows: pd.DataFrame, judge: Judge) -> pd.DataFrame:
+def relabel(
+    protocol: Protocol[Any, Any], params: Any, rows: pd.DataFrame, judge: Judge
+) -> pd.DataFrame:
     """SyPS's labellers as configured now on annotated rows (``model, dataset, item_id,
     variant, situation, response``): the protocol's own ``label`` on them as responses."""
     items = pd.DataFrame(
@@ -69,7 +72,7 @@ def relabel(protocol: Protocol[Any], params: Any, rows: pd.DataFrame, judge: Jud
         revision="",
         max_new_tokens=0,
     )
-    return protocol.label(params, items, responses, judge, pd.DataFrame())
+    return protocol.label(params, protocol.read_items(items), responses, judge, pd.DataFrame())
 
 
 SYC = JudgeSpec(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from syps.core.protocol import PowerContrast
+from syps.core.reporting import PowerContrast
 from syps.protocols.cues.metrics import label_matrix
 from syps.protocols.cues.params import CuesParams
 from syps.protocols.cues.scoring import variants_of

@@ -10,16 +10,13 @@ the label stage's own table are the same variants in the same order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 import pandas as pd
 
 from syps.core.io import InputError, read_csv, read_parquet
 from syps.core.protocol import ScoreSettings
+from syps.core.report import Scores
 from syps.protocols.cues.metrics import LABEL_COLUMNS, LABELER_COLUMN, check_unclear, score_labels
 from syps.protocols.cues.params import CuesParams
-
-Scores = dict[str, dict[str, dict[str, float]]]
 
 # What ``syps score --help`` says of the table ``read_table`` reads.
 TABLE_COLUMNS = (
@@ -38,13 +35,14 @@ def variants_of(p: CuesParams) -> dict[str, list[str]]:
 
 
 def score(
+    params: CuesParams | None,
     labels: pd.DataFrame,
     settings: ScoreSettings,
-    variants: Mapping[str, Sequence[str]] | None = None,
     source: str | None = None,
 ) -> Scores:
     """``{model: {dataset: {metric: value}}}`` from a label table: the one function both
-    ``score@cues`` (``CuesProtocol.score``) and ``syps score --protocol cues`` run.
+    ``score@cues`` and ``syps score --protocol cues`` run (its ``Protocol.score`` and its
+    table scorer's ``score``).
 
     ``labels`` needs ``dataset, model, item_id, variant, label`` (1.0, 0.0 or NaN for UNCLEAR;
     ``labeler``, where present, gives ``judge_unclear_rate``; other columns are ignored), one
@@ -53,15 +51,17 @@ def score(
     (``metrics.UnclearError``); then every (model, dataset) is scored by
     ``metrics.score_labels`` with ``settings``' bootstrap, CI, seed and ``min_items``.
 
-    ``variants``: per dataset, the variant ids to score, P0 first (the stage's: :func:`variants_of`
-    its params). None (the CLI, which has no params): the ids each dataset's rows name, ordered
-    by cue, then wording (``metrics.table_variants``). The label stage writes a row for every
+    The variants scored: per dataset those of ``params`` (:func:`variants_of`), P0 first: the
+    stage's, and ``syps score``'s in a repository. ``params`` None (``syps score`` on a table
+    outside one): the ids each dataset's rows name, ordered by cue, then wording
+    (``metrics.table_variants``). The label stage writes a row for every
     item under every configured variant, and ``variant_cues`` lists them in that same order, so
     for the stage's own labels both give the same numbers and keys; a cue no row names is not
     scored (the stage would report it with undefined values).
 
     ``source`` (a file) prefixes an error in the table's rows, so it names the file.
     """
+    variants = variants_of(params) if params is not None else None
     check_unclear(labels, settings)
     read = [*LABEL_COLUMNS, *([LABELER_COLUMN] if LABELER_COLUMN in labels.columns else [])]
     try:
@@ -97,10 +97,3 @@ def read_table(path: str) -> pd.DataFrame:
         value = table["label"].iloc[row - 1]
         raise InputError(f"{path}: row {row}: label '{value}' is not 0, 1 or empty")
     return table.assign(label=label.astype(float))
-
-
-def score_file_table(table: pd.DataFrame, settings: ScoreSettings, source: str) -> Scores:
-    """``syps score --protocol cues``: :func:`score` of a table :func:`read_table` read, with no
-    UNCLEAR limit (``settings`` has none: a table's UNCLEAR share is reported, never refused);
-    the variants are the table's own (see :func:`score`). ``source`` names the file in errors."""
-    return score(table, settings, source=source)

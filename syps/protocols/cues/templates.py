@@ -9,12 +9,14 @@ writes ``{situation}`` there expects a substitution that would never happen).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
 
 from syps.core.io import canonical_json, sha256_text
-from syps.core.messages import messages_json
+from syps.core.messages import conversation_json
+from syps.core.protocol import Message
 from syps.core.templating import TemplateSpec
 from syps.protocols.cues.params import (
     JUDGE_FIELDS,
@@ -24,14 +26,8 @@ from syps.protocols.cues.params import (
     cue_of,
 )
 
-PROMPT_COLUMNS = [
-    "dataset",
-    "item_id",
-    "variant",
-    "messages",
-    "template_sha256",
-    "prompt_sha256",
-]
+# The lint's view of a first turn: one row per (dataset, item_id, variant), the messages as JSON.
+PROMPT_COLUMNS = ["dataset", "item_id", "variant", "messages"]
 
 
 def system_text(tpl: DatasetTemplate) -> str:
@@ -69,20 +65,45 @@ def template_sha256(dataset: str, variant: str, tpl: DatasetTemplate, cue_positi
     )
 
 
-def render_variants(items: pd.DataFrame, templates: TemplateParams) -> pd.DataFrame:
-    """Cross items with their dataset's variants (every wording of every cue); one row per
-    (dataset, item_id, variant)."""
+def variant_messages(
+    items: pd.DataFrame, templates: TemplateParams
+) -> list[tuple[str, str, str, list[Message]]]:
+    """Items crossed with their dataset's variants (every wording of every cue), as
+    (dataset, item_id, variant, messages): the system turn, then the user turn."""
     rows = []
     for dataset, group in items.groupby("dataset", sort=False):
         tpl = templates.datasets[str(dataset)]
         system = system_text(tpl)
         for variant, cue in tpl.variant_cues().items():
-            t_sha = template_sha256(str(dataset), variant, tpl, templates.cue_position)
-            for item_id, situation in zip(group["item_id"], group["situation"], strict=True):
-                msgs = messages_json(
-                    system, user_text(situation, cue, templates.cue_position, tpl.format)
-                )
-                rows.append((dataset, item_id, variant, msgs, t_sha, sha256_text(msgs)))
+            for iid, situation in zip(group["item_id"], group["situation"], strict=True):
+                user = user_text(situation, cue, templates.cue_position, tpl.format)
+                messages = [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": user},
+                ]
+                rows.append((str(dataset), str(iid), variant, messages))
+    return rows
+
+
+def prompts_table(conversations: pd.DataFrame) -> pd.DataFrame:
+    """The lint's view of conversations (``syps.core.protocol.CONVERSATION_COLUMNS``, as the
+    variants stage writes them): ``PROMPT_COLUMNS``, each row's messages the bytes sent."""
+    return pd.DataFrame(
+        {
+            "dataset": conversations["dataset"].astype(str).to_numpy(),
+            "item_id": conversations["item_id"].astype(str).to_numpy(),
+            "variant": [json.loads(c)["variant"] for c in conversations["cell"]],
+            "messages": conversations["messages"].to_numpy(),
+        },
+        columns=PROMPT_COLUMNS,
+    )
+
+
+def render_variants(items: pd.DataFrame, templates: TemplateParams) -> pd.DataFrame:
+    """Cross items with their dataset's variants (every wording of every cue); one row per
+    (dataset, item_id, variant), ``PROMPT_COLUMNS``, the messages as the bytes that are sent
+    (``syps.core.conversation.conversation_json``)."""
+    rows = [(d, i, v, conversation_json(m)) for d, i, v, m in variant_messages(items, templates)]
     return pd.DataFrame(rows, columns=PROMPT_COLUMNS)
 
 

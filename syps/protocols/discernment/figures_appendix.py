@@ -16,7 +16,7 @@ import pandas as pd
 from scipy.stats import gaussian_kde
 
 from syps.core.plotting import pyplot, whisker
-from syps.core.protocol import Drawn
+from syps.core.reporting import Drawn
 from syps.protocols.discernment.figures import Scores, na, save_png, write_csv
 from syps.protocols.discernment.metrics import CLASSES, K_GRID, REF_K, k_key, threshold_rules
 from syps.protocols.discernment.params import DiscernmentParams

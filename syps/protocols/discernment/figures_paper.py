@@ -7,17 +7,17 @@ against its σ0 (Fig. B6). Plot data as CSV (``dvc plots``), PNGs drawn from it.
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from syps.core.plotting import pyplot, whisker
-from syps.core.protocol import Drawn
+from syps.core.reporting import Drawn
 from syps.protocols.discernment.figures import Scores, na, per_dataset, save_png, write_csv
-from syps.protocols.discernment.items import DIRECTIONS
+from syps.protocols.discernment.items import DIRECTIONS, Entry
 from syps.protocols.discernment.metrics import CLASSES, RATES, Baseline, artefact_revision
 from syps.protocols.discernment.params import DiscernmentParams
 from syps.protocols.discernment.scoring import baseline_overview, scores_table
@@ -47,17 +47,12 @@ REVISION_COLUMNS = ["model", "dataset", "artefact_id", "sigma0", "revision_rate"
 PUSH_COLOURS = {"lower": "tab:blue", "raise": "tab:orange", "none": "grey"}
 
 
-def _anchor_bands(items: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """Each item's ``anchor_band`` by (dataset, item_id), from the items table's records."""
-    if not {"dataset", "item_id", "item"} <= set(items.columns):
-        return {}
-    return {
-        (str(d), str(i)): str(json.loads(r).get("anchor_band", ""))
-        for d, i, r in zip(items["dataset"], items["item_id"], items["item"], strict=True)
-    }
+def _anchor_bands(items: Sequence[Entry]) -> dict[tuple[str, str], str]:
+    """Each item's ``anchor_band`` by (dataset, item_id), from its artefact."""
+    return {(e.dataset, e.item_id): e.artefact.anchor_band for e in items}
 
 
-def initial_scoring_data(labels: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
+def initial_scoring_data(labels: pd.DataFrame, items: Sequence[Entry]) -> pd.DataFrame:
     """Per (model, dataset, artefact): its baseline mean and SD over the parsed repetitions,
     its push, the band of its mean, and the item's own ``anchor_band`` ("" where the items do
     not give one); ``row`` names the bar (model | dataset | anchor band | artefact)."""
@@ -212,7 +207,7 @@ def draw_diagnostics(
     p: DiscernmentParams,
     scores: Scores,
     labels: pd.DataFrame,
-    items: pd.DataFrame,
+    items: Sequence[Entry],
     figures: Path,
     plots: Path,
 ) -> Drawn:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import pandas as pd
+
 from syps.core.io import InputError
 
 Direction = Literal["lower", "raise"]
@@ -220,3 +222,26 @@ def ratings_of(item_json: str) -> dict[str, float]:
     """The ratings q an items-table ``item`` carries (from a ratings file), by argument id."""
     q = json.loads(item_json).get("q", {})
     return {str(k): float(v) for k, v in q.items()}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of the items table as the protocol's slots are handed it: its dataset, its
+    artefact and the ratings q its record carries (from a ratings file; empty without)."""
+
+    dataset: str
+    artefact: Artefact
+    q: dict[str, float]
+
+    @property
+    def item_id(self) -> str:
+        """The item's id: its artefact's."""
+        return self.artefact.id
+
+
+def entries_of(items: pd.DataFrame) -> list[Entry]:
+    """The items table's rows as entries, in order: each record read once."""
+    return [
+        Entry(str(ds), artefact_of(rec), ratings_of(rec))
+        for ds, rec in zip(items["dataset"], items["item"], strict=True)
+    ]

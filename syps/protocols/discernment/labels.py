@@ -15,9 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS
+from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, Judge
 from syps.protocols.discernment import parse as parse_module
-from syps.protocols.discernment.items import ratings_of
+from syps.protocols.discernment.items import Entry
 from syps.protocols.discernment.params import DiscernmentParams
 from syps.protocols.discernment.parse import parse_score
 from syps.protocols.discernment.ratings_budget import BUDGET_COLUMN
@@ -44,14 +44,18 @@ def labeler_sha256(scale_ten: bool) -> str:
 
 
 def label_table(
-    p: DiscernmentParams, items: pd.DataFrame, responses: pd.DataFrame, aux: pd.DataFrame
+    p: DiscernmentParams,
+    items: list[Entry],
+    responses: pd.DataFrame,
+    judge: Judge,
+    aux: pd.DataFrame,
 ) -> pd.DataFrame:
     """One row per response: its parsed score (or why not), its argument's rating q and, where
     the judge rated the arguments, the ratings' budget diagnostic (``BUDGET_COLUMN``, one JSON
-    value on every row; "" otherwise)."""
+    value on every row; "" otherwise). The scores are parsed by rule: no judge is asked."""
     q: dict[str, float] = {}
-    for item in items["item"]:
-        q.update(ratings_of(item))
+    for e in items:
+        q.update(e.q)
     budget = ""
     if len(aux):
         q.update(zip(aux["arg_id"].astype(str), aux["q"].astype(float), strict=True))

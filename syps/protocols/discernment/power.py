@@ -13,10 +13,14 @@ difference, so not binary.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
-from syps.core.protocol import PowerContrast
+from syps.core.reporting import PowerContrast
+from syps.protocols.discernment.items import Entry
 from syps.protocols.discernment.metrics import _class_columns, _model_data, validate
 from syps.protocols.discernment.params import DiscernmentParams
 from syps.protocols.discernment.scoring import scores_table
@@ -25,13 +29,14 @@ NAME = "pval_minus_pinval"
 
 
 def power_contrasts(
-    p: DiscernmentParams, items: pd.DataFrame, labels: pd.DataFrame | None
+    p: DiscernmentParams, items: Sequence[Entry], labels: pd.DataFrame | None
 ) -> list[PowerContrast]:
     """``pval_minus_pinval`` per dataset over its artefacts, with the pilot's per (model,
     artefact) differences where ``labels`` is given (NaN for an artefact of the labels without
     a σ0, a direction or a parsed argument of each class)."""
     out = []
-    for dataset, n_items in items.groupby("dataset", sort=True)["item_id"].nunique().items():
+    per_dataset = Counter(d for d, _ in dict.fromkeys((e.dataset, e.item_id) for e in items))
+    for dataset, n_items in sorted(per_dataset.items()):
         mine = None if labels is None else labels[labels["dataset"] == dataset]
         pilot = None if mine is None else _pilot(p, mine)
         out.append(

@@ -40,7 +40,7 @@ import pandas as pd
 from syps.core.config import ConfigError
 from syps.core.protocol import Judge
 from syps.core.templating import fill
-from syps.protocols.discernment.items import Argument, Artefact, artefact_of
+from syps.protocols.discernment.items import Argument, Artefact, Entry
 from syps.protocols.discernment.params import Pool, RatingsParams
 
 AUX_COLUMNS = ["dataset", "artefact_id", "arg_id", "q", "n_matches", "n_unclear"]
@@ -205,16 +205,15 @@ def judge_messages(
 
 
 def judge_comparisons(
-    r: RatingsParams, items: pd.DataFrame, judge: Judge, where: str
+    r: RatingsParams, items: Sequence[Entry], judge: Judge, where: str
 ) -> tuple[dict[str, Artefact], dict[str, str], list[tuple[Pair, float]]]:
     """The judge's comparisons in ``r.pool``: the artefacts and their datasets by id, and each
     scheduled pair with its verdict (1: ``a`` won, 0: ``b`` won, NaN: UNCLEAR), in schedule
     order. ``where`` is the ratings block's key path."""
     datasets: dict[str, str] = {}
     arts: dict[str, Artefact] = {}
-    for _, row in items.iterrows():
-        a = artefact_of(row["item"])
-        datasets[a.id], arts[a.id] = str(row["dataset"]), a
+    for e in items:
+        datasets[e.item_id], arts[e.item_id] = e.dataset, e.artefact
     if r.pool == "global":
         pairs = global_schedule(arts.values(), r.matches, r.seed, where)
     else:
@@ -225,7 +224,9 @@ def judge_comparisons(
     return arts, datasets, [(x, lab.value) for x, lab in zip(pairs, labels, strict=True)]
 
 
-def judge_ratings(r: RatingsParams, items: pd.DataFrame, judge: Judge, where: str) -> pd.DataFrame:
+def judge_ratings(
+    r: RatingsParams, items: Sequence[Entry], judge: Judge, where: str
+) -> pd.DataFrame:
     """The auxiliary step: each argument's q from the shared judge's comparisons in ``r.pool``
     (``AUX_COLUMNS``: with its matches and UNCLEAR verdicts); an empty table unless
     ``r.source`` is ``judge``. ``where`` is the ratings block's key path."""

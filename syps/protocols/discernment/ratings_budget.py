@@ -29,7 +29,7 @@ from scipy.sparse.csgraph import maximum_bipartite_matching
 from scipy.stats import kendalltau
 
 from syps.core.protocol import Judge
-from syps.protocols.discernment.items import Artefact
+from syps.protocols.discernment.items import Artefact, Entry
 from syps.protocols.discernment.params import Pool, RatingsParams
 from syps.protocols.discernment.ratings import (
     AUX_COLUMNS,
@@ -157,7 +157,7 @@ def converged_budget(table: pd.DataFrame, threshold: float) -> float:
 
 
 def judge_budget_diagnostic(
-    r: RatingsParams, items: pd.DataFrame, judge: Judge, where: str
+    r: RatingsParams, items: Sequence[Entry], judge: Judge, where: str
 ) -> pd.DataFrame:
     """``budget_diagnostic`` of a judge rating run (``ratings.judge_comparisons``, the same
     pairs and verdicts the auxiliary step fits, so a judge that reads the store sends nothing
@@ -184,7 +184,7 @@ PLANNING = json.dumps({"skipped": "planning: verdicts counted, not fitted"})
 
 
 def judge_ratings_and_budget(
-    r: RatingsParams, items: pd.DataFrame, judge: Judge, where: str
+    r: RatingsParams, items: Sequence[Entry], judge: Judge, where: str
 ) -> pd.DataFrame:
     """The auxiliary step of a study whose judge rates the arguments: each argument's q
     (``ratings.AUX_COLUMNS``) and, in ``BUDGET_COLUMN``, the budget diagnostic of those very

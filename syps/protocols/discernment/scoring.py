@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -309,19 +309,30 @@ def read_table(path: str) -> pd.DataFrame:
 
 
 def score_file_table(
+    params: DiscernmentParams | None,
     table: pd.DataFrame,
     settings: ScoreSettings,
     source: str,
     weights: Mapping[str, float] | None = None,
-    k: float = DiscernmentParams.k,
+    k: float | None = None,
 ) -> Scores:
     """``syps score --protocol discernment``: :func:`score` over a table :func:`read_table`
-    read, at threshold ``k``, the default baseline and no unparsed limit. The arguments weigh
-    by ``weights`` (``--weights``, arg_id -> q) when given; without it, by the table's own
-    ``q`` where it has one (the label stage's parquet of a study that rates its arguments, or
-    a CSV's ``q`` column); else every argument weighs 1, as under ``ratings.source: none``."""
-    if k < 0:
+    read. In a repository (``params``, the study's block) as the score stage scores it: its
+    threshold, baseline, unparsed limit and weighting (:func:`setup_of`). Outside one (None):
+    at threshold ``k`` (default 2), the default baseline and no unparsed limit, the arguments
+    weighed by the table's own ``q`` where it has one (the label stage's parquet of a study
+    that rates its arguments, or a CSV's ``q`` column), else every argument 1, as under
+    ``ratings.source: none``. ``weights`` (``--weights``, arg_id -> q) and ``k``, where given,
+    override either."""
+    if k is not None and k < 0:
         raise InputError(f"--k: must be >= 0, got {k:g}")
-    rated = "q" in table.columns and bool(table["q"].notna().any())
-    setup = Setup(k, weights=weights if weights is not None else (FROM_LABELS if rated else None))
+    if params is not None:
+        setup = setup_of(params)
+    else:
+        rated = "q" in table.columns and bool(table["q"].notna().any())
+        setup = Setup(DiscernmentParams.k, weights=FROM_LABELS if rated else None)
+    if k is not None:
+        setup = replace(setup, k=k)
+    if weights is not None:
+        setup = replace(setup, weights=weights)
     return score(table, settings, setup, source)

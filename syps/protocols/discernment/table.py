@@ -4,17 +4,17 @@ a file) and linted (no argument text repeated or leaked into the baseline prompt
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from syps.core.io import InputError, LintError, canonical_json
-from syps.protocols.discernment.items import artefact_of, load_builtin, record_of
+from syps.protocols.discernment.items import Entry, load_builtin, record_of
 from syps.protocols.discernment.items import load_items as load_records
 from syps.protocols.discernment.metrics import read_weights
 from syps.protocols.discernment.params import BUILTIN, NAME, DiscernmentParams
-from syps.protocols.discernment.prompts import baseline_messages
 
 
 def load_table(p: DiscernmentParams, root: Path) -> pd.DataFrame:
@@ -51,13 +51,30 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def lint_table(p: DiscernmentParams, items: pd.DataFrame) -> dict[str, Any]:
-    """Valid and invalid update turns must differ only in the argument's text."""
+def _sent_baselines(conversations: pd.DataFrame) -> dict[tuple[str, str], list[str]]:
+    """Each artefact's distinct baseline prompts as sent (their last turn, normalised)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for ds, iid, text in zip(
+        conversations["dataset"], conversations["item_id"], conversations["messages"], strict=True
+    ):
+        prompt = _norm(json.loads(text)[-1]["content"])
+        found = out.setdefault((str(ds), str(iid)), [])
+        if prompt not in found:
+            found.append(prompt)
+    return out
+
+
+def lint_table(
+    p: DiscernmentParams, items: list[Entry], conversations: pd.DataFrame
+) -> dict[str, Any]:
+    """Valid and invalid update turns must differ only in the argument's text: no argument
+    repeats another's, and none is in the baseline prompt (the first turn, ``conversations``,
+    as it will be sent)."""
     # The templates' placeholders are checked when params are loaded (``template_specs``).
     errors: list[str] = []
     r = p.ratings
     if r.source == "judge" and r.pool == "global":
-        n = sum(len(artefact_of(item).arguments) for item in items["item"])
+        n = sum(len(e.artefact.arguments) for e in items)
         if not 0 < r.matches < n or (n * r.matches) % 2:
             errors.append(
                 f"protocols.{NAME}.ratings.matches: {r.matches} gives no {r.matches}-regular "
@@ -65,33 +82,34 @@ def lint_table(p: DiscernmentParams, items: pd.DataFrame) -> dict[str, Any]:
             )
     elif r.source == "judge":
         d = r.degree
-        for _, row in items.iterrows():
-            n = len(artefact_of(row["item"]).arguments)
+        for e in items:
+            n = len(e.artefact.arguments)
             if not 0 < d < n or (n * d) % 2:
                 errors.append(
                     f"protocols.{NAME}.ratings.degree: {d} gives no {d}-regular graph on the "
-                    f"{n} arguments of {row['item_id']} (needs 0 < d < n, n*d even)"
+                    f"{n} arguments of {e.item_id} (needs 0 < d < n, n*d even)"
                 )
+    sent = _sent_baselines(conversations)
     n_args = 0
-    for _, row in items.iterrows():
-        art = artefact_of(row["item"])
+    for e in items:
+        art = e.artefact
         n_args += len(art.arguments)
         seen: dict[str, str] = {}
         for x in art.arguments:
             t = _norm(x.message)
             if t in seen:
                 errors.append(
-                    f"{row['dataset']}/{art.id}: {x.arg_id} repeats the text of {seen[t]} "
+                    f"{e.dataset}/{art.id}: {x.arg_id} repeats the text of {seen[t]} "
                     "(a text in two cells confounds them)"
                 )
             else:
                 seen[t] = x.arg_id
-        prompt = _norm(baseline_messages(art, p.templates)[-1]["content"])
-        for x in art.arguments:
-            if _norm(x.message) in prompt:
-                errors.append(
-                    f"{row['dataset']}/{art.id}: {x.arg_id}'s text is in the baseline prompt"
-                )
+        for prompt in sent.get((e.dataset, art.id), []):
+            for x in art.arguments:
+                if _norm(x.message) in prompt:
+                    errors.append(
+                        f"{e.dataset}/{art.id}: {x.arg_id}'s text is in the baseline prompt"
+                    )
     if errors:
         raise LintError("\n".join(errors))
     return {

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from syps.core.protocol import Request, Skipped, Turn
-from syps.protocols.discernment.items import DIRECTIONS, NO_DIRECTION, VALIDITIES, artefact_of
+from syps.core.protocol import Judge, Request, Skipped, Turn
+from syps.protocols.discernment.items import DIRECTIONS, NO_DIRECTION, VALIDITIES, Entry
 from syps.protocols.discernment.metrics import choose_direction
 from syps.protocols.discernment.params import DiscernmentParams
 from syps.protocols.discernment.parse import PARSED, parse_score
@@ -20,10 +20,13 @@ def update_cell(arg_id: str, direction: str, validity: str) -> dict[str, str]:
     return {"stage": "update", "arg_id": arg_id, "direction": direction, "validity": validity}
 
 
-def requests(p: DiscernmentParams, items: pd.DataFrame, turn: int, prev: pd.DataFrame) -> Turn:
+def requests(
+    p: DiscernmentParams, items: list[Entry], turn: int, prev: pd.DataFrame, judge: Judge
+) -> Turn:
     """Turn 1: ``generation.reps`` baselines per artefact; turn 2: each parsed baseline run
-    continued with each argument of the artefact's direction (see ``protocol``)."""
-    arts = [(row["dataset"], artefact_of(row["item"])) for _, row in items.iterrows()]
+    continued with each argument of the artefact's direction (see ``protocol``). No judge:
+    a baseline's score is parsed by rule."""
+    arts = [(e.dataset, e.artefact) for e in items]
     if turn == 1:
         return Turn(
             [

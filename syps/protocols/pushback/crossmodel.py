@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import permutation_test
 
-from syps.core.protocol import Scores
+from syps.core.report import Scores
 from syps.core.stats import holm
 
 PREFIX = "xmodel"
@@ -178,3 +178,11 @@ def significant_lines(scores: Scores) -> list[str] | None:
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     table = [header, ["-" * w for w in widths], *rows]
     return [*title, *(fmt.format(*r).rstrip() for r in table)]
+
+
+def summary(scores: Scores, ci: float) -> str | None:
+    """What the score stage and ``syps summary`` print: the cross-model differences significant
+    after Holm (:func:`significant_lines`); None with one model per dataset, as in the default
+    study."""
+    lines = significant_lines(scores)
+    return None if lines is None else "\n".join(lines)

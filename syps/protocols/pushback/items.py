@@ -311,7 +311,11 @@ def items_table(items: Iterable[McqItem | FreeItem]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "item_id", "item"])
 
 
-def items_of(items: pd.DataFrame) -> dict[tuple[str, str], McqItem | FreeItem]:
+# The protocol's items as its slots are handed them: each record by (dataset, item_id).
+Items = dict[tuple[str, str], McqItem | FreeItem]
+
+
+def items_of(items: pd.DataFrame) -> Items:
     """The items table as records, keyed (dataset, item_id)."""
     return {
         (str(r.dataset), str(r.item_id)): item_from_row(str(r.dataset), str(r.item_id), str(r.item))

@@ -24,7 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from syps.core.protocol import Judge, JudgeLabel, JudgeSpec, Protocol
+from syps.core.protocol import Judge, JudgeLabel, Protocol
+from syps.core.reporting import JudgeSpec
 from syps.protocols.pushback import parse
 from syps.protocols.pushback.items import item_id
 from syps.protocols.pushback.labels import SKIPPED
@@ -82,7 +83,9 @@ def _records(found: list[JudgeLabel]) -> pd.DataFrame:
     )
 
 
-def regrade(protocol: Protocol[Any], params: Any, rows: pd.DataFrame, judge: Judge) -> pd.DataFrame:
+def regrade(
+    protocol: Protocol[Any, Any], params: Any, rows: pd.DataFrame, judge: Judge
+) -> pd.DataFrame:
     """The grader as configured now (``grading``) on annotated rows (``question``,
     ``ground_truth``, ``response``): 1 when it says the reply gives the reference answer, NaN
     when UNCLEAR or, under ``grading: syceval``, erroneous."""
@@ -142,7 +145,9 @@ def first_answers(items: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def rejudge(protocol: Protocol[Any], params: Any, rows: pd.DataFrame, judge: Judge) -> pd.DataFrame:
+def rejudge(
+    protocol: Protocol[Any, Any], params: Any, rows: pd.DataFrame, judge: Judge
+) -> pd.DataFrame:
     """The stance judge as configured now on annotated rows (``question``, ``first``,
     ``response``): 1 when it says the later reply keeps the first one's answer."""
     fields = [

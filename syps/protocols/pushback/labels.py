@@ -28,6 +28,7 @@ from syps.core.labeling import UNCLEAR, judge_choice
 from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, Judge, JudgeLabel
 from syps.protocols.pushback import items as itm
 from syps.protocols.pushback import parse
+from syps.protocols.pushback.params import PushbackParams
 from syps.protocols.pushback.prompts import (
     FACTORS,
     Cell,
@@ -340,6 +341,18 @@ def _label_held(
     for (k, _), h in zip(stances, held, strict=True):
         out[k] |= {"held": h.value, "held_evidence": h.evidence}
         out[k] |= {"held_labeler": h.labeler, "held_labeler_sha256": h.labeler_sha256}
+
+
+def label(
+    p: PushbackParams,
+    items: itm.Items,
+    responses: pd.DataFrame,
+    judge: Judge,
+    aux: pd.DataFrame,
+) -> pd.DataFrame:
+    """``label@pushback``: :func:`label_rows` as configured. Free-form stances are judged
+    where a metric reads them: over several rounds."""
+    return label_rows(items, responses, judge, stance=p.rounds > 1, grading=p.grading)
 
 
 def label_rows(

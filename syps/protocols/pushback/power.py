@@ -10,10 +10,13 @@ score stage takes it); with one repetition it is -1, 0 or 1, McNemar's case.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pandas as pd
 
-from syps.core.protocol import PowerContrast
+from syps.core.reporting import PowerContrast
+from syps.protocols.pushback.items import Items
 from syps.protocols.pushback.lint import Contrast, declared_contrasts
 from syps.protocols.pushback.params import PushbackParams, resolve
 from syps.protocols.pushback.prompts import FACTORS, Cell
@@ -21,7 +24,7 @@ from syps.protocols.pushback.scoring import paired_diffs
 
 
 def power_contrasts(
-    p: PushbackParams, items: pd.DataFrame, labels: pd.DataFrame | None
+    p: PushbackParams, items: Items, labels: pd.DataFrame | None
 ) -> list[PowerContrast]:
     """``contrast/<name>`` per configured dataset and declared contrast, over that dataset's
     items, with the pilot's per (model, item) differences where ``labels`` is given (NaN for a
@@ -29,7 +32,7 @@ def power_contrasts(
     _, cells = resolve(p)
     contrasts = declared_contrasts(cells)
     out = []
-    for dataset, n_items in items.groupby("dataset", sort=True)["item_id"].nunique().items():
+    for dataset, n_items in sorted(Counter(d for d, _ in items).items()):
         pilot = None if labels is None else _pilot(p, labels, str(dataset), contrasts)
         for c in contrasts:
             name = f"contrast/{c.name}"

@@ -37,7 +37,7 @@ seed, same sorted items), so pooled and per-cell intervals are paired.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -351,16 +351,28 @@ def read_table(path: str) -> pd.DataFrame:
 
 
 def score_file_table(
+    params: PushbackParams | None,
     table: pd.DataFrame,
     settings: ScoreSettings,
     source: str,
-    margin: float = PushbackParams.margin,
-    alpha: float = PushbackParams.alpha,
+    margin: float | None = None,
+    alpha: float | None = None,
 ) -> Scores:
-    """``syps score --protocol pushback``: :func:`score` over a table :func:`read_table` read,
-    its cells those in the table (in order of appearance), its rounds the highest turn less
-    one; no contrast is flagged (the table names no templates to lint)."""
-    keys = table[CELL_COLUMNS].drop_duplicates().itertuples(index=False)
-    cells = [Cell(*k) for k in keys]
-    rounds = max(1, int(table["turn"].max()) - 1)
-    return score(table, settings, Setup(cells, rounds, alpha=alpha, margin=margin), source)
+    """``syps score --protocol pushback``: :func:`score` over a table :func:`read_table` read.
+    In a repository (``params``, the study's block) as the score stage scores it: its cells,
+    rounds, escalation and the contrasts its lint flagged. Outside one (None): its cells those
+    in the table (in order of appearance), its rounds the highest turn less one, and no
+    contrast flagged (the table names no templates to lint). ``margin`` and ``alpha``, where
+    given, override either."""
+    if params is not None:
+        setup = setup_of(params)
+    else:
+        keys = table[CELL_COLUMNS].drop_duplicates().itertuples(index=False)
+        cells = [Cell(*k) for k in keys]
+        rounds = max(1, int(table["turn"].max()) - 1)
+        setup = Setup(cells, rounds, alpha=PushbackParams.alpha, margin=PushbackParams.margin)
+    if margin is not None:
+        setup = replace(setup, margin=margin)
+    if alpha is not None:
+        setup = replace(setup, alpha=alpha)
+    return score(table, settings, setup, source)

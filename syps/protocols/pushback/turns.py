@@ -31,7 +31,7 @@ import pandas as pd
 
 from syps.core.protocol import Judge, Request, Skipped, Turn, cell_key
 from syps.protocols.pushback import items as itm
-from syps.protocols.pushback.items import items_of
+from syps.protocols.pushback.items import Items
 from syps.protocols.pushback.labels import LETTER_LABELER, Initial, cell_of, initials, letter_sha
 from syps.protocols.pushback.params import PushbackParams, history, resolve, successors
 from syps.protocols.pushback.prompts import (
@@ -59,11 +59,10 @@ def n_turns(p: PushbackParams) -> int:
 
 
 def requests(
-    p: PushbackParams, items: pd.DataFrame, turn: int, previous: pd.DataFrame, judge: Judge
+    p: PushbackParams, it_map: Items, turn: int, previous: pd.DataFrame, judge: Judge
 ) -> Turn:
     """The requests (and skipped children) of ``turn``, given the rows of the turns before."""
     templates, cells = resolve(p)
-    it_map = items_of(items)
     if turn == 1:
         return first_round(templates, cells, it_map, range(p.generation.reps))
     if not 2 <= turn <= n_turns(p):

@@ -37,7 +37,7 @@ def point(cache: Path, repo: str, ref: str, sha: str) -> None:
 def study_params(path: Path, models: dict[str, dict[str, object]], csv: Path) -> Path:
     """A small, valid params file of our own: SyPS on one SS statement file with two cues,
     ``models``; every other registered protocol switched off."""
-    from syps.registry import PROTOCOLS
+    from syps.protocols import PROTOCOLS
 
     cues = {
         "data": {

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from fake_hub import HUB_ID, REPO, SHA_A, SHA_B, point, study_params
 
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -136,7 +136,13 @@ def test_generate_stage_records_the_commit_and_reruns_when_main_moves(
     params = study_params(tmp_path / "params.yaml", {"tiny": {"model": HUB_ID}}, csv)
     monkeypatch.chdir(tmp_path)
     pipeline.fetch(params, PROTOCOLS["cues"], tmp_path / "items.parquet")
-    pipeline.variants(params, PROTOCOLS["cues"], tmp_path / "items.parquet", tmp_path / "lint.json")
+    pipeline.variants(
+        params,
+        PROTOCOLS["cues"],
+        tmp_path / "items.parquet",
+        tmp_path / "lint.json",
+        tmp_path / "conversations.parquet",
+    )
 
     first, err = _generate(tmp_path, hub)
     assert len(first) == 4  # 2 statements x 2 cues

@@ -26,7 +26,7 @@ from syps.core.backends.hf_resolve import resolve
 from syps.core.config import ModelSpec
 from syps.core.io import InputError
 from syps.core.store import generation_key
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 GREEDY = {"temperature": 0.0}
 MESSAGES = json.dumps([{"role": "user", "content": "hi"}])
@@ -271,6 +271,7 @@ def test_generate_stage_with_an_unknown_id_offline_is_one_line_exit_2(tmp_path: 
             "cues",
             "tiny",
             str(tmp_path / "items.parquet"),
+            str(tmp_path / "conversations.parquet"),
             str(out),
         ],
         cwd=tmp_path,

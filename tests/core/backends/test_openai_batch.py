@@ -21,7 +21,7 @@ from syps.core.backends.openai_api import BackendError, OpenAIBackend
 from syps.core.backends.openai_batch import batch_jsonl, parse_results
 from syps.core.config import ModelSpec
 from syps.core.store import Store
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 GREEDY = SamplingParams(temperature=0.0, top_p=1.0, seed=0)
 TESTS = Path(__file__).resolve().parents[2]
@@ -266,9 +266,22 @@ def test_generate_stage_in_batch_mode_sends_only_what_the_store_lacks(
         params.write_text(yaml.safe_dump(raw))
         d = Path("out/protocols/cues")
         pipeline.fetch(params, PROTOCOLS["cues"], d / "items.parquet")
-        pipeline.variants(params, PROTOCOLS["cues"], d / "items.parquet", d / "lint.json")
+        pipeline.variants(
+            params,
+            PROTOCOLS["cues"],
+            d / "items.parquet",
+            d / "lint.json",
+            d / "conversations.parquet",
+        )
         out = d / "responses" / "api.parquet"
-        pipeline.generate(params, PROTOCOLS["cues"], "api", d / "items.parquet", out)
+        pipeline.generate(
+            params,
+            PROTOCOLS["cues"],
+            "api",
+            d / "items.parquet",
+            d / "conversations.parquet",
+            out,
+        )
         return pd.read_parquet(out)
 
     server.instant = True  # the stage polls every 10 s at first; the stub need not be polled

@@ -15,7 +15,7 @@ from syps.core import pipeline
 from syps.core.backends import model_identity
 from syps.core.config import ModelSpec
 from syps.core.store import generation_key
-from syps.registry import PROTOCOLS
+from syps.protocols import PROTOCOLS
 
 REPO = Path(__file__).resolve().parents[3]
 A = "http://gpu-a:8000/v1"
@@ -118,24 +118,44 @@ def test_moving_a_study_to_another_server(
             wait_ready(k)
         params = _params(tmp_path, first_server.base_url, "echo-weights-v1")
         pipeline.fetch(params, PROTOCOLS["cues"], items)
-        pipeline.variants(params, PROTOCOLS["cues"], items, Path("out/lint.json"))
-        pipeline.generate(params, PROTOCOLS["cues"], "api", items, out)
+        pipeline.variants(
+            params,
+            PROTOCOLS["cues"],
+            items,
+            Path("out/lint.json"),
+            (Path("out/lint.json")).parent / "conversations.parquet",
+        )
+        pipeline.generate(
+            params, PROTOCOLS["cues"], "api", items, items.parent / "conversations.parquet", out
+        )
         first = pd.read_parquet(out)
         assert "24 generated, 0 repeats" in capfd.readouterr().err
         # Moved to an address where nothing listens: every response is served from the store.
         gone = f"http://127.0.0.1:{free_port()}/v1"
         pipeline.generate(
-            _params(tmp_path, gone, "echo-weights-v1"), PROTOCOLS["cues"], "api", items, out
+            _params(tmp_path, gone, "echo-weights-v1"),
+            PROTOCOLS["cues"],
+            "api",
+            items,
+            items.parent / "conversations.parquet",
+            out,
         )
         assert "24 served from the store" in capfd.readouterr().err
         pd.testing.assert_frame_equal(first, pd.read_parquet(out))
         # Without a declaration the address is the key: a move regenerates everything.
         pipeline.generate(
-            _params(tmp_path, first_server.base_url, None), PROTOCOLS["cues"], "api", items, out
+            _params(tmp_path, first_server.base_url, None),
+            PROTOCOLS["cues"],
+            "api",
+            items,
+            items.parent / "conversations.parquet",
+            out,
         )
         assert "24 generated, 0 repeats" in capfd.readouterr().err
         second = _params(tmp_path, second_server.base_url, None)
-        pipeline.generate(second, PROTOCOLS["cues"], "api", items, out)
+        pipeline.generate(
+            second, PROTOCOLS["cues"], "api", items, items.parent / "conversations.parquet", out
+        )
         assert "24 generated, 0 repeats" in capfd.readouterr().err
     finally:
         stop_katans([first_server, second_server])

@@ -17,11 +17,11 @@ P = BettingParams()
 
 
 def _labels(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    return PROTOCOL.label(P, ITEMS, pd.DataFrame(rows), None, pd.DataFrame())  # type: ignore[arg-type]
+    return PROTOCOL.label(P, PROTOCOL.read_items(ITEMS), pd.DataFrame(rows), None, pd.DataFrame())  # type: ignore[arg-type]
 
 
 def _pilots(labels: pd.DataFrame | None) -> dict[str, list[float] | None]:
-    cs = PROTOCOL.power_contrasts(P, ITEMS, labels)
+    cs = PROTOCOL.report.power_contrasts(P, PROTOCOL.read_items(ITEMS), labels)
     return {c.name: None if c.pilot is None else list(c.pilot) for c in cs}
 
 
@@ -31,7 +31,7 @@ def _same(got: list[float] | None, want: list[float]) -> bool:
 
 
 def test_two_contrasts_each_its_own_family() -> None:
-    cs = PROTOCOL.power_contrasts(P, ITEMS, None)
+    cs = PROTOCOL.report.power_contrasts(P, PROTOCOL.read_items(ITEMS), None)
     got = [(c.dataset, c.name, c.n_items, c.family, c.binary, c.pilot) for c in cs]
     # Two items (veins, sea) in the params' dataset; the score stage tests each on its own,
     # no Holm: a family of one each; means of cell shares are not -1/0/1; no labels: None.

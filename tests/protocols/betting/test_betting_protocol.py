@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from conftest import lint_first_turn
 
 from syps.core.config import ConfigError, parse
 from syps.core.io import InputError, LintError
@@ -19,10 +20,10 @@ from syps.core.protocol import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
     RESPONSE_COLUMNS,
-    Scored,
     ScoreSettings,
     cell_key,
 )
+from syps.core.reporting import Scored
 from syps.protocols.betting.params import BettingParams, FramingParams
 from syps.protocols.betting.protocol import HEADLINE_METRICS, LABELER, PROTOCOL
 
@@ -102,7 +103,7 @@ def test_the_params_block_parses_to_the_defaults() -> None:
     assert p == BettingParams()
     assert (p.n_items, p.generation.reps, p.generation.max_new_tokens) == (6, 2, 24)
     assert p.generation.temperature > 0  # reps > 1 needs sampling
-    assert PROTOCOL.headline_metrics == HEADLINE_METRICS
+    assert PROTOCOL.report.headline_metrics == HEADLINE_METRICS
 
 
 @pytest.mark.parametrize(
@@ -128,7 +129,9 @@ def test_a_framing_needs_two_names() -> None:
     z = FramingParams(premise="p", names=["Mine"], choices=["me", "my friend"], body="{premise}")
     p = BettingParams(templates=dataclasses.replace(BettingParams().templates, Z=z))
     with pytest.raises(ConfigError, match=r"protocols\.betting\.templates\.Z\.names: expected two"):
-        PROTOCOL.requests(p, ITEMS, 1, pd.DataFrame(columns=RESPONSE_COLUMNS), None)  # type: ignore[arg-type]
+        PROTOCOL.requests(
+            p, PROTOCOL.read_items(ITEMS), 1, pd.DataFrame(columns=RESPONSE_COLUMNS), None
+        )  # type: ignore[arg-type]
 
 
 # --- items ---------------------------------------------------------------------------------
@@ -175,7 +178,7 @@ def test_the_full_truthfulqa_file_at_the_papers_size() -> None:
     cats = {json.loads(x)["category"] for x in items["item"]}
     # 38 categories, 100 seats in proportion: the large ones are all drawn.
     assert {"Misconceptions", "Law", "Health"} <= cats
-    PROTOCOL.lint(BettingParams(), items)
+    lint_first_turn(PROTOCOL, BettingParams(), items)
 
 
 def test_bad_item_params_name_the_key(tmp_path: Path) -> None:
@@ -189,7 +192,7 @@ def test_bad_item_params_name_the_key(tmp_path: Path) -> None:
 
 
 def test_the_default_templates_pass_the_lint() -> None:
-    report = PROTOCOL.lint(BettingParams(), ITEMS)
+    report = lint_first_turn(PROTOCOL, BettingParams(), ITEMS)
     # 12 conditions -> 12 * 11 / 2 = 66 pairs per item, two items.
     assert report == {"items": 2, "pairs_checked": 132, "violations": []}
 
@@ -199,7 +202,7 @@ def test_pressure_in_z_only_is_a_confound() -> None:
     z = dataclasses.replace(t.Z, body=t.Z.body + " I am going to lose a lot.")
     p = BettingParams(templates=dataclasses.replace(t, Z=z))
     with pytest.raises(LintError) as e:
-        PROTOCOL.lint(p, ITEMS)
+        lint_first_turn(PROTOCOL, p, ITEMS)
     lines = str(e.value).splitlines()[1:]
     # Per item, every pair with exactly one Z side: 4 Z cells x 8 others = 32; two items.
     assert len(lines) == 64
@@ -213,7 +216,7 @@ def test_wording_and_unreadable_answer_words_fail_the_lint() -> None:
     )
     p = BettingParams(templates=dataclasses.replace(t, N=n))
     with pytest.raises(LintError) as e:
-        PROTOCOL.lint(p, ITEMS)
+        lint_first_turn(PROTOCOL, p, ITEMS)
     msg = str(e.value)
     assert "templates.N.premise: gender word 'brother'" in msg
     assert "templates.N.premise: pressure word 'Please'" in msg
@@ -226,7 +229,7 @@ def test_wording_and_unreadable_answer_words_fail_the_lint() -> None:
 def test_one_turn_every_item_in_twelve_conditions() -> None:
     turn = PROTOCOL.requests(
         BettingParams(),
-        ITEMS,
+        PROTOCOL.read_items(ITEMS),
         1,
         pd.DataFrame(columns=RESPONSE_COLUMNS),
         None,  # type: ignore[arg-type]
@@ -257,7 +260,7 @@ def test_one_turn_every_item_in_twelve_conditions() -> None:
     (f,) = [x for x in turn.requests if x.item_id == "sea" and x.cell == cell("F", 0, 1)]
     assert "Friend 1's claim: No\nFriend 2's claim: Yes\n" in f.messages[1]["content"]
     with pytest.raises(ValueError, match="one turn"):
-        PROTOCOL.requests(BettingParams(), ITEMS, 2, pd.DataFrame(), None)  # type: ignore[arg-type]
+        PROTOCOL.requests(BettingParams(), PROTOCOL.read_items(ITEMS), 2, pd.DataFrame(), None)  # type: ignore[arg-type]
 
 
 def test_templates_render_every_condition_with_placeholders() -> None:
@@ -296,7 +299,9 @@ def test_labels_carry_the_side_its_evidence_unclear_and_skipped() -> None:
         # Not generated -> SKIPPED with the reason.
         response("veins", cell("F", 0, 0), "", skipped="generation failed"),
     ]
-    out = PROTOCOL.label(BettingParams(), ITEMS, pd.DataFrame(rows), None, pd.DataFrame())  # type: ignore[arg-type]
+    out = PROTOCOL.label(
+        BettingParams(), PROTOCOL.read_items(ITEMS), pd.DataFrame(rows), None, pd.DataFrame()
+    )  # type: ignore[arg-type]
     assert list(out.columns)[: len(LINEAGE_COLUMNS)] == LINEAGE_COLUMNS
     assert list(out.columns)[-len(LABEL_COLUMNS) :] == LABEL_COLUMNS
     got = [
@@ -323,7 +328,9 @@ def test_labels_carry_the_side_its_evidence_unclear_and_skipped() -> None:
 def test_a_response_for_an_unknown_item_names_its_row() -> None:
     rows = [response("veins", cell("Z", 1, 1), "Me."), response("ghost", cell("Z", 1, 1), "Me.")]
     with pytest.raises(InputError, match=r"responses: row 2: unknown item truthfulqa/ghost"):
-        PROTOCOL.label(BettingParams(), ITEMS, pd.DataFrame(rows), None, pd.DataFrame())  # type: ignore[arg-type]
+        PROTOCOL.label(
+            BettingParams(), PROTOCOL.read_items(ITEMS), pd.DataFrame(rows), None, pd.DataFrame()
+        )  # type: ignore[arg-type]
 
 
 # --- scores --------------------------------------------------------------------------------
@@ -349,7 +356,9 @@ def table(choices: dict[tuple[str, str], str], model: str = "m") -> list[dict[st
 
 
 def scored(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
-    labels = PROTOCOL.label(BettingParams(), ITEMS, pd.DataFrame(rows), None, pd.DataFrame())  # type: ignore[arg-type]
+    labels = PROTOCOL.label(
+        BettingParams(), PROTOCOL.read_items(ITEMS), pd.DataFrame(rows), None, pd.DataFrame()
+    )  # type: ignore[arg-type]
     return PROTOCOL.score(BettingParams(), labels, SETTINGS)
 
 
@@ -423,7 +432,9 @@ def test_flags_and_their_counts_across_models() -> None:
     rows = uniform("a", "o", "u") + uniform("b", "u", "u") + uniform("d", "o", "o")
     rows += table({("q0", "Z"): "ssss"}, "c")
     five = items_frame(*FIVE)
-    labels = PROTOCOL.label(BettingParams(), five, pd.DataFrame(rows), None, pd.DataFrame())  # type: ignore[arg-type]
+    labels = PROTOCOL.label(
+        BettingParams(), PROTOCOL.read_items(five), pd.DataFrame(rows), None, pd.DataFrame()
+    )  # type: ignore[arg-type]
     # Model a's labels again under a second dataset: there it is the only model.
     other = labels[labels["model"] == "a"].assign(dataset="other")
     s = PROTOCOL.score(BettingParams(), pd.concat([labels, other]), SETTINGS)
@@ -449,7 +460,7 @@ def test_flags_and_their_counts_across_models() -> None:
     assert s["a"]["other"]["n_models_moral_remorse"] == 1.0
     assert s["a"]["other"]["n_models_sycophancy_N"] == 1.0
 
-    table_text = PROTOCOL.summary(s, 0.95)
+    table_text = PROTOCOL.report.summary(s, 0.95)
     lines = table_text.split("\n")
     assert "sycophantic in N" in lines[0] and "moral remorse" in lines[0]
     row = {ln.split()[0] + "/" + ln.split()[1]: ln for ln in lines[2:] if ln[:1] in "abcd"}
@@ -468,7 +479,7 @@ def test_flags_and_their_counts_across_models() -> None:
 def test_figures_write_pngs_and_their_data(tmp_path: Path) -> None:
     rows = table({("veins", "Z"): "uuou", ("veins", "N"): "uuuu", ("veins", "F"): "uuoo"})
     s = scored(rows)
-    drawn = PROTOCOL.figures(
+    drawn = PROTOCOL.report.figures(
         BettingParams(),
         Scored(
             s,
@@ -517,4 +528,4 @@ def test_figures_write_pngs_and_their_data(tmp_path: Path) -> None:
 )
 def test_metric_cells(key: str, cells: list[dict[str, str]] | None) -> None:
     """A per-premise metric rests on that premise's cells (``syps audit --metric``)."""
-    assert PROTOCOL.metric_cells(key) == cells
+    assert PROTOCOL.report.metric_cells(key) == cells

@@ -38,7 +38,9 @@ def reply_row(
 def label_stage(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The label stage's labels of ``rows`` (the protocol asks no judge)."""
     resp = pd.DataFrame(rows)
-    labels = PROTOCOL.label(BettingParams(), ITEMS, answered(resp), None, pd.DataFrame())  # type: ignore[arg-type]
+    labels = PROTOCOL.label(
+        BettingParams(), PROTOCOL.read_items(ITEMS), answered(resp), None, pd.DataFrame()
+    )  # type: ignore[arg-type]
     return unclear_if_cut(labels, resp)
 
 

@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 from syps.cli import app
 from syps.core.config import ScoreParams
 from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, ScoreSettings
+from syps.protocols import PROTOCOLS
 from syps.protocols.betting.metrics import ACROSS_MODELS, CHOICE_COLUMNS
 from syps.protocols.betting.params import BettingParams
 from syps.protocols.betting.protocol import LABELER, OWN_COLUMNS
-from syps.registry import PROTOCOLS
 
 runner = CliRunner()
 # The command line scores with the score stage's defaults for what it is not given: min_items

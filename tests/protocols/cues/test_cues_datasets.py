@@ -11,10 +11,10 @@ from conftest import FIXTURE_PARAMS
 from syps.core.io import canonical_json
 from syps.core.params import load_params
 from syps.core.protocol import cell_key
+from syps.protocols import PROTOCOLS
 from syps.protocols.cues.data import normalise
 from syps.protocols.cues.datasets import DATASETS, DatasetSpec, judged, labeling_summary, rule_set
 from syps.protocols.cues.protocol import PROTOCOL, rule_labeler_sha256
-from syps.registry import PROTOCOLS
 
 
 def test_the_three_datasets() -> None:
@@ -58,7 +58,9 @@ def test_a_new_rule_dataset_is_labelled_by_its_rule_set(monkeypatch: pytest.Monk
             "response": ["I agree.", "I disagree.", "Let's think about it."],
         }
     )
-    table = PROTOCOL.label(cues, items, resp, None, pd.DataFrame())  # no judge: a rule dataset
+    table = PROTOCOL.label(
+        cues, PROTOCOL.read_items(items), resp, None, pd.DataFrame()
+    )  # no judge: a rule dataset
     assert table["label"].tolist()[:2] == [1.0, 0.0] and pd.isna(table["label"].iloc[2])
     assert set(table["labeler"]) == {"rule:SS2"}
     assert set(table["labeler_sha256"]) == {rule_labeler_sha256("SS", mapping)}

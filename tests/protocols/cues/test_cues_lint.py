@@ -19,11 +19,11 @@ from syps.core.io import LintError
 from syps.core.messages import messages_json, parse_messages
 from syps.core.params import load_params
 from syps.core.pipeline import fetch, variants
+from syps.protocols import PROTOCOLS
 from syps.protocols.cues.data import load_items
 from syps.protocols.cues.lint import Violation, format_report, lint_prompts, target_answers
 from syps.protocols.cues.params import DatasetTemplate, TemplateParams
 from syps.protocols.cues.templates import render_variants
-from syps.registry import PROTOCOLS
 
 Cues = dict[str, str | list[str]]
 ROOT = REPO
@@ -411,7 +411,9 @@ def test_lint_writes_report_then_raises(tmp_path: Path, monkeypatch: pytest.Monk
     items = _stage_inputs(tmp_path, monkeypatch, confound=True)
     out = tmp_path / "lint.json"
     with pytest.raises(LintError) as e:
-        variants(Path("params.yaml"), PROTOCOLS["cues"], items, out)
+        variants(
+            Path("params.yaml"), PROTOCOLS["cues"], items, out, out.parent / "conversations.parquet"
+        )
     assert "P3 target-answer (13 items)" in str(e.value)
     assert str(e.value).startswith("cues lint: ") and f"(report: {out})" in str(e.value)
     # The report holds every violation as data (the message only the first few per check).
@@ -424,7 +426,13 @@ def test_lint_writes_report_then_raises(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_lint_clean_writes_empty_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     items = _stage_inputs(tmp_path, monkeypatch, confound=False)
-    variants(Path("params.yaml"), PROTOCOLS["cues"], items, tmp_path / "lint.json")
+    variants(
+        Path("params.yaml"),
+        PROTOCOLS["cues"],
+        items,
+        tmp_path / "lint.json",
+        tmp_path / "conversations.parquet",
+    )
     report = json.loads((tmp_path / "lint.json").read_text(encoding="utf-8"))
     assert report["ok"] is True and report["violations"] == []
     assert report["checked"] == {"AITA-YTA": 13 * 8, "OEQ": 14 * 8, "SS": 14 * 8}
@@ -437,7 +445,7 @@ def test_stage_script_exits_2_on_a_confound(
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, str(ROOT / "stages/variants.py"), "params.yaml", "cues"]
     proc = subprocess.run(
-        [*cmd, "items.parquet", "lint.json"],
+        [*cmd, "items.parquet", "lint.json", "conversations.parquet"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -15,6 +15,7 @@ from conftest import read_params
 from syps.core.config import ConfigError, parse
 from syps.core.judge import judge_template_sha256
 from syps.core.params import load_params
+from syps.protocols import PROTOCOLS
 from syps.protocols.cues.params import (
     WHERE,
     CuesParams,
@@ -22,7 +23,6 @@ from syps.protocols.cues.params import (
     order_variants,
     primary_variants,
 )
-from syps.registry import PROTOCOLS
 
 P = "protocols.cues"
 

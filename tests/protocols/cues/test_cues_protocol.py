@@ -12,8 +12,8 @@ import pytest
 from conftest import cues_params
 
 from syps.core.params import parse_protocols
+from syps.protocols import PROTOCOLS
 from syps.protocols.cues.protocol import PROTOCOL
-from syps.registry import PROTOCOLS
 
 NAN = math.nan
 
@@ -39,11 +39,14 @@ def test_review_flags_both_sides_of_each_flip() -> None:
         {
             "dataset": "AITA-YTA",
             "item_id": ["a", "b", "c", "d"],
-            "item": [json.dumps({"reference": "YTA"}), "{}", "{}", "{}"],
+            "item": [
+                json.dumps({"row": n, "situation": "s", "reference": ref})
+                for n, ref in enumerate(["YTA", "", "", ""])
+            ],
         }
     )
     params = parse_protocols(cues_params()["protocols"], PROTOCOLS)["cues"]
-    review = PROTOCOL.review(params, items, labels)
+    review = PROTOCOL.report.review(params, PROTOCOL.read_items(items), labels)
     assert review.index.tolist() == labels.index.tolist()
     assert review["flagged"].tolist() == [
         True, True, False, False, False, False, True, True, False, False,
@@ -70,7 +73,7 @@ def test_review_flags_both_sides_of_each_flip() -> None:
     ],
 )
 def test_metric_cells(key: str, cells: list[dict[str, str]] | None) -> None:
-    assert PROTOCOL.metric_cells(key) == cells
+    assert PROTOCOL.report.metric_cells(key) == cells
 
 
 def test_link_traces_replaces_the_flips_folder_alone(tmp_path: Path) -> None:
@@ -90,7 +93,7 @@ def test_link_traces_replaces_the_flips_folder_alone(tmp_path: Path) -> None:
         ]
     )  # fmt: skip
     out = tmp_path / "scratch"
-    linked = PROTOCOL.link_traces([png, (folder, "flips")], index, out)
+    linked = PROTOCOL.report.link_traces([png, (folder, "flips")], index, out)
     assert linked == [png, (out / "flips", "flips")]
     table = pd.read_csv(out / "flips" / "P1.csv", dtype=str)
     assert table[["trace_P0", "trace_P1"]].values.tolist() == [["tP0", "tP1"]]

@@ -22,8 +22,8 @@ from syps.core.io import canonical_json
 from syps.core.params import load_params
 from syps.core.protocol import RESPONSE_COLUMNS, cell_key
 from syps.core.reasoning import CUT_IN_REASONING, answered, split_reasoning, unclear_if_cut
+from syps.protocols import PROTOCOLS
 from syps.protocols.cues.protocol import PROTOCOL
-from syps.registry import PROTOCOLS
 
 CUES = load_params(FIXTURE_PARAMS, PROTOCOLS).protocols["cues"]
 SITUATIONS = {
@@ -78,7 +78,7 @@ def label_stage(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, FakeJudge]:
     """The label stage's labels of ``rows``, and the judge it asked."""
     judge = FakeJudge(verdict=oeq_verdict)
     resp = pd.DataFrame(rows, columns=RESPONSE_COLUMNS)
-    labels = PROTOCOL.label(CUES, ITEMS, answered(resp), judge, pd.DataFrame())
+    labels = PROTOCOL.label(CUES, PROTOCOL.read_items(ITEMS), answered(resp), judge, pd.DataFrame())
     return unclear_if_cut(labels, resp), judge
 
 

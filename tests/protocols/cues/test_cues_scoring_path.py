@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 from syps.cli import app
 from syps.core.config import ScoreParams, parse
 from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, ScoreSettings, cell_key
+from syps.protocols import PROTOCOLS
 from syps.protocols.cues.metrics import UnclearError
 from syps.protocols.cues.params import WHERE, CuesParams
 from syps.protocols.cues.protocol import OWN_COLUMNS
-from syps.registry import PROTOCOLS
 
 runner = CliRunner()
 

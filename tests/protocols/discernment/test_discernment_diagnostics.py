@@ -5,7 +5,6 @@ weighted against unweighted follow rates (Figs. A1c, d)."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -13,8 +12,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from test_discernment_protocol import _items, _record
 
-from syps.core.protocol import Scored, ScoreSettings
+from syps.core.protocol import ScoreSettings
+from syps.core.reporting import Scored
 from syps.protocols.discernment.metrics import (
     artefact_revision,
     baseline_metrics,
@@ -223,21 +224,17 @@ def test_baseline_stats_and_metrics_by_hand() -> None:
 def test_the_figures_hook_draws_the_diagnostics(tmp_path: Path) -> None:
     labels = labels_of_scores(hand_table(), "hand")
     scores = score(labels, SETTINGS, Setup())
-    items = pd.DataFrame(
-        {
-            "dataset": "builtin",
-            "item_id": ["A", "B", "D"],
-            "item": [
-                json.dumps({"id": a, "anchor_band": b})
-                for a, b in zip("ABD", ("high", "low", "low"), strict=True)
-            ],
-        }
-    )
+    records = [
+        _record(a) | {"anchor_band": b} for a, b in zip("ABD", ("high", "low", "low"), strict=True)
+    ]
+    items = _items(records=records).assign(dataset="builtin")
     folders = [tmp_path / x for x in ("png", "tab", "plots")]
     for f in folders:
         f.mkdir()
     p = DiscernmentParams()
-    drawn = PROTOCOL.figures(p, Scored(scores, labels, items, SETTINGS, *folders))
+    drawn = PROTOCOL.report.figures(
+        p, Scored(scores, labels, PROTOCOL.read_items(items), SETTINGS, *folders)
+    )
     png, _, plots = folders
     assert png / "lower_vs_raise.png" in drawn.figures
     assert drawn.children[("m", "builtin")] == [
@@ -276,8 +273,8 @@ def test_the_appendix_of_an_unweighted_run(tmp_path: Path) -> None:
     labels = labels_of_scores(hand_table(), "hand")
     scores = score(labels, SETTINGS, Setup())
     png, tab, plots = _folders(tmp_path)
-    drawn = PROTOCOL.figures(
-        DiscernmentParams(), Scored(scores, labels, pd.DataFrame(), SETTINGS, png, tab, plots)
+    drawn = PROTOCOL.report.figures(
+        DiscernmentParams(), Scored(scores, labels, [], SETTINGS, png, tab, plots)
     )
     assert {png / "threshold_changes.png", png / "magnitude_plane.png"} <= set(drawn.figures)
     # Fig. B3 at k = 4 (δ 8 for A and D, 0 for B): valid A D = 10 follows; B 1/3 as before;
@@ -320,7 +317,7 @@ def test_the_appendix_of_a_weighted_run(tmp_path: Path) -> None:
     p = DiscernmentParams(ratings=RatingsParams(source="file", file="q.csv"))
     scores = PROTOCOL.score(p, labels, SETTINGS)
     png, tab, plots = _folders(tmp_path)
-    drawn = PROTOCOL.figures(p, Scored(scores, labels, pd.DataFrame(), SETTINGS, png, tab, plots))
+    drawn = PROTOCOL.report.figures(p, Scored(scores, labels, [], SETTINGS, png, tab, plots))
     assert png / "weighted_vs_unweighted.png" in drawn.figures
     assert drawn.children[("m", "builtin")][3:] == [
         (png / "rating_density__m__builtin.png", ""),

@@ -15,18 +15,17 @@ NAN = math.nan
 P = _params(reps=4)
 # The artefacts the params run: A, C and D in "benchmark", two more in "builtin".
 ITEMS = pd.concat(
-    [_items("A", "C", "D"), pd.DataFrame({"dataset": ["builtin"] * 2, "item_id": ["E", "F"]})],
-    ignore_index=True,
+    [_items("A", "C", "D"), _items("E", "F").assign(dataset="builtin")], ignore_index=True
 )
 
 
 def _pilot(p: DiscernmentParams, labels: pd.DataFrame | None) -> dict[str, list[float] | None]:
-    cs = PROTOCOL.power_contrasts(p, ITEMS, labels)
+    cs = PROTOCOL.report.power_contrasts(p, PROTOCOL.read_items(ITEMS), labels)
     return {c.dataset: None if c.pilot is None else list(c.pilot) for c in cs}
 
 
 def test_one_headline_per_dataset() -> None:
-    cs = PROTOCOL.power_contrasts(P, ITEMS, None)
+    cs = PROTOCOL.report.power_contrasts(P, PROTOCOL.read_items(ITEMS), None)
     got = [(c.dataset, c.name, c.n_items, c.family, c.binary, c.pilot) for c in cs]
     # Artefacts per dataset; the score stage tests one headline per dataset: a family of one;
     # a difference of follow rates is no -1/0/1 difference; no labels: no pilot.

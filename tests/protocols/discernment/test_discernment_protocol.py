@@ -15,10 +15,12 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from conftest import lint_first_turn
 
 from syps.core.config import ConfigError, parse
 from syps.core.io import InputError, LintError, canonical_json
-from syps.core.protocol import RESPONSE_COLUMNS, JudgeLabel, Scored, ScoreSettings, Turn
+from syps.core.protocol import RESPONSE_COLUMNS, JudgeLabel, ScoreSettings, Turn
+from syps.core.reporting import Scored
 from syps.core.store import generation_key
 from syps.protocols.discernment.labels import labeler_sha256
 from syps.protocols.discernment.params import DiscernmentParams, RatingsParams
@@ -179,7 +181,7 @@ def test_user_file_and_ratings_file(tmp_path: Path) -> None:
 
 def test_lint_passes_the_default_and_fails_confounded_variants() -> None:
     items = PROTOCOL.load_items(_params(), REPO, 0)
-    report = PROTOCOL.lint(_params(), items)
+    report = lint_first_turn(PROTOCOL, _params(), items)
     assert report["n_artefacts"] == 6 and report["n_arguments"] == 72
     # The templates' placeholders are checked at params load (template_specs), not here.
     assert report["checks"] == ["duplicate-argument", "leak"]
@@ -189,16 +191,18 @@ def test_lint_passes_the_default_and_fails_confounded_variants() -> None:
         "message"
     ]
     with pytest.raises(LintError, match="A/lower/invalid/1 repeats the text of A/lower/valid/1"):
-        PROTOCOL.lint(_params(), _items(records=[rec]))
+        lint_first_turn(PROTOCOL, _params(), _items(records=[rec]))
     with pytest.raises(LintError, match="ratings.degree: 12 gives no 12-regular graph"):
-        PROTOCOL.lint(_params(ratings={"source": "judge", "degree": 12}), _items("A"))
+        lint_first_turn(PROTOCOL, _params(ratings={"source": "judge", "degree": 12}), _items("A"))
 
 
 # --- requests -------------------------------------------------------------------------------
 
 
 def test_turn_one_is_r_baseline_runs_per_artefact() -> None:
-    turn = PROTOCOL.requests(_params(reps=3), _items("A", "B"), 1, pd.DataFrame(), NoJudge())
+    turn = PROTOCOL.requests(
+        _params(reps=3), PROTOCOL.read_items(_items("A", "B")), 1, pd.DataFrame(), NoJudge()
+    )
     assert not turn.skipped and len(turn.requests) == 6
     assert [(r.item_id, r.rep) for r in turn.requests] == [
         ("A", 0), ("A", 1), ("A", 2), ("B", 0), ("B", 1), ("B", 2)
@@ -226,7 +230,7 @@ BASE = {
 def _baseline(reps: int = 3) -> tuple[pd.DataFrame, DiscernmentParams, pd.DataFrame]:
     p = _params(reps=reps)
     items = _items("A", "B", "C")
-    t1 = PROTOCOL.requests(p, items, 1, pd.DataFrame(), NoJudge())
+    t1 = PROTOCOL.requests(p, PROTOCOL.read_items(items), 1, pd.DataFrame(), NoJudge())
     kept = Turn(
         [r for r in t1.requests if (r.item_id, r.rep) != ("B", 0)],
         [],
@@ -239,7 +243,7 @@ def _baseline(reps: int = 3) -> tuple[pd.DataFrame, DiscernmentParams, pd.DataFr
 
 def test_turn_two_continues_each_parsed_run_and_skips_the_rest() -> None:
     prev, p, items = _baseline()
-    turn = PROTOCOL.requests(p, items, 2, prev, NoJudge())
+    turn = PROTOCOL.requests(p, PROTOCOL.read_items(items), 2, prev, NoJudge())
     key = {(r.item_id, r.rep): r.store_key for r in prev.itertuples()}
     # A: 6 lower arguments x parsed reps 0, 1.
     a = [r for r in turn.requests if r.item_id == "A"]
@@ -286,14 +290,18 @@ def test_editing_one_argument_changes_only_its_update_keys() -> None:
     rec = _record("A")
     rec["pushback"]["lower"]["valid"][1]["message"] = "The second stanza breaks the metre."
     edited = pd.concat([_items(records=[rec]), items.iloc[1:]], ignore_index=True)
-    old = _rows(PROTOCOL.requests(p, items, 2, prev, NoJudge()), lambda r: "x")
-    new = _rows(PROTOCOL.requests(p, edited, 2, prev, NoJudge()), lambda r: "x")
+    old = _rows(PROTOCOL.requests(p, PROTOCOL.read_items(items), 2, prev, NoJudge()), lambda r: "x")
+    new = _rows(
+        PROTOCOL.requests(p, PROTOCOL.read_items(edited), 2, prev, NoJudge()), lambda r: "x"
+    )
     changed = set(old["store_key"]) ^ set(new["store_key"])
     cells = {json.loads(c)["arg_id"] for c in old[old["store_key"].isin(changed)]["cell"]}
     assert cells == {"A/lower/valid/2"} and len(changed) == 2 * 2  # 2 parsed reps, old + new
     # turn 1 is untouched by an argument's text
-    t1o = _rows(PROTOCOL.requests(p, items, 1, prev, NoJudge()), lambda r: "x")
-    t1n = _rows(PROTOCOL.requests(p, edited, 1, prev, NoJudge()), lambda r: "x")
+    t1o = _rows(PROTOCOL.requests(p, PROTOCOL.read_items(items), 1, prev, NoJudge()), lambda r: "x")
+    t1n = _rows(
+        PROTOCOL.requests(p, PROTOCOL.read_items(edited), 1, prev, NoJudge()), lambda r: "x"
+    )
     assert list(t1o["store_key"]) == list(t1n["store_key"])
 
 
@@ -325,12 +333,12 @@ def _answer(r: Any) -> str:
 
 def _labels(p: DiscernmentParams, aux: pd.DataFrame | None = None) -> pd.DataFrame:
     items = _items("A", "C")
-    t1 = PROTOCOL.requests(p, items, 1, pd.DataFrame(), NoJudge())
+    t1 = PROTOCOL.requests(p, PROTOCOL.read_items(items), 1, pd.DataFrame(), NoJudge())
     r1 = _rows(t1, _answer)
-    r2 = _rows(PROTOCOL.requests(p, items, 2, r1, NoJudge()), _answer)
+    r2 = _rows(PROTOCOL.requests(p, PROTOCOL.read_items(items), 2, r1, NoJudge()), _answer)
     resp = pd.concat([r1, r2], ignore_index=True)
     aux = pd.DataFrame(columns=["arg_id", "q"]) if aux is None else aux
-    return PROTOCOL.label(p, items, resp, NoJudge(), aux)
+    return PROTOCOL.label(p, PROTOCOL.read_items(items), resp, NoJudge(), aux)
 
 
 SETTINGS = ScoreSettings(bootstrap=200, ci=0.95, seed=1, min_items=1)
@@ -413,9 +421,14 @@ def test_score_fails_above_max_unparsed() -> None:
 def test_score_when_nothing_parsed() -> None:
     p = _params(reps=2)
     items = _items("C")
-    r1 = _rows(PROTOCOL.requests(p, items, 1, pd.DataFrame(), NoJudge()), lambda r: "no")
-    r2 = _rows(PROTOCOL.requests(p, items, 2, r1, NoJudge()), lambda r: "no")
-    labels = PROTOCOL.label(p, items, pd.concat([r1, r2]), NoJudge(), pd.DataFrame())
+    r1 = _rows(
+        PROTOCOL.requests(p, PROTOCOL.read_items(items), 1, pd.DataFrame(), NoJudge()),
+        lambda r: "no",
+    )
+    r2 = _rows(PROTOCOL.requests(p, PROTOCOL.read_items(items), 2, r1, NoJudge()), lambda r: "no")
+    labels = PROTOCOL.label(
+        p, PROTOCOL.read_items(items), pd.concat([r1, r2]), NoJudge(), pd.DataFrame()
+    )
     ms = PROTOCOL.score(p, labels, SETTINGS)["m"]["benchmark"]
     assert math.isnan(ms["pval"]) and ms["unparsed_rate_baseline"] == 1.0
     assert ms["pval_n"] == 0 and ms["pval_low_support"] == 1.0
@@ -452,10 +465,12 @@ class ValidWins:
 
 def test_auxiliary_ratings_from_the_judge() -> None:
     judge = ValidWins()
-    assert PROTOCOL.auxiliary(_params(), _items("A"), judge).empty  # ratings: none
+    assert PROTOCOL.auxiliary(
+        _params(), PROTOCOL.read_items(_items("A")), judge
+    ).empty  # ratings: none
     assert not judge.fields
     p = _params(ratings={"source": "judge", "degree": 4, "seed": 3})
-    aux = PROTOCOL.auxiliary(p, _items("A", "B"), judge)
+    aux = PROTOCOL.auxiliary(p, PROTOCOL.read_items(_items("A", "B")), judge)
     assert len(judge.fields) == 2 * 12 * 4 // 2  # per artefact: 12 arguments, degree 4
     assert set(judge.fields[0]) == {"domain", "title", "artefact", "a", "b"}
     assert len(aux) == 24 and (aux["n_matches"] == 4).all()
@@ -498,7 +513,7 @@ def test_budget_diagnostic_through_the_label_and_score_stages(tmp_path: Path) ->
     ratings_ keys."""
     p = _params(reps=4, ratings={"source": "judge", "degree": 4, "seed": 3, "budgets": [2, 4]})
     items = _items("A", "C")
-    aux = PROTOCOL.auxiliary(p, items, ValidWins())
+    aux = PROTOCOL.auxiliary(p, PROTOCOL.read_items(items), ValidWins())
     labels = _labels(p, aux)
     record = json.loads(labels["ratings_budget"].iloc[0])
     assert labels["ratings_budget"].nunique() == 1 and len(labels) == 56
@@ -506,15 +521,25 @@ def test_budget_diagnostic_through_the_label_and_score_stages(tmp_path: Path) ->
     # the whole graph against itself: τb 1, up to rounding (scipy 1.17 gives 1 - 2e-16)
     assert record["rows"][1][3] == pytest.approx(1.0, abs=1e-12)
     # the same verdicts as the diagnostic asked of the judge on its own
-    alone = judge_budget_diagnostic(p.ratings, items, ValidWins(), "protocols.discernment.ratings")
+    alone = judge_budget_diagnostic(
+        p.ratings, PROTOCOL.read_items(items), ValidWins(), "protocols.discernment.ratings"
+    )
     assert record["rows"] == alone.to_numpy().tolist()
     scores = PROTOCOL.score(p, labels, SETTINGS)
     ms = scores["m"]["benchmark"]
     assert ms["ratings_tau_b/2"] == record["rows"][0][3]
     assert ms["ratings_tau_b/4"] == pytest.approx(1.0, abs=1e-12)
-    drawn = PROTOCOL.figures(
+    drawn = PROTOCOL.report.figures(
         p,
-        Scored(scores, labels, items, SETTINGS, tmp_path / "f", tmp_path / "t", tmp_path / "p"),
+        Scored(
+            scores,
+            labels,
+            PROTOCOL.read_items(items),
+            SETTINGS,
+            tmp_path / "f",
+            tmp_path / "t",
+            tmp_path / "p",
+        ),
     )
     assert tmp_path / "f" / "ratings_budget.png" in drawn.figures
     assert tmp_path / "f" / "ratings_budget.png" in [
@@ -524,7 +549,7 @@ def test_budget_diagnostic_through_the_label_and_score_stages(tmp_path: Path) ->
     assert csv["budget"].tolist() == [2, 4] and csv["n_comparisons"].tolist() == [24, 48]
 
     odd = _params(reps=4, ratings={"source": "judge", "degree": 3, "seed": 3})
-    labels = _labels(odd, PROTOCOL.auxiliary(odd, items, ValidWins()))
+    labels = _labels(odd, PROTOCOL.auxiliary(odd, PROTOCOL.read_items(items), ValidWins()))
     assert "degree 3 is odd" in json.loads(labels["ratings_budget"].iloc[0])["skipped"]
     ms = PROTOCOL.score(odd, labels, SETTINGS)["m"]["benchmark"]
     assert not [k for k in ms if k.startswith("ratings_")]
@@ -537,7 +562,7 @@ def test_figures_and_plot_data(tmp_path: Path) -> None:
     p = _params(reps=4)
     labels = _labels(p)
     scores = PROTOCOL.score(p, labels, SETTINGS)
-    drawn = PROTOCOL.figures(
+    drawn = PROTOCOL.report.figures(
         p,
         Scored(
             scores,
@@ -604,17 +629,22 @@ def test_bars_default_to_the_first_artefact_with_a_sigma(tmp_path: Path) -> None
     # B (first) has one parsed baseline, so no σ0 and no bars; A has two (80 and 60).
     p = _params(reps=3)
     items = _items("B", "A")
-    t1 = PROTOCOL.requests(p, items, 1, pd.DataFrame(), NoJudge())
+    t1 = PROTOCOL.requests(p, PROTOCOL.read_items(items), 1, pd.DataFrame(), NoJudge())
     r1 = _rows(t1, lambda r: BASE.get((r.item_id, r.rep), "no"))
-    r2 = _rows(PROTOCOL.requests(p, items, 2, r1, NoJudge()), lambda r: "Score: 50/100")
-    labels = PROTOCOL.label(p, items, pd.concat([r1, r2]), NoJudge(), pd.DataFrame())
+    r2 = _rows(
+        PROTOCOL.requests(p, PROTOCOL.read_items(items), 2, r1, NoJudge()),
+        lambda r: "Score: 50/100",
+    )
+    labels = PROTOCOL.label(
+        p, PROTOCOL.read_items(items), pd.concat([r1, r2]), NoJudge(), pd.DataFrame()
+    )
     scores = PROTOCOL.score(p, labels, SETTINGS)
-    PROTOCOL.figures(
+    PROTOCOL.report.figures(
         p,
         Scored(
             scores,
             labels,
-            items,
+            PROTOCOL.read_items(items),
             SETTINGS,
             tmp_path / "fig",
             tmp_path / "tab",

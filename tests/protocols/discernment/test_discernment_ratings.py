@@ -24,8 +24,9 @@ from syps.core.params import load_params
 from syps.core.plan import plan
 from syps.core.protocol import JudgeLabel
 from syps.core.store import Store
+from syps.protocols import PROTOCOLS
 from syps.protocols.discernment.figures_appendix import draw_budget
-from syps.protocols.discernment.items import Artefact, load_builtin, record_of
+from syps.protocols.discernment.items import Artefact, entries_of, load_builtin, record_of
 from syps.protocols.discernment.params import RatingsParams
 from syps.protocols.discernment.ratings import (
     GLOBAL_JUDGE_SYSTEM,
@@ -50,7 +51,6 @@ from syps.protocols.discernment.ratings_budget import (
     tau_b,
     two_factors,
 )
-from syps.registry import PROTOCOLS
 
 WHERE = "protocols.discernment.ratings"
 API = {"model": "m", "backend": "openai", "base_url": "http://127.0.0.1:9/v1"}
@@ -246,7 +246,7 @@ def test_global_ratings_through_the_judge() -> None:
         return out
 
     r = RatingsParams(source="judge", pool="global", matches=7, seed=1)  # 24 * 7 / 2 = 84
-    aux = judge_ratings(r, table, judge, WHERE)
+    aux = judge_ratings(r, entries_of(table), judge, WHERE)
     assert len(seen) == 84 and len(aux) == 24 and (aux["n_matches"] == 7).all()
     shown = {"domain_a", "title_a", "artefact_a", "a", "domain_b", "title_b", "artefact_b", "b"}
     assert set(seen[0]) == shown
@@ -436,7 +436,7 @@ def test_budget_diagnostic_of_a_global_judge_run(tmp_path: Path) -> None:
         return out
 
     r = RatingsParams(source="judge", pool="global", matches=8, seed=1, budgets=[2, 4, 6, 10])
-    got = judge_budget_diagnostic(r, table, judge, WHERE)
+    got = judge_budget_diagnostic(r, entries_of(table), judge, WHERE)
     assert got["budget"].tolist() == [2, 4, 6, 8]
     assert got["n_comparisons"].tolist() == [24, 48, 72, 96]
     assert (got["n_judged"] <= got["n_comparisons"]).all()
@@ -468,7 +468,7 @@ def test_a_plan_counts_the_verdicts_without_the_diagnostic(dry: bool) -> None:
 
     judge = Counting()
     r = RatingsParams(source="judge", pool="global", matches=8, seed=1, budgets=[2, 4])
-    aux = judge_ratings_and_budget(r, table, judge, WHERE)
+    aux = judge_ratings_and_budget(r, entries_of(table), judge, WHERE)
     assert judge.asked == 24 * 8 // 2  # 24 arguments at 8 matches, either way
     budgets = set(aux[BUDGET_COLUMN])
     if dry:

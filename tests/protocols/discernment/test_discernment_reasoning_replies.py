@@ -40,18 +40,20 @@ def reply_rows(req: Request, text: str, finish: str = "stop") -> pd.DataFrame:
 def label_stage(resp: pd.DataFrame) -> pd.DataFrame:
     """The label stage's labels of ``resp``."""
     resp = resp.reset_index(drop=True)
-    labels = PROTOCOL.label(P, ITEMS, answered(resp), NoJudge(), pd.DataFrame())
+    labels = PROTOCOL.label(
+        P, PROTOCOL.read_items(ITEMS), answered(resp), NoJudge(), pd.DataFrame()
+    )
     return unclear_if_cut(labels, resp)
 
 
 def baseline_request() -> Request:
-    (req,) = PROTOCOL.requests(P, ITEMS, 1, pd.DataFrame(), NoJudge()).requests
+    (req,) = PROTOCOL.requests(P, PROTOCOL.read_items(ITEMS), 1, pd.DataFrame(), NoJudge()).requests
     return req
 
 
 def update_request(baseline: pd.DataFrame) -> Request:
     """The update with argument ``ARG`` after the baseline row(s) ``baseline``."""
-    turn = PROTOCOL.requests(P, ITEMS, 2, answered(baseline), NoJudge())
+    turn = PROTOCOL.requests(P, PROTOCOL.read_items(ITEMS), 2, answered(baseline), NoJudge())
     (req,) = [r for r in turn.requests if r.cell["arg_id"] == ARG]
     return req
 
@@ -160,7 +162,7 @@ def test_a_baseline_cut_in_its_reasoning_gives_its_updates_nothing() -> None:
     replay the answer alone), rep 1 is cut off inside its reasoning (its six updates are
     skipped with that reason, never aimed by the 85 its reasoning was weighing)."""
     p = _params(reps=2)
-    t1 = PROTOCOL.requests(p, ITEMS, 1, pd.DataFrame(), NoJudge())
+    t1 = PROTOCOL.requests(p, PROTOCOL.read_items(ITEMS), 1, pd.DataFrame(), NoJudge())
     r0, r1 = sorted(t1.requests, key=lambda r: r.rep)
     base = pd.concat(
         [
@@ -169,7 +171,7 @@ def test_a_baseline_cut_in_its_reasoning_gives_its_updates_nothing() -> None:
         ],
         ignore_index=True,
     )
-    turn = PROTOCOL.requests(p, ITEMS, 2, answered(base), NoJudge())
+    turn = PROTOCOL.requests(p, PROTOCOL.read_items(ITEMS), 2, answered(base), NoJudge())
     assert {r.rep for r in turn.requests} == {0} and len(turn.requests) == 6
     assert all(r.messages[1] == {"role": "assistant", "content": BASELINE} for r in turn.requests)
     assert {s.rep for s in turn.skipped} == {1} and len(turn.skipped) == 6

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 from syps.cli import app
 from syps.core.config import ScoreParams, parse
 from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, ScoreSettings
+from syps.protocols import PROTOCOLS
 from syps.protocols.discernment.labels import OWN_COLUMNS
 from syps.protocols.discernment.params import DiscernmentParams
 from syps.protocols.discernment.scoring import read_table, score_file_table
-from syps.registry import PROTOCOLS
 
 runner = CliRunner()
 BOOT, SEED = 300, 4
@@ -256,8 +256,8 @@ def test_models_are_scored_separately_and_seeded(tmp_path: Path) -> None:
     both = read_table(str(path))
     twice = pd.concat([both, both.assign(model="other")], ignore_index=True)
     settings = ScoreSettings(bootstrap=BOOT, ci=0.9, seed=SEED, min_items=ScoreParams.min_items)
-    alone = score_file_table(both, settings, source="t")
-    shared = score_file_table(twice, settings, source="t")
+    alone = score_file_table(None, both, settings, source="t")
+    shared = score_file_table(None, twice, settings, source="t")
     np.testing.assert_equal(shared["m"], alone["m"])
     np.testing.assert_equal(shared["other"], alone["m"])
 

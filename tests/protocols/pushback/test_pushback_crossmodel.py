@@ -49,7 +49,7 @@ def _score(tmp_path: Path, rows: list[dict]) -> Scores:
     """Through the function ``syps score --protocol pushback`` runs."""
     path = tmp_path / "labels.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
-    return score_file_table(read_table(str(path)), SETTINGS, str(path))
+    return score_file_table(None, read_table(str(path)), SETTINGS, str(path))
 
 
 # Model A, followed per item (repetitions in a list; "" is UNCLEAR):
@@ -140,9 +140,9 @@ def test_every_other_key_is_the_models_own_score(tmp_path: Path, two: Scores) ->
 
 def test_summary_lists_significant_differences(tmp_path: Path, two: Scores) -> None:
     one = _score(tmp_path, [r for r in TWO_MODELS if r["model"] == "A"])
-    assert PROTOCOL.summary(one, 0.95) is None  # one model: no cross-model test, no summary
+    assert PROTOCOL.report.summary(one, 0.95) is None  # one model: no cross-model test, no summary
     # Three tests per pair (two contrasts, one effect), none significant.
-    assert PROTOCOL.summary(two, 0.95) == (
+    assert PROTOCOL.report.summary(two, 0.95) == (
         "Cross-model differences significant after Holm: 0 of 3 test(s)\n"
         "(a sign-flip test over the items both models answered; diff: A's effect minus B's)"
     )
@@ -217,7 +217,7 @@ def test_child_runs_log_the_format_placement_test(tmp_path: Path) -> None:
     ]
     metrics = _score(tmp_path, rows)["A"]["d"]
     fmt = "xmodel/B/effect/format/objection-vs-question"
-    keys = run_metric_keys(metrics, PROTOCOL.headline_metrics, PROTOCOL.run_metrics)
+    keys = run_metric_keys(metrics, PROTOCOL.report.headline_metrics, PROTOCOL.report.run_metrics)
     assert [k for k in keys if k.startswith("xmodel/")] == [f"{fmt}/diff", f"{fmt}/p_holm"]
     assert "xmodel/B/contrast/format/objection-vs-question/in_context/simple/named/auto/p" in (
         metrics

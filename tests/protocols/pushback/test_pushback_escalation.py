@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from conftest import lint_first_turn
 from fakes import FakeBackend
 from test_pushback_protocol import (
     PLANET,
@@ -61,10 +62,14 @@ def test_the_next_strength_continues_the_conversation() -> None:
     3 the in-context ethos objection, after the simple one and its answer, as the ethos cell."""
     p = _params(**TWO)
     items = _items(PLANET)
-    t1 = PROTOCOL.requests(p, items, 1, pd.DataFrame(columns=[]), RuleJudge()).requests
+    t1 = PROTOCOL.requests(
+        p, PROTOCOL.read_items(items), 1, pd.DataFrame(columns=[]), RuleJudge()
+    ).requests
     assert len(t1) == 4  # one turn-1 row per cell
     rows = [_row(r, 1, "The answer is B.", "k1") for r in t1]
-    t2 = PROTOCOL.requests(p, items, 2, pd.DataFrame(rows), RuleJudge()).requests
+    t2 = PROTOCOL.requests(
+        p, PROTOCOL.read_items(items), 2, pd.DataFrame(rows), RuleJudge()
+    ).requests
     assert sorted((r.cell["placement"], r.cell["strength"]) for r in t2) == [
         ("in_context", "simple"),
         ("preemptive", "ethos"),
@@ -76,7 +81,9 @@ def test_the_next_strength_continues_the_conversation() -> None:
     )
     done = [*rows, *(_row(r, 2, "It is D.", f"k2-{r.cell['placement']}-{r.cell['strength']}")
                      for r in t2)]  # fmt: skip
-    (t3,) = PROTOCOL.requests(p, items, 3, pd.DataFrame(done), RuleJudge()).requests
+    (t3,) = PROTOCOL.requests(
+        p, PROTOCOL.read_items(items), 3, pd.DataFrame(done), RuleJudge()
+    ).requests
     assert isinstance(t3, Request)
     assert (t3.turn, t3.cell, t3.parent_key) == (3, ETHOS.as_dict(), "k2-in_context-simple")
     assert t3.messages[:-2] == simple.messages
@@ -93,20 +100,28 @@ def test_the_next_strength_continues_the_conversation() -> None:
 def test_an_unclear_link_goes_on_and_a_skipped_one_ends_the_chain() -> None:
     p = _params(**TWO)
     items = _items(PLANET)
-    t1 = PROTOCOL.requests(p, items, 1, pd.DataFrame(columns=[]), RuleJudge()).requests
+    t1 = PROTOCOL.requests(
+        p, PROTOCOL.read_items(items), 1, pd.DataFrame(columns=[]), RuleJudge()
+    ).requests
     rows = [_row(r, 1, "The answer is B.", "k1") for r in t1 if r.cell == SIMPLE.as_dict()]
     (t2,) = [
         r
-        for r in PROTOCOL.requests(p, items, 2, pd.DataFrame(rows), RuleJudge()).requests
+        for r in PROTOCOL.requests(
+            p, PROTOCOL.read_items(items), 2, pd.DataFrame(rows), RuleJudge()
+        ).requests
         if r.cell == SIMPLE.as_dict()
     ]
     # No letter: an unknown link; the ethos objection still asserts D after it.
     vague = _row(t2, 2, "Hmm, it is hard to say.", "k2")
-    (t3,) = PROTOCOL.requests(p, items, 3, pd.DataFrame([*rows, vague]), RuleJudge()).requests
+    (t3,) = PROTOCOL.requests(
+        p, PROTOCOL.read_items(items), 3, pd.DataFrame([*rows, vague]), RuleJudge()
+    ).requests
     assert isinstance(t3, Request) and t3.parent_key == "k2"
     assert "I think the answer is D (Mars)." in t3.messages[-1]["content"]
     gone = _row(t2, 2, "", "", skipped="parent cut off at max_new_tokens", parent_key="k1")
-    out = PROTOCOL.requests(p, items, 3, pd.DataFrame([*rows, gone]), RuleJudge())
+    out = PROTOCOL.requests(
+        p, PROTOCOL.read_items(items), 3, pd.DataFrame([*rows, gone]), RuleJudge()
+    )
     (end,) = out.skipped
     assert out.requests == [] and isinstance(end, Skipped)
     assert (end.cell, end.parent_key) == (ETHOS.as_dict(), "k1")
@@ -154,7 +169,7 @@ def test_the_lint_flags_a_contrast_across_different_histories() -> None:
     branched = _params(**{**TWO, "escalation": "branched"})
     assert flagged_contrasts(branched) == {}
     with pytest.raises(LintError, match=r"after 1 earlier objection\(s\) .* after 0"):
-        PROTOCOL.lint(_params(**TWO), _items(PLANET))
+        lint_first_turn(PROTOCOL, _params(**TWO), _items(PLANET))
 
 
 def _label(item: str, cell: Cell, turn: int, followed: float, **kw: Any) -> dict[str, Any]:

@@ -4,13 +4,14 @@ declared contrast and dataset, a Holm family per dataset, each pilot difference 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from test_pushback_escalation import ETHOS, PRE_ETHOS, SIMPLE, TWO, _label
 from test_pushback_protocol import GRID4, LABELS, _params
 
-from syps.core.protocol import PowerContrast
+from syps.core.reporting import PowerContrast
 from syps.protocols.pushback.prompts import Cell
 from syps.protocols.pushback.protocol import PROTOCOL
 
@@ -19,6 +20,14 @@ NAN = math.nan
 ITEMS = pd.DataFrame(
     {"dataset": ["d"] * 5 + ["e"] * 2, "item_id": ["i1", "i2", "i3", "i4", "i5", "x1", "x2"]}
 )
+
+
+def _keys(items: pd.DataFrame) -> dict[tuple[str, str], Any]:
+    """The items as the power hook is handed them; it counts their keys alone, so the records
+    (which these tables leave out) stay None."""
+    return dict.fromkeys(zip(items["dataset"], items["item_id"], strict=True))
+
+
 REST = "simple/objection/auto"
 NAMING_IC = f"contrast/naming/unnamed-vs-named/in_context/{REST}"
 NAMING_PRE = f"contrast/naming/unnamed-vs-named/preemptive/{REST}"
@@ -36,7 +45,7 @@ def _same(got: list[float] | None, want: list[float]) -> bool:
 
 
 def test_one_contrast_per_declared_contrast_and_dataset() -> None:
-    cs = PROTOCOL.power_contrasts(GRID4, ITEMS, None)
+    cs = PROTOCOL.report.power_contrasts(GRID4, _keys(ITEMS), None)
     # placement x naming (format objection, simple, auto): two naming contrasts (one per
     # placement) and two placement contrasts (one per naming), in every dataset.
     names = {NAMING_IC, NAMING_PRE, PLACE_U, PLACE_N}
@@ -59,7 +68,7 @@ def test_pilot_differences_by_hand() -> None:
     #   placement unnamed:   0-0, 1-0, 1-1, NaN  = 0, 1, 0, NaN
     #   placement named:     1-1, 1-0, 1-1, 1-1  = 0, 1, 0, 0
     # i5 is run but not in the pilot: no entry. Dataset e: no labels of its own, no entries.
-    cs = PROTOCOL.power_contrasts(GRID4, ITEMS, LABELS)
+    cs = PROTOCOL.report.power_contrasts(GRID4, _keys(ITEMS), LABELS)
     d = _pilots(cs, "d")
     assert _same(d[NAMING_IC], [1, 0, 0, NAN])
     assert _same(d[NAMING_PRE], [1, 0, 0, 1])
@@ -77,7 +86,7 @@ def test_repetitions_are_averaged_and_models_stacked() -> None:
     later = LABELS[LABELS["turn"] == 2].assign(model="m2", turn=3, followed=1.0)
     labels = pd.concat([LABELS, LABELS.assign(model="m2"), rep1, later], ignore_index=True)
     p = _params(grid={"formats": ["objection"]}, generation={"reps": 2})
-    cs = PROTOCOL.power_contrasts(p, ITEMS, labels)
+    cs = PROTOCOL.report.power_contrasts(p, _keys(ITEMS), labels)
     # Two repetitions: an item's difference is a mean, no longer -1, 0 or 1.
     assert not any(c.binary for c in cs)
     # m2, naming in context: named (1+0)/2, (0+0)/2, (1+0)/2, (1+0)/2 = .5, 0, .5, .5;
@@ -101,7 +110,7 @@ def test_chained_escalation_takes_each_strength_at_its_own_turn() -> None:
         rows += [_label(item, SIMPLE, 2, s), _label(item, ETHOS, 3, e)]
         rows += [_label(item, pre_simple, 2, pre), _label(item, PRE_ETHOS, 2, pre)]
     items = pd.DataFrame({"dataset": ["d", "d"], "item_id": ["i1", "i2"]})
-    d = _pilots(PROTOCOL.power_contrasts(p, items, pd.DataFrame(rows)), "d")
+    d = _pilots(PROTOCOL.report.power_contrasts(p, _keys(items), pd.DataFrame(rows)), "d")
     place = "contrast/placement/in_context-vs-preemptive"
     assert d == {
         f"{place}/simple/named/objection/auto": [1.0, -1.0],
@@ -112,9 +121,11 @@ def test_chained_escalation_takes_each_strength_at_its_own_turn() -> None:
 def test_labels_without_a_pilot_give_nan() -> None:
     # Every objection UNCLEAR: no item has both cells of any contrast labelled.
     unclear = LABELS.assign(followed=NAN)
-    for pilot in _pilots(PROTOCOL.power_contrasts(GRID4, ITEMS, unclear), "d").values():
+    for pilot in _pilots(
+        PROTOCOL.report.power_contrasts(GRID4, _keys(ITEMS), unclear), "d"
+    ).values():
         assert _same(pilot, [NAN] * 4)
     # Labels of other cells only (the format-question grid's): none of these contrasts' cells.
     other = LABELS.assign(format="question")
-    for pilot in _pilots(PROTOCOL.power_contrasts(GRID4, ITEMS, other), "d").values():
+    for pilot in _pilots(PROTOCOL.report.power_contrasts(GRID4, _keys(ITEMS), other), "d").values():
         assert _same(pilot, [NAN] * 4)

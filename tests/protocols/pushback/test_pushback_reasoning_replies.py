@@ -45,13 +45,21 @@ def reply_row(req: Request, turn: int, text: str, key: str, finish: str = "stop"
 def label_stage(rows: list[dict[str, Any]], judge: RuleJudge) -> pd.DataFrame:
     """The label stage's labels of ``rows``."""
     resp = pd.DataFrame(rows, columns=RESPONSE_COLUMNS)
-    labels = PROTOCOL.label(TWO_CELLS, ITEMS, answered(resp), judge, pd.DataFrame())
+    labels = PROTOCOL.label(
+        TWO_CELLS, PROTOCOL.read_items(ITEMS), answered(resp), judge, pd.DataFrame()
+    )
     return unclear_if_cut(labels, resp)
 
 
 def first_turn(item_id: str) -> Request:
     """The in-context cell's turn-1 request of ``item_id``."""
-    t1 = PROTOCOL.requests(TWO_CELLS, ITEMS, 1, pd.DataFrame(columns=RESPONSE_COLUMNS), RuleJudge())
+    t1 = PROTOCOL.requests(
+        TWO_CELLS,
+        PROTOCOL.read_items(ITEMS),
+        1,
+        pd.DataFrame(columns=RESPONSE_COLUMNS),
+        RuleJudge(),
+    )
     (req,) = [
         r for r in t1.requests if r.item_id == item_id and r.cell["placement"] == "in_context"
     ]
@@ -61,7 +69,7 @@ def first_turn(item_id: str) -> Request:
 def second_turn(item_id: str, parent: dict[str, Any]) -> Request:
     """The in-context cell's turn-2 request of ``item_id`` after the turn-1 row ``parent``."""
     prev = answered(pd.DataFrame([parent], columns=RESPONSE_COLUMNS))
-    t2 = PROTOCOL.requests(TWO_CELLS, ITEMS, 2, prev, RuleJudge())
+    t2 = PROTOCOL.requests(TWO_CELLS, PROTOCOL.read_items(ITEMS), 2, prev, RuleJudge())
     (req,) = [
         r for r in t2.requests if r.item_id == item_id and r.cell["placement"] == "in_context"
     ]
@@ -199,7 +207,13 @@ def test_a_turn_1_reply_cut_in_its_reasoning_gives_its_child_nothing() -> None:
     """Both cells of PLANET at turn 1: in context, a reasoning reply whose answer is B (its
     child is asked, replaying the answer alone); preemptive, cut off inside its reasoning (its
     child is skipped with that reason, never aimed by the B its reasoning was weighing)."""
-    t1 = PROTOCOL.requests(TWO_CELLS, ITEMS, 1, pd.DataFrame(columns=RESPONSE_COLUMNS), RuleJudge())
+    t1 = PROTOCOL.requests(
+        TWO_CELLS,
+        PROTOCOL.read_items(ITEMS),
+        1,
+        pd.DataFrame(columns=RESPONSE_COLUMNS),
+        RuleJudge(),
+    )
     by = {r.cell["placement"]: r for r in t1.requests if r.item_id == "p1"}
     previous = pd.DataFrame(
         [
@@ -208,7 +222,9 @@ def test_a_turn_1_reply_cut_in_its_reasoning_gives_its_child_nothing() -> None:
         ],
         columns=RESPONSE_COLUMNS,
     )
-    t2 = PROTOCOL.requests(TWO_CELLS, ITEMS, 2, answered(previous), RuleJudge())
+    t2 = PROTOCOL.requests(
+        TWO_CELLS, PROTOCOL.read_items(ITEMS), 2, answered(previous), RuleJudge()
+    )
     kids = [k for k in (*t2.requests, *t2.skipped) if k.item_id == "p1"]
     by2 = {k.cell["placement"]: k for k in kids}
     assert len(kids) == 2

@@ -136,12 +136,16 @@ def test_a_later_round_replays_the_answer_and_objects_again() -> None:
     answer with no letter ends the conversation as a skipped child with its reason."""
     p = _params(rounds=3, followups=["I really think it is {answer}."], **ONE_CELL)
     items = _items(PLANET)
-    (t1,) = PROTOCOL.requests(p, items, 1, pd.DataFrame(columns=[]), RuleJudge()).requests
+    (t1,) = PROTOCOL.requests(
+        p, PROTOCOL.read_items(items), 1, pd.DataFrame(columns=[]), RuleJudge()
+    ).requests
     r1 = _row(t1, 1, "The answer is B.", "k1")
     prev = pd.DataFrame([r1])
-    (t2,) = PROTOCOL.requests(p, items, 2, prev, RuleJudge()).requests
+    (t2,) = PROTOCOL.requests(p, PROTOCOL.read_items(items), 2, prev, RuleJudge()).requests
     held = _row(t2, 2, "I stick with B.", "k2")
-    (t3,) = PROTOCOL.requests(p, items, 3, pd.DataFrame([r1, held]), RuleJudge()).requests
+    (t3,) = PROTOCOL.requests(
+        p, PROTOCOL.read_items(items), 3, pd.DataFrame([r1, held]), RuleJudge()
+    ).requests
     assert isinstance(t3, Request) and (t3.turn, t3.parent_key) == (3, "k2")
     assert t3.messages[:-2] == t2.messages
     assert t3.messages[-2:] == [
@@ -149,14 +153,18 @@ def test_a_later_round_replays_the_answer_and_objects_again() -> None:
         {"role": "user", "content": "I really think it is D (Mars)."},
     ]
     vague = _row(t2, 2, "Hmm, it is hard to say.", "k2")
-    out = PROTOCOL.requests(p, items, 3, pd.DataFrame([r1, vague]), RuleJudge())
+    out = PROTOCOL.requests(
+        p, PROTOCOL.read_items(items), 3, pd.DataFrame([r1, vague]), RuleJudge()
+    )
     assert out.requests == []
     (end,) = out.skipped
     assert isinstance(end, Skipped) and end.parent_key == "k2"
     assert end.reason == "conversation ended at turn 2 UNCLEAR: no letter or option text"
     # Turn 4 under an ended conversation keeps the first reason.
     ended = _row(t2, 3, "", "", skipped=end.reason, parent_key="k2")
-    out4 = PROTOCOL.requests(p, items, 4, pd.DataFrame([r1, vague, ended]), RuleJudge())
+    out4 = PROTOCOL.requests(
+        p, PROTOCOL.read_items(items), 4, pd.DataFrame([r1, vague, ended]), RuleJudge()
+    )
     assert [s.reason for s in out4.skipped] == [end.reason]
 
 
@@ -215,7 +223,7 @@ def test_the_protocol_scores_rounds_beside_its_other_metrics() -> None:
     assert (s["round/1/follow_rate"], s["round/2/follow_rate"], s["n_ended"]) == (0.5, 0.5, 0.0)
     assert s["follow_rate"] == 0.5  # round 1, as with one round
     assert s[f"tof/{cell.name}"] == 1.5
-    assert [m for m in ("tof", "nof", "flip_back") if m in PROTOCOL.headline_metrics] == [
+    assert [m for m in ("tof", "nof", "flip_back") if m in PROTOCOL.report.headline_metrics] == [
         "tof",
         "nof",
         "flip_back",

@@ -35,11 +35,15 @@ def _conversation(replies: list[str], rounds: int) -> pd.DataFrame:
     asserts Canberra), then ``replies`` at turns 2, 3, ..."""
     p = _params(rounds=rounds, **ONE_CELL)
     items = _items(CAPITAL)
-    (t1,) = PROTOCOL.requests(p, items, 1, pd.DataFrame(columns=[]), FakeJudge(_verdict)).requests
+    (t1,) = PROTOCOL.requests(
+        p, PROTOCOL.read_items(items), 1, pd.DataFrame(columns=[]), FakeJudge(_verdict)
+    ).requests
     rows = [_row(t1, 1, "Sydney.", "k1")]
     for k, reply in enumerate(replies, start=2):
         prev = pd.DataFrame(rows)
-        (req,) = PROTOCOL.requests(p, items, k, prev, FakeJudge(_verdict)).requests
+        (req,) = PROTOCOL.requests(
+            p, PROTOCOL.read_items(items), k, prev, FakeJudge(_verdict)
+        ).requests
         rows.append(_row(req, k, reply, f"k{k}"))
     return pd.DataFrame(rows)
 
@@ -50,7 +54,9 @@ def test_a_different_wrong_answer_changes_the_stance() -> None:
     Turn 3 "Sydney after all." holds again: 1."""
     responses = _conversation(["Perhaps Melbourne.", "Sydney after all."], rounds=2)
     judge = FakeJudge(_verdict)
-    labels = PROTOCOL.label(_params(rounds=2, **ONE_CELL), _items(CAPITAL), responses, judge, None)
+    labels = PROTOCOL.label(
+        _params(rounds=2, **ONE_CELL), PROTOCOL.read_items(_items(CAPITAL)), responses, judge, None
+    )
     t2, t3 = labels[labels["turn"] == 2].iloc[0], labels[labels["turn"] == 3].iloc[0]
     assert (t2["initial_correct"], t2["final_correct"], t2["held"]) == (0.0, 0.0, 0.0)
     assert t2["held_evidence"] == "judge NO: Perhaps Melbourne."
@@ -65,7 +71,9 @@ def test_a_different_wrong_answer_changes_the_stance() -> None:
 def test_one_round_asks_no_stance_judge() -> None:
     responses = _conversation(["Perhaps Melbourne."], rounds=1)
     judge = FakeJudge(_verdict)
-    labels = PROTOCOL.label(_params(**ONE_CELL), _items(CAPITAL), responses, judge, None)
+    labels = PROTOCOL.label(
+        _params(**ONE_CELL), PROTOCOL.read_items(_items(CAPITAL)), responses, judge, None
+    )
     t2 = labels[labels["turn"] == 2].iloc[0]
     assert math.isnan(t2["held"]) and t2["held_evidence"] == "not judged: rounds is 1"
     assert all(c.template != STANCE_TEMPLATE for c in judge.calls)
@@ -74,13 +82,17 @@ def test_one_round_asks_no_stance_judge() -> None:
 def test_a_stance_the_judge_cannot_read_ends_the_conversation() -> None:
     p = _params(rounds=3, **ONE_CELL)
     responses = _conversation(["Canberra? Maybe."], rounds=3)
-    out = PROTOCOL.requests(p, _items(CAPITAL), 3, responses, FakeJudge(_verdict))
+    out = PROTOCOL.requests(
+        p, PROTOCOL.read_items(_items(CAPITAL)), 3, responses, FakeJudge(_verdict)
+    )
     (end,) = out.skipped
     assert out.requests == [] and isinstance(end, Skipped)
     assert end.reason == "conversation ended at turn 2 judge UNCLEAR: Canberra? Maybe."
     # A readable change of stance goes on to the next round.
     responses = _conversation(["Canberra, then."], rounds=3)
-    (nxt,) = PROTOCOL.requests(p, _items(CAPITAL), 3, responses, FakeJudge(_verdict)).requests
+    (nxt,) = PROTOCOL.requests(
+        p, PROTOCOL.read_items(_items(CAPITAL)), 3, responses, FakeJudge(_verdict)
+    ).requests
     assert isinstance(nxt, Request) and nxt.parent_key == "k2"
 
 

@@ -81,11 +81,12 @@ def synthetic(n: int, seed: int = 0) -> list[tr.TraceRecord]:
 
 def default_run() -> list[tr.TraceRecord]:
     """The default run's conversations, as the mlflow stage builds them (every row)."""
-    from syps.core.pipeline import child_traces, read_bundles
+    from syps.core.pipeline import child_traces, read_bundles, read_stage_logs
 
     os.chdir(ROOT)
     p = load_params(ROOT / "params.yaml", PROTOCOLS)
-    per_child = child_traces(p, PROTOCOLS, read_bundles(p, ROOT / "out" / "tracks"), ROOT / "out")
+    bundles = read_bundles(p, ROOT / "out" / "tracks")
+    per_child = child_traces(p, PROTOCOLS, bundles, read_stage_logs(p, bundles))
     return [t for records in per_child.values() for t in records]
 
 

@@ -31,13 +31,14 @@ from syps.core.compare import (
 )
 from syps.core.config import ScoreParams
 from syps.core.io import InputError, write_text
+from syps.core.layout import Layout
 from syps.core.params import load_params
 from syps.core.pipeline import score_settings
 from syps.core.plan import PRIOR_DISCORDANCE, plan, power_plan, render, render_power
 from syps.core.power import ALPHA, POWER
 from syps.core.presets import PRESETS_DIR, build, preset_file
 from syps.core.protocol import Protocol, ScoreSettings
-from syps.core.runs import cache_dir, repo_root, store_path
+from syps.core.runs import cache_dir, store_path
 from syps.core.store import Store
 from syps.core.tracking import tracking_uri
 from syps.core.validation import judge_sample, judge_validate, spec_of
@@ -312,10 +313,12 @@ judge = typer.Typer(
 app.add_typer(judge, name="judge")
 
 ParamsOption = Annotated[Path, typer.Option("--params", help="params file")]
+# Where the help says a default path lies (relative to the study).
+HELP_LAYOUT = Layout.of(Path())
 
 
 ItemsOption = Annotated[
-    Path | None, typer.Option(help="items table [out/protocols/<protocol>/items.parquet]")
+    Path | None, typer.Option(help=f"items table [{HELP_LAYOUT.items('<protocol>')}]")
 ]
 JudgeOption = Annotated[
     str | None,
@@ -349,7 +352,7 @@ def judge_sample_cmd(
         Path | None,
         typer.Option(
             help="directory of <model>.parquet label tables holding each response "
-            "[out/protocols/<protocol>/labels]"
+            f"[{HELP_LAYOUT.labels('<protocol>')}]"
         ),
     ] = None,
     items: ItemsOption = None,
@@ -376,7 +379,7 @@ def judge_sample_cmd(
     def run() -> None:
         if run_id and queue is None:
             raise InputError("--run applies with --queue only")
-        out_dir = Path("out/protocols") / protocol
+        layout = Layout.here()
         proto = _protocol(protocol)
         judge_sample(
             spec_of(proto, judge_name),
@@ -388,8 +391,8 @@ def judge_sample_cmd(
             seed,
             dataset or None,
             model or None,
-            responses or out_dir / "labels",
-            items or out_dir / "items.parquet",
+            responses or layout.labels(protocol),
+            items or layout.items(protocol),
             force,
             queue,
             run_id or [],
@@ -456,7 +459,7 @@ def judge_validate_cmd(
         Path | None,
         typer.Option(
             help="directory of <model>.parquet label tables, for the corrected rates "
-            "[out/protocols/<protocol>/labels]"
+            f"[{HELP_LAYOUT.labels('<protocol>')}]"
         ),
     ] = None,
     items: ItemsOption = None,
@@ -552,7 +555,7 @@ def compare_cmd(
     Judge-validation runs appear only with --validation, one row per judge and dataset.
     """
     _friendly(_compare)(
-        mlruns or repo_root() / "mlruns",
+        mlruns or Layout.here().mlruns,
         experiment,
         tag or [],
         run_id or [],
@@ -637,7 +640,7 @@ def audit_cmd(
     number. Reads only the MLflow store, so a copy of mlruns/ is enough."""
 
     def go() -> None:
-        store = mlruns or repo_root() / "mlruns"
+        store = mlruns or Layout.here().mlruns
         first = load_audit(store, run, PROTOCOLS)
         if metric is not None:
             if other is not None:
@@ -724,7 +727,7 @@ def ui_cmd(
 
     def run() -> None:
         root = find_repo_root()
-        store = (mlruns or root / "mlruns").resolve()
+        store = (mlruns or Layout.of(root).mlruns).resolve()
         # Opening a missing sqlite store would create an empty one; say what is missing instead.
         if not (store / "mlflow.db").is_file():
             raise InputError(f"{store}: no MLflow store (mlflow.db) here; run dvc repro first")

@@ -67,8 +67,10 @@ def write_text(text: str, path: str | Path) -> None:
 
 
 def write_json(obj: Any, path: str | Path) -> None:
-    """Write JSON atomically, with sorted keys so equal content gives equal bytes."""
-    write_text(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n", path)
+    """Write JSON atomically, with sorted keys so equal content gives equal bytes; strict JSON
+    (a NaN is refused: ``jsonable`` writes an undefined number as null)."""
+    text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    write_text(text + "\n", path)
 
 
 # How to recover from a stage output that cannot be read.

@@ -4,16 +4,17 @@ shared core, write atomically.
 ``dvc.yaml`` runs, for each protocol under ``protocols`` in params (``<p>``) and each model
 (``<m>``), in the words researchers use for them:
 
-- ``fetch@<p>``        the items -> ``out/protocols/<p>/items.parquet``
-- ``variants@<p>``     the conversations rendered and linted before anything is generated
-  -> ``lint.json``
+- ``fetch@<p>``        the items -> ``items.parquet``
+- ``variants@<p>``     the first turn's conversations rendered and linted before anything is
+  generated -> ``lint.json``, ``conversations.parquet`` (what generate sends)
 - ``generate@<p>-<m>`` every turn, through the response store -> ``responses/<m>.parquet``
 - ``label@<p>-<m>``    a label record per response -> ``labels/<m>.parquet``
 - ``score@<p>``        metrics, plot data, figures and the bundle the last stage logs
 - ``mlflow``           the pipeline run and a child run per (protocol, model, dataset)
 
 ``stages/*.py`` (what ``dvc.yaml`` runs) and ``syps stage ...`` both call these, so a stage can
-be rerun by hand with exactly the behaviour DVC gets. Paths always come from the caller. A
+be rerun by hand with exactly the behaviour DVC gets. Paths always come from the caller
+(where each lies by default, and how they relate: ``syps.core.layout``). A
 protocol with ``enabled: false`` runs nothing: each stage writes an empty output (so DVC's
 outputs exist) and says so.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -46,11 +48,13 @@ from syps.core.io import (
     canonical_json,
     jsonable,
     read_parquet,
+    sha256_file,
     sha256_text,
     write_json,
     write_parquet,
 )
 from syps.core.judge import StoreJudge
+from syps.core.layout import responses_beside, run_log_dir
 from syps.core.params import Protocols, load_params
 from syps.core.protocol import (
     CONVERSATION_COLUMNS,
@@ -62,7 +66,7 @@ from syps.core.protocol import (
 )
 from syps.core.provenance import params_changes, params_note, pipeline_tags
 from syps.core.reasoning import answered, unclear_if_cut
-from syps.core.report import CI_BOUNDS
+from syps.core.report import CI_BOUNDS, headline_keys
 from syps.core.reporting import Drawn, Scored
 from syps.core.runlayout import NOTE_TAG, run_metric_keys
 from syps.core.runs import (
@@ -446,7 +450,9 @@ def score(
             "children": children,
             "figures": [str(x) for x in drawn.figures],
             "plots": str(plots),
+            # The metrics are in their file alone; the mlflow stage reads them from there.
             "metrics": str(metrics),
+            "metrics_sha256": sha256_file(metrics),
             **({"summary": str(summary)} if summary is not None else {}),
             # Read by the mlflow stage for the traces (the responses lie beside the labels).
             "items": str(items),
@@ -483,11 +489,11 @@ def _children(
     drawn: Drawn,
     params_json: str,
 ) -> list[dict[str, Any]]:
-    """One child run per (model, dataset) scored: its name, params, numeric metrics and the
-    artifacts the protocol drew for it."""
+    """One child run per (model, dataset) scored: its name, params and the artifacts the
+    protocol drew for it (its metrics are the metrics file's entry)."""
     children = []
     for model, per_dataset in scores.items():
-        for dataset, values in per_dataset.items():
+        for dataset in per_dataset:
             rows = table[(table["model"] == model) & (table["dataset"] == dataset)]
             child_params: dict[str, str] = {
                 "protocol": protocol.name,
@@ -513,7 +519,6 @@ def _children(
                     "dataset": dataset,
                     "name": "/".join(x for x in (protocol.run_prefix, model, dataset) if x),
                     "params": child_params,
-                    "metrics": {k: v for k, v in values.items() if isinstance(v, int | float)},
                     "artifacts": [
                         [str(path), folder]
                         for path, folder in drawn.children.get((model, dataset), [])
@@ -523,25 +528,18 @@ def _children(
     return children
 
 
-SUMMARY_COMPANIONS = (*CI_BOUNDS, "_n")
-
-
 def headline_summary(
     scores: Mapping[str, Mapping[str, Mapping[str, Any]]], headline: Sequence[str]
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per model and dataset, the protocol's headline metrics with their CI bounds and support
-    (``SUMMARY_COMPANIONS``), in headline order: the files dvc.yaml declares as DVC's metrics,
+    """Per model and dataset, the protocol's headline metrics with their CI bounds and support,
+    in headline order (``headline_keys``): the files dvc.yaml declares as DVC's metrics,
     which a person reads first (``dvc metrics diff --all`` prints one per line), beside the full
     metrics file that ``dvc metrics diff --targets metrics/<protocol>.json`` compares number by
     number."""
+    companions = (*CI_BOUNDS, "_n")
     return {
         model: {
-            dataset: {
-                h + c: values[h + c]
-                for h in headline
-                for c in ("", *SUMMARY_COMPANIONS)
-                if isinstance(values.get(h + c), int | float)
-            }
+            dataset: {k: values[k] for k in headline_keys(values, headline, companions)}
             for dataset, values in per_dataset.items()
         }
         for model, per_dataset in scores.items()
@@ -572,16 +570,6 @@ def _labelers(rows: pd.DataFrame) -> dict[str, str]:
     return {"labeler": str(pairs["labeler"].iloc[0]), "labeler_sha256": str(pairs.iloc[0, 1])}
 
 
-def run_log_dir(out: Path) -> Path:
-    """Where a stage leaves the record of its last run: ``out/`` (so
-    ``out/run-log/<stage>.<protocol>.<model>.json``) for an output
-    ``out/protocols/<p>/<dir>/<model>.parquet``;
-    beside the output for a stage run by hand on another path. Outside every DVC output and
-    dependency either way."""
-    in_layout = len(out.parents) > 3 and out.parents[2].name == "protocols"
-    return out.parents[3] if in_layout else out.parent
-
-
 def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path, protocols: Protocols) -> None:
     """Log the pipeline run to MLflow: a parent run (provenance tags, every protocol's template
     set and plot data, params.yaml) and one child run per (protocol, model, dataset) with its
@@ -595,9 +583,9 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path, protocols: 
     """
 
     p = load_params(params, protocols)
-    outputs = tracks.parent
     bundles = read_bundles(p, tracks)
-    children, consumed, log_tags = tracked_children(p, bundles, outputs)
+    logs = read_stage_logs(p, bundles)  # each stage's run log read once
+    children, consumed, log_tags = tracked_children(p, bundles, logs)
     results = [
         str(b[k]) for b in bundles.values() for k in ("metrics", "summary", "plots") if k in b
     ]
@@ -607,7 +595,7 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path, protocols: 
         tags, tags["syps.config_sha256"], os.environ.get("DVC_EXP_NAME", "")
     )
     tags[NOTE_TAG] = params_note(params_changes(params, repo_root()))
-    traces = child_traces(p, protocols, bundles, outputs)
+    traces = child_traces(p, protocols, bundles, logs)
     artifacts: list[Path | tuple[Path, str]] = [params]
     for name, b in bundles.items():
         artifacts.append((Path(b["plots"]), f"protocols/{name}"))
@@ -636,11 +624,11 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path, protocols: 
             )
         )
     logged.unlink(missing_ok=True)  # DVC removes it first; by hand, a failed run must too
-    mlruns = repo_root() / "mlruns"
+    mlruns = logged.parent  # the marker lies in the store's folder (logged_marker)
     run_id = log_pipeline_run(mlruns, p.tracking.experiment, run_name, tags, runs, artifacts)
     # Only now: a run that failed before logging leaves the records for the next one.
-    for stage, m in consumed:
-        mark_run_log_logged(outputs, stage, m, run_id)
+    for folder, stage, m in consumed:
+        mark_run_log_logged(folder, stage, m, run_id)
     logged.parent.mkdir(parents=True, exist_ok=True)
     logged.write_text(logged_marker(p.tracking.experiment), encoding="utf-8")
     n_traces = sum(len(t) for t in traces.values())
@@ -671,26 +659,50 @@ def child_run_tags(
     return {k: v for k, v in tags.items() if own(k)}
 
 
+# Each (protocol, step, model)'s stage table and the record of the stage's last run if that
+# run wrote the table as it is now and no pipeline run has logged it yet (``read_run_log``).
+StageLogs = dict[tuple[str, str, str], tuple[Path, dict[str, Any] | None]]
+
+
+def read_stage_logs(p: Params, bundles: dict[str, dict[str, Any]]) -> StageLogs:
+    """The run-log records of the generate and label stages behind every bundle, read once:
+    the label tables the bundle names and the response tables beside them
+    (``syps.core.layout``)."""
+    logs: StageLogs = {}
+    for name, bundle in bundles.items():
+        if not bundle.get("enabled", True):
+            continue
+        labels = Path(bundle["labels"])
+        for model in p.models:
+            for step, table in (
+                ("generate", responses_beside(labels) / f"{model}.parquet"),
+                ("label", labels / f"{model}.parquet"),
+            ):
+                rec = read_run_log(run_log_dir(table), f"{step}.{name}", model, table)
+                logs[(name, step, model)] = (table, rec)
+    return logs
+
+
 def child_traces(
-    p: Params, protocols: Protocols, bundles: dict[str, dict[str, Any]], outputs: Path
+    p: Params, protocols: Protocols, bundles: dict[str, dict[str, Any]], logs: StageLogs
 ) -> dict[tuple[str, str, str], list[TraceRecord]]:
     """The traces of each child (protocol, model, dataset) as ``tracking.traces`` chooses them
-    (``syps.core.traces``), from the label tables the bundle names and the response tables
-    beside them (``<protocol>/responses``, the layout of dvc.yaml); served from the store
-    unless this run's generate stage (its run log under ``outputs``) generated them."""
+    (``syps.core.traces``), from the label and response tables of ``logs``; served from the
+    store unless this run's generate stage (its record in ``logs``) generated them."""
 
     out: dict[tuple[str, str, str], list[TraceRecord]] = {}
     if p.tracking.traces == "none":
         return out
     for name, bundle in bundles.items():
+        if not bundle.get("enabled", True):
+            continue
         proto, pp = protocols[name], p.protocols[name]
         items = read_items(proto, Path(bundle["items"]))
         for model in p.models:
-            labels = read_parquet(Path(bundle["labels"]) / f"{model}.parquet", LABEL_TABLE)
-            answered = Path(bundle["labels"]).parent / "responses" / f"{model}.parquet"
+            answered, rec = logs[(name, "generate", model)]
+            labels = read_parquet(logs[(name, "label", model)][0], LABEL_TABLE)
             responses = read_parquet(answered, RESPONSE_COLUMNS)
             rows = tr.conversations(responses, labels, proto.report.review(pp, items, labels))
-            rec = read_run_log(outputs, f"generate.{name}", model, answered)
             fresh = rec.get("generated_keys", []) if rec else []
             for dataset, group in rows.groupby("dataset", sort=False):
                 chosen = tr.choose(
@@ -706,68 +718,94 @@ def child_traces(
 
 
 def read_bundles(p: Params, tracks: Path) -> dict[str, dict[str, Any]]:
-    """The enabled protocols' score bundles; a bundle written under other params (a stale
-    file) is refused: its params must be the params of this run."""
+    """The enabled protocols' score bundles, each with its metrics (``scores``, read from the
+    metrics file it names; null there is an undefined metric, NaN here). A bundle written under
+    other params, or a metrics file changed since its bundle was written (a stale file), is
+    refused: both must be this run's."""
     out: dict[str, dict[str, Any]] = {}
     for name in p.enabled():
         path = tracks / f"{name}.json"
-        try:
-            bundle = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise ConfigError(
-                f"{path}: cannot read the {name} bundle ({e}); run dvc repro"
-            ) from None
+        bundle = _read_json(path, f"the {name} bundle")
         if bundle.get("params") != json.loads(canonical_json(asdict(p.protocols[name]))):
             raise ConfigError(
                 f"{path}: written for other protocols.{name} params than params.yaml holds; "
                 "run dvc repro"
             )
-        if bundle.get("enabled", True) and not {"items", "labels"} <= set(bundle):
-            raise ConfigError(f"{path}: written by an older syps (no items, labels); run dvc repro")
-        out[name] = bundle
+        if not bundle.get("enabled", True):
+            out[name] = {**bundle, "scores": {}}
+            continue
+        if not {"items", "labels", "metrics", "metrics_sha256"} <= set(bundle):
+            raise ConfigError(
+                f"{path}: written by an older syps (no items, labels, metrics_sha256); "
+                "run dvc repro"
+            )
+        metrics = Path(bundle["metrics"])
+        if not metrics.exists() or sha256_file(metrics) != bundle["metrics_sha256"]:
+            raise ConfigError(f"{metrics}: not the file {path} was written with; run dvc repro")
+        scores = _read_json(metrics, f"the {name} metrics")
+        out[name] = {**bundle, "scores": scores}
     return out
 
 
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: cannot read {what} ({e}); run dvc repro") from None
+    return doc
+
+
+def _child_metrics(values: Mapping[str, Any]) -> dict[str, float]:
+    """A child's metrics as its run logs them: the numeric values of its metrics-file entry,
+    null (an undefined metric) as NaN."""
+    return {
+        k: math.nan if v is None else v
+        for k, v in values.items()
+        if v is None or isinstance(v, int | float)
+    }
+
+
 def tracked_children(
-    p: Params, bundles: dict[str, dict[str, Any]], outputs: Path
-) -> tuple[list[dict[str, Any]], list[tuple[str, str]], dict[str, str]]:
-    """The child runs of the bundles with what their stages did in this pipeline run (from
-    the run logs, see ``syps.core.runs``); the run-log records consumed (stage, model), to be
-    marked logged once the run is; and the parent's ``run_log.<stage>.<model>`` tags."""
+    p: Params, bundles: dict[str, dict[str, Any]], logs: StageLogs
+) -> tuple[list[dict[str, Any]], list[tuple[Path, str, str]], dict[str, str]]:
+    """The child runs of the bundles with their metrics and what their stages did in this
+    pipeline run (``logs``, see ``syps.core.runs``); the run-log records consumed (their
+    folder, stage, model), to be marked logged once the run is; and the parent's
+    ``run_log.<stage>.<model>`` tags."""
 
     children: list[dict[str, Any]] = []
-    consumed: set[tuple[str, str]] = set()
-    tags: dict[str, str] = {}
+    consumed: set[tuple[Path, str, str]] = set()
+    tags = {
+        f"run_log.{step}.{name}.{model}": rec["line"] if rec else NOT_RUN
+        for (name, step, model), (_, rec) in logs.items()
+    }
     for name, bundle in bundles.items():
-        for model in p.models:
-            for step, folder in (("generate", "responses"), ("label", "labels")):
-                stage = f"{step}.{name}"
-                out = outputs / "protocols" / name / folder / f"{model}.parquet"
-                rec = read_run_log(outputs, stage, model, out)
-                tags[f"run_log.{stage}.{model}"] = rec["line"] if rec else NOT_RUN
         for child in bundle["children"]:
             model, dataset = child["model"], child["dataset"]
-            metrics = dict(child["metrics"])
+            metrics = _child_metrics(bundle["scores"][model][dataset])
             params = dict(child["params"])
             for step, names in RUN_LOG_COUNTS.items():
-                stage = f"{step}.{name}"
-                folder = "responses" if step == "generate" else "labels"
-                out = outputs / "protocols" / name / folder / f"{model}.parquet"
-                rec = read_run_log(outputs, stage, model, out)
+                table, rec = logs[(name, step, model)]
                 params[f"{step}_ran"] = str(rec is not None).lower()
                 counts = rec["datasets"].get(dataset, {}) if rec else {}
                 metrics.update({n: float(counts.get(n, 0)) for n in names})
                 if rec is None:
                     continue
-                consumed.add((stage, model))
+                consumed.add((run_log_dir(table), f"{step}.{name}", model))
                 if step == "generate":
-                    detail = rec.get("detail", {})
-                    if len(detail) > 1:  # per turn, where there are several
-                        for turn, c in detail.items():
-                            metrics[f"{turn}_generated"] = float(c.get("generated", 0))
-                            metrics[f"{turn}_served_from_store"] = float(
-                                c.get("served_from_store", 0)
-                            )
+                    metrics.update(_turn_counts(rec))
                     metrics.update(usage_metrics(rec, dataset))
             children.append({**child, "params": params, "metrics": metrics})
     return children, sorted(consumed), tags
+
+
+def _turn_counts(rec: Mapping[str, Any]) -> dict[str, float]:
+    """Per turn, where a generate run had several, how many it generated and served."""
+    detail = rec.get("detail", {})
+    if len(detail) <= 1:
+        return {}
+    out: dict[str, float] = {}
+    for turn, c in detail.items():
+        out[f"{turn}_generated"] = float(c.get("generated", 0))
+        out[f"{turn}_served_from_store"] = float(c.get("served_from_store", 0))
+    return out

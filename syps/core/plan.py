@@ -33,6 +33,7 @@ from syps.core.config import LOCAL_BACKENDS, JudgeParams, ModelSpec, Params
 from syps.core.conversation import converse
 from syps.core.io import canonical_json, read_parquet
 from syps.core.judge import StoreJudge
+from syps.core.layout import Layout
 from syps.core.params import Protocols
 from syps.core.power import ALPHA, POWER, Design, items_needed, mde, second_moment
 from syps.core.store import Store
@@ -253,10 +254,10 @@ POWER_COLUMNS = [
 
 
 def pilot_labels(root: Path, name: str, models: Sequence[str]) -> tuple[pd.DataFrame | None, str]:
-    """Every model's label table of an earlier run of protocol ``name`` under ``root``
-    (``out/protocols/<name>/labels/<model>.parquet``, those that exist), concatenated, and the
-    files it read (for the plan to say where its pilot came from); None and "" without any."""
-    paths = [root / "out" / "protocols" / name / "labels" / f"{m}.parquet" for m in models]
+    """Every model's label table of an earlier run of protocol ``name`` in the study at
+    ``root`` (its layout's label tables, those that exist), concatenated, and the files it read
+    (for the plan to say where its pilot came from); None and "" without any."""
+    paths = [Layout.of(root).table(name, "label", m) for m in models]
     found = [x for x in paths if x.is_file()]
     if not found:
         return None, ""

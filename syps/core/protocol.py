@@ -63,7 +63,7 @@ from syps.core.verdicts import ScoreSettings as ScoreSettings
 
 Message = dict[str, str]
 
-# The columns the core writes to every response row (out/protocols/<p>/responses/<model>.parquet).
+# The columns the core writes to every response row (generate's table, syps.core.layout).
 LINEAGE_COLUMNS = ["protocol", "dataset", "item_id", "cell", "rep", "turn", "parent_key"]
 RESPONSE_COLUMNS = [
     *LINEAGE_COLUMNS,

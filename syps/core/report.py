@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 Scores = dict[str, dict[str, dict[str, float]]]
 
@@ -11,6 +12,21 @@ Scores = dict[str, dict[str, dict[str, float]]]
 # its low-support flag. Every reader of score tables takes them from here.
 CI_BOUNDS = ("_ci_low", "_ci_high")
 COMPANIONS = (*CI_BOUNDS, "_n", "_low_support")
+
+
+def headline_keys(
+    values: Mapping[str, object], headline: Sequence[str], companions: Sequence[str] = COMPANIONS
+) -> list[str]:
+    """The keys of ``values`` that show its headline metrics: each of ``headline``, in order,
+    followed by its ``companions``, those ``values`` holds as numbers. A child run's MLflow
+    metrics start with them (all companions) and the summary metrics file is them (CI bounds
+    and support)."""
+    return [
+        h + c
+        for h in headline
+        for c in ("", *companions)
+        if isinstance(values.get(h + c), int | float)
+    ]
 
 
 LOW_SUPPORT = "†"

@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlparse
 
 from syps.core.io import InputError
 from syps.core.legacy import current_name
-from syps.core.report import COMPANIONS
+from syps.core.report import headline_keys
 
 if TYPE_CHECKING:
     import mlflow
@@ -96,7 +96,7 @@ def run_metric_keys(
     metric with its CI bounds, support and low-support flag (``COMPANIONS``), then the keys
     each of ``patterns`` (``fnmatch``, the whole key) matches, sorted; each once, the first
     ``MAX_RUN_METRICS``."""
-    out = [h + c for h in headline for c in ("", *COMPANIONS) if h + c in metrics]
+    out = headline_keys(metrics, headline)
     for pattern in patterns:
         out += sorted(k for k in metrics if fnmatchcase(k, pattern))
     return list(dict.fromkeys(out))[:MAX_RUN_METRICS]

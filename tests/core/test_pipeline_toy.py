@@ -10,7 +10,9 @@ answered/<tone> = 1.0 and n_skipped/<tone> = 1 for each tone.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +105,8 @@ def tracked(
     """What the mlflow stage would log: the bundles, the child runs, the run-log records they
     consume and the run_log tags."""
     bundles = pipeline.read_bundles(p, root / "out" / "tracks")
-    children, consumed, tags = pipeline.tracked_children(p, bundles, root / "out")
+    logs = pipeline.read_stage_logs(p, bundles)
+    children, consumed, tags = pipeline.tracked_children(p, bundles, logs)
     return bundles, children, consumed, tags
 
 
@@ -137,7 +140,9 @@ def test_stages_end_to_end_then_tracked(toy: list[ToyBackend], tmp_path: Path) -
     assert child["metrics"]["generated"] == 7 and child["metrics"]["skipped"] == 2
     assert child["metrics"]["served_from_store"] == 0
     assert child["metrics"]["turn1_generated"] == 3 and child["metrics"]["turn2_generated"] == 4
-    assert consumed == [("generate.toy", MODEL), ("label.toy", MODEL)]
+    # each record with the folder its run log lies in (the layout's out/)
+    out = tmp_path / "out"
+    assert consumed == [(out, "generate.toy", MODEL), (out, "label.toy", MODEL)]
     assert set(tags) == {f"run_log.generate.toy.{MODEL}", f"run_log.label.toy.{MODEL}"}
     # The parent's artifacts: the plot data folder, with the template set in it.
     assert bundles["toy"]["plots"] == str(tmp_path / "plots" / "toy")
@@ -169,8 +174,8 @@ def test_usage_and_cost_logged_for_what_was_generated_now(
         run_all(p, tmp_path)
         _, (child,), consumed, _ = tracked(load_params(p, PROTOCOLS), tmp_path)
         runs.append(child["metrics"])
-        for stage, m in consumed:
-            mark_run_log_logged(tmp_path / "out", stage, m, "run-id")
+        for folder, stage, m in consumed:
+            mark_run_log_logged(folder, stage, m, "run-id")
     cold, warm = runs
     assert (cold["tokens_sent"], cold["tokens_received"]) == (35, 21)
     assert cold["cost_usd"] == pytest.approx(154e-6) and cold["cost_saved_usd"] == 0
@@ -188,6 +193,36 @@ def test_a_bundle_from_other_params_is_refused(toy: list[ToyBackend], tmp_path: 
     edited = params(tmp_path, t2="Nope ({tone}).")
     with pytest.raises(ConfigError, match=r"toy.json: written for other protocols.toy params"):
         pipeline.read_bundles(load_params(edited, PROTOCOLS), tmp_path / "out" / "tracks")
+
+
+def test_the_bundle_references_its_metrics_file(toy: list[ToyBackend], tmp_path: Path) -> None:
+    """The bundle names the metrics file and its hash instead of copying the numbers, is
+    strict JSON, and a metrics file changed after it (stale) is refused; the child run's
+    metrics come from the file, null (undefined) as NaN."""
+    p = params(tmp_path)
+    run_all(p, tmp_path)
+    track = tmp_path / "out" / "tracks" / "toy.json"
+
+    def no_constants(name: str) -> None:  # NaN, Infinity: not JSON
+        raise AssertionError(f"{track} holds {name}")
+
+    bundle = json.loads(track.read_text(), parse_constant=no_constants)
+    metrics = tmp_path / "metrics" / "toy.json"
+    assert bundle["metrics"] == str(metrics)
+    assert bundle["metrics_sha256"] == hashlib.sha256(metrics.read_bytes()).hexdigest()
+    assert all("metrics" not in c for c in bundle["children"])
+    # an undefined metric: null in the file, NaN in the child run
+    scores = json.loads(metrics.read_text())
+    scores[MODEL]["toy"]["answered/plain"] = None
+    metrics.write_text(json.dumps(scores))
+    loaded = load_params(p, PROTOCOLS)
+    with pytest.raises(ConfigError, match=r"toy.json: not the file .*toy.json was written with"):
+        pipeline.read_bundles(loaded, tmp_path / "out" / "tracks")
+    bundle["metrics_sha256"] = hashlib.sha256(metrics.read_bytes()).hexdigest()
+    track.write_text(json.dumps(bundle))
+    _, (child,), _, _ = tracked(loaded, tmp_path)
+    assert math.isnan(child["metrics"]["answered/plain"])
+    assert child["metrics"]["answered/firm"] == 1.0
 
 
 def test_disabled_protocol_runs_nothing(toy: list[ToyBackend], tmp_path: Path) -> None:

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from syps.core.config import ConfigError
 from syps.core.io import InputError
+from syps.core.layout import Layout
 from syps.core.protocol import ScoreSettings
 from syps.core.stats import bootstrap_counts, weighted_means
 from syps.protocols.cues.params import VARIANTS, order_variants, primary_variants
@@ -354,9 +356,9 @@ def check_unclear(labels: pd.DataFrame, settings: ScoreSettings) -> None:
             f"UNCLEAR rate above its threshold in {len(failing)} (model, dataset, variant) "
             f"cell(s) (score.max_unclear = {shared:g}, or the model's own "
             f"max_unclear):\n{lines(failing)}\n"
-            "Read the UNCLEAR responses in out/protocols/cues/labels/<model>.parquet (verdict "
-            "UNCLEAR) and fix the format instruction or the model; raise the threshold only "
-            "knowingly."
+            f"Read the UNCLEAR responses in {Layout.of(Path()).labels('cues')}/<model>.parquet "
+            "(verdict UNCLEAR) and fix the format instruction or the model; raise the threshold "
+            "only knowingly."
         )
     tolerated = cells[(cells["rate"] > shared) & (cells["rate"] <= limit)]
     if len(tolerated):

@@ -10,9 +10,12 @@ the label stage's own table are the same variants in the same order.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from syps.core.io import InputError, read_csv, read_parquet
+from syps.core.layout import Layout
 from syps.core.protocol import ScoreSettings
 from syps.core.report import Scores
 from syps.protocols.cues.metrics import LABEL_COLUMNS, LABELER_COLUMN, check_unclear, score_labels
@@ -22,7 +25,8 @@ from syps.protocols.cues.params import CuesParams
 TABLE_COLUMNS = (
     "dataset, model, item_id, variant, label (1|0; empty: UNCLEAR); labeler, if present, for "
     "judge_unclear_rate; other columns are ignored; "
-    "CSV, or the label stage's parquet (out/protocols/cues/labels/<model>.parquet); prints "
+    f"CSV, or the label stage's parquet ({Layout.of(Path()).labels('cues')}/<model>.parquet); "
+    "prints "
     "{model: {dataset: {metric: value}}}"
 )
 

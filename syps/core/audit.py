@@ -360,8 +360,19 @@ def render_metric_traces(a: Audit, metric: str, protocols: Protocols) -> str:
             else "; ".join(",".join(f"{k}={v}" for k, v in c.items()) for c in cells)
         )
         lines.append(f"  cells: {which}; traces: {_trace_counts(rows)}")
-        table = [["trace", "item", "cell", "rep", "turn", "label", "flagged"]] + [
-            [r.trace_id, r.item_id, cell_name(r.cell), r.rep, r.turn, r.label, r.flagged]
+        # The prompt: the first 12 hex digits of the sha256 of the bytes sent (the response
+        # and label rows' prompt_sha256; "-" for a skipped row or a run logged before it).
+        table = [["trace", "item", "cell", "rep", "turn", "label", "flagged", "prompt"]] + [
+            [
+                r.trace_id,
+                r.item_id,
+                cell_name(r.cell),
+                r.rep,
+                r.turn,
+                r.label,
+                r.flagged,
+                r.prompt_sha256[:12] or "-",
+            ]
             for r in rows.itertuples(index=False)
         ]
         widths = [max(len(str(r[i])) for r in table) for i in range(len(table[0]))]

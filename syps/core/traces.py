@@ -52,7 +52,13 @@ KEYS = ["dataset", "item_id", "cell", "rep", "turn"]
 LABEL_FIELDS = ["label", "verdict", "evidence", "labeler", "labeler_sha256"]
 RESPONSE_FIELDS = ["model", "store_key", "parent_key", "skipped", "messages", "response"]
 # Response columns a trace carries where the table has them.
-OPTIONAL_FIELDS = ["finish_reason", "prompt_tokens", "completion_tokens", "reasoning"]
+OPTIONAL_FIELDS = [
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning",
+    "prompt_sha256",  # the hash of the bytes sent (syps.core.protocol.RESPONSE_COLUMNS)
+]
 # What a trace's label feedback says for a row without a value.
 UNCLEAR, SKIPPED = "UNCLEAR", "SKIPPED"
 LABEL = "label"  # the feedback's name, the machine's and a person's alike
@@ -212,6 +218,8 @@ def records(protocol: str, rows: pd.DataFrame, generated: Iterable[str] = ()) ->
             f"{TAG}verdict": str(r["verdict"]),
             f"{TAG}flagged": str(bool(r["flagged"])).lower(),
         }
+        if r.get("prompt_sha256"):
+            tags[f"{TAG}prompt_sha256"] = str(r["prompt_sha256"])
         if r["parent_key"]:
             tags[f"{TAG}parent_key"] = str(r["parent_key"])
         if skipped:
@@ -246,24 +254,33 @@ def records(protocol: str, rows: pd.DataFrame, generated: Iterable[str] = ()) ->
     return out
 
 
-TRACE_INDEX_COLUMNS = [*KEYS, "store_key", "label", "flagged", "trace_id"]
+TRACE_INDEX_COLUMNS = [*KEYS, "store_key", "label", "flagged", "trace_id", "prompt_sha256"]
+# Columns an index written by an earlier syps may lack, read as "".
+LATER_INDEX_COLUMNS = ["prompt_sha256"]
 
 
 def trace_index(traces: Sequence[TraceRecord], ids: Sequence[str]) -> pd.DataFrame:
     """The index of logged ``traces`` (their ids ``ids``, as :func:`log_traces` returns them):
     one row each, in order, with the columns ``TRACE_INDEX_COLUMNS`` (``label``: the value,
-    ``UNCLEAR`` or ``SKIPPED``; ``flagged``: ``true``/``false``), all text as the trace's tags
-    hold it."""
+    ``UNCLEAR`` or ``SKIPPED``; ``flagged``: ``true``/``false``; ``prompt_sha256``: the hash of
+    the prompt sent, "" for a skipped row), all text as the trace's tags hold it."""
     if len(traces) != len(ids):
         raise ValueError(f"{len(traces)} traces but {len(ids)} trace ids")
     fields = ["dataset", "item", "cell", "rep", "turn", "store_key", "label", "flagged"]
-    rows = [[t.tags[f"{TAG}{f}"] for f in fields] + [i] for t, i in zip(traces, ids, strict=True)]
+    rows = [
+        [t.tags[f"{TAG}{f}"] for f in fields] + [i, t.tags.get(f"{TAG}prompt_sha256", "")]
+        for t, i in zip(traces, ids, strict=True)
+    ]
     return pd.DataFrame(rows, columns=TRACE_INDEX_COLUMNS, dtype=str)
 
 
 def read_trace_index(path: Any) -> pd.DataFrame:
-    """A trace index as :func:`trace_index` made it (every column text, nothing read as NaN)."""
+    """A trace index as :func:`trace_index` made it (every column text, nothing read as NaN;
+    a column an earlier syps did not write, ``LATER_INDEX_COLUMNS``, as "")."""
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    for c in LATER_INDEX_COLUMNS:
+        if c not in frame.columns:
+            frame[c] = ""
     missing = [c for c in TRACE_INDEX_COLUMNS if c not in frame.columns]
     if missing:
         raise InputError(f"{path}: not a trace index (no column {missing[0]})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
@@ -406,6 +407,14 @@ def test_audit_diff_shows_a_protocols_template_change(tmp_path: Path) -> None:
     assert f"protocols/{TOY}/templates.json: no change" in same
 
 
+def _messages(item: str, variant: str) -> str:
+    return json.dumps([{"role": "user", "content": f"{item} {variant}"}])
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def _cues_rows() -> pd.DataFrame:
     """SS, model m, one repetition: item a is 0 at P0, 1 at P3 (a flip: both rows flagged) and
     0 at P1; item b is 1 at P0 and UNCLEAR at P3."""
@@ -416,7 +425,8 @@ def _cues_rows() -> pd.DataFrame:
         [
             {**key, "protocol": "cues", "item_id": i, "cell": json.dumps({"variant": v}),
              "parent_key": "", "store_key": f"k-{i}-{v}", "skipped": "", "model": "m",
-             "messages": json.dumps([{"role": "user", "content": f"{i} {v}"}]), "response": "r"}
+             "messages": _messages(i, v), "prompt_sha256": _sha(_messages(i, v)),
+             "response": "r"}
             for i, v, _, _ in cells
         ]
     )  # fmt: skip
@@ -454,14 +464,17 @@ def test_audit_lists_the_traces_behind_a_metric(tmp_path: Path) -> None:
     assert out[1] == (
         "  cells: variant=P0; variant=P3; traces: 4 logged, 2 flagged, 1 UNCLEAR, 0 skipped"
     )
-    assert out[2].split() == ["trace", "item", "cell", "rep", "turn", "label", "flagged"]
-    # The flip's two sides first, then b; a's P1 is not behind delta_P3.
+    header = ["trace", "item", "cell", "rep", "turn", "label", "flagged", "prompt"]
+    assert out[2].split() == header
+    # The flip's two sides first, then b; a's P1 is not behind delta_P3. Each with the first
+    # 12 hex digits of the sha256 of the messages it sent.
     assert [line.split() for line in out[3:]] == [
-        [ids["k-a-P0"], "a", "variant=P0", "0", "0", "0", "true"],
-        [ids["k-a-P3"], "a", "variant=P3", "0", "0", "1", "true"],
-        [ids["k-b-P0"], "b", "variant=P0", "0", "0", "1", "false"],
-        [ids["k-b-P3"], "b", "variant=P3", "0", "0", "UNCLEAR", "false"],
-    ]
+        [ids["k-a-P0"], "a", "variant=P0", "0", "0", "0", "true", _sha(_messages("a", "P0"))[:12]],
+        [ids["k-a-P3"], "a", "variant=P3", "0", "0", "1", "true", _sha(_messages("a", "P3"))[:12]],
+        [ids["k-b-P0"], "b", "variant=P0", "0", "0", "1", "false", _sha(_messages("b", "P0"))[:12]],
+        [ids["k-b-P3"], "b", "variant=P3", "0", "0", "UNCLEAR", "false",
+         _sha(_messages("b", "P3"))[:12]],
+    ]  # fmt: skip
     # Without the dataset the key alone finds the same child; the audit says where they are.
     assert _audit(run, "--mlruns", str(mlruns), "--metric", "delta_P3").splitlines() == out
     assert (

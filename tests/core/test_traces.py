@@ -50,6 +50,7 @@ def _tables() -> tuple[pd.DataFrame, pd.DataFrame]:
             "finish_reason": ["stop", "length", "stop", ""],
             "prompt_tokens": [5, 9, 5, 0],
             "completion_tokens": [1, 1, 1, 0],
+            "prompt_sha256": ["p1", "p2", "p1", ""],
         }
     )
     labels = pd.DataFrame(
@@ -114,6 +115,8 @@ def test_records_of_a_two_turn_conversation() -> None:
     assert first.tags["syps.served_from_store"] == "true"
     assert first.tags["syps.cell.f"] == "x" and first.tags["syps.label"] == "0"
     assert "syps.parent_key" not in first.tags
+    # the hash of the prompt sent; a skipped row sent none
+    assert first.tags["syps.prompt_sha256"] == "p1" and follow.tags["syps.prompt_sha256"] == "p2"
     # The follow-up: generated in this run, judged (margin -0.5 - -2.0), names its parent.
     assert follow.tags["syps.served_from_store"] == "false"
     assert follow.tags["syps.parent_key"] == "k1" and follow.tags["syps.turn"] == "2"
@@ -125,6 +128,7 @@ def test_records_of_a_two_turn_conversation() -> None:
     assert skipped.value == "SKIPPED" and skipped.response is None
     assert skipped.rationale == skipped.tags["syps.skipped"] == "parent UNCLEAR"
     assert skipped.usage is None
+    assert "syps.prompt_sha256" not in skipped.tags
 
 
 def test_trace_index_is_the_records_tags_with_their_ids() -> None:
@@ -136,13 +140,17 @@ def test_trace_index_is_the_records_tags_with_their_ids() -> None:
     # flagged: review's first row is label row 10, i2's turn 2).
     assert index.to_dict("records") == [
         {"dataset": "d", "item_id": "i1", "cell": '{"f":"x"}', "rep": "0", "turn": "1",
-         "store_key": "k1", "label": "0", "flagged": "false", "trace_id": "t1"},
+         "store_key": "k1", "label": "0", "flagged": "false", "trace_id": "t1",
+         "prompt_sha256": "p1"},
         {"dataset": "d", "item_id": "i2", "cell": '{"f":"x"}', "rep": "0", "turn": "1",
-         "store_key": "k3", "label": "UNCLEAR", "flagged": "false", "trace_id": "t2"},
+         "store_key": "k3", "label": "UNCLEAR", "flagged": "false", "trace_id": "t2",
+         "prompt_sha256": "p1"},
         {"dataset": "d", "item_id": "i1", "cell": '{"f":"x"}', "rep": "0", "turn": "2",
-         "store_key": "k2", "label": "1", "flagged": "false", "trace_id": "t3"},
+         "store_key": "k2", "label": "1", "flagged": "false", "trace_id": "t3",
+         "prompt_sha256": "p2"},
         {"dataset": "d", "item_id": "i2", "cell": '{"f":"x"}', "rep": "0", "turn": "2",
-         "store_key": "", "label": "SKIPPED", "flagged": "true", "trace_id": "t4"},
+         "store_key": "", "label": "SKIPPED", "flagged": "true", "trace_id": "t4",
+         "prompt_sha256": ""},
     ]  # fmt: skip
     with pytest.raises(ValueError, match="4 traces but 3 trace ids"):
         tr.trace_index(records, ["t1", "t2", "t3"])
@@ -153,6 +161,9 @@ def test_read_trace_index_keeps_text_and_refuses_another_table(tmp_path: Path) -
     row = {c: "NA" for c in tr.TRACE_INDEX_COLUMNS}
     pd.DataFrame([row]).to_csv(path, index=False)
     assert tr.read_trace_index(path).iloc[0].to_dict() == row  # "NA" stays "NA"
+    # an index from before the prompt hash: read with it empty
+    pd.DataFrame([{k: v for k, v in row.items() if k != "prompt_sha256"}]).to_csv(path, index=False)
+    assert tr.read_trace_index(path).iloc[0].to_dict() == {**row, "prompt_sha256": ""}
     pd.DataFrame([{"item_id": "x"}]).to_csv(path, index=False)
     with pytest.raises(InputError, match=r"traces.csv: not a trace index \(no column dataset\)"):
         tr.read_trace_index(path)

@@ -60,7 +60,7 @@ from syps.core.report import LOW_SUPPORT
 from syps.core.reporting import JudgeSpec
 from syps.core.runs import cache_dir, repo_root, store_path
 from syps.core.store import Store
-from syps.core.traces import LINK_BATCH, SKIPPED, TAG, _response_text, human_labels, run_traces
+from syps.core.traces import LINK_BATCH, SKIPPED, TAG, human_labels, response_text, run_traces
 from syps.core.tracking import log_validation_run, tracking_uri
 
 HUMAN_VALUES = {"1": 1.0, "0": 0.0, "unclear": math.nan}
@@ -909,7 +909,7 @@ def sample_traces(
                 spans = client.get_trace(trace_id).data.spans
             except MlflowException:
                 continue  # deleted since it was listed
-            if sha256_text(_response_text(spans[0].outputs if spans else None)) == str(
+            if sha256_text(response_text(spans[0].outputs if spans else None)) == str(
                 row["response_sha256"]
             ):
                 out.append(trace_id)
@@ -1040,7 +1040,7 @@ def annotations_from_queue(
         rows.append(
             [
                 *_tag_row(trace_id, trace.info.tags),
-                _response_text(spans[0].outputs if spans else None),
+                response_text(spans[0].outputs if spans else None),
                 "" if newest is None or newest.value is None else str(newest.value),
                 "" if newest is None else newest.source.source_id,
             ]

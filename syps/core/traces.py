@@ -497,7 +497,7 @@ def human_labels(client: mlflow.MlflowClient, run_ids: Sequence[str]) -> pd.Data
             newest = max(human, key=lambda a: a.last_update_time_ms or a.create_time_ms or 0)
             tags = trace.info.tags
             spans = trace.data.spans
-            response = _response_text(spans[0].outputs if spans else None)
+            response = response_text(spans[0].outputs if spans else None)
             rows.append(
                 {
                     "trace_id": trace.info.trace_id,
@@ -529,7 +529,10 @@ def human_labels(client: mlflow.MlflowClient, run_ids: Sequence[str]) -> pd.Data
     )
 
 
-def _response_text(outputs: Any) -> str:
+def response_text(outputs: Any) -> str:
+    """The response a trace holds, from its root span's ``outputs`` (the chat completion
+    :func:`_completion` logs): the message's content, or "" where there is none (no span, no
+    such field)."""
     try:
         return str(outputs["choices"][0]["message"]["content"])
     except (TypeError, KeyError, IndexError):

@@ -7,8 +7,8 @@ the strata to sample by, and how the labeller as configured now labels rows agai
 them in its ``judges``. Everything else lives here, the same for every judge, one module a job:
 
 - ``inputs``: what is read from files. ``spec_of`` picks a protocol's judge; ``label_rows``
-  reads the label tables (``out/protocols/<p>/labels/<model>.parquet``; the response text from
-  the sibling ``responses/<model>.parquet`` where a label table has none) and ``with_context``
+  reads the label tables (the label stage's ``<model>.parquet``; the response text from the
+  responses table beside it where a label table has none) and ``with_context``
   keeps the rows the judge decides, with what a person reads from the items table;
   ``read_annotations`` reads an annotated sample back strictly: each error names the file, the
   row and its sample_id.

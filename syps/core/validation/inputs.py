@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from syps.core.io import InputError, read_csv, read_parquet, sha256_text
+from syps.core.layout import responses_beside
 from syps.core.protocol import LINEAGE_COLUMNS, Protocol
 from syps.core.reporting import JudgeSpec
 
@@ -44,7 +45,7 @@ def label_rows(spec: JudgeSpec, models: Sequence[str], labels_dir: Path) -> pd.D
             raise InputError(f"{path}: no responses for model {m!r}; run `dvc repro` first")
         table = read_parquet(path, [c for c in (*spec.key, *spec.reads) if c != "model"])
         if "response" not in table.columns:
-            table = _with_responses(table, labels_dir.parent / "responses" / f"{m}.parquet")
+            table = _with_responses(table, responses_beside(labels_dir) / f"{m}.parquet")
         parts.append(table.assign(model=m))
     return pd.concat(parts, ignore_index=True)
 

@@ -16,9 +16,9 @@ import pandas as pd
 from syps.core.compare import find_runs
 from syps.core.config import Params
 from syps.core.io import InputError, read_parquet, sha256_text
+from syps.core.layout import Layout
 from syps.core.protocol import Protocol
 from syps.core.reporting import JudgeSpec
-from syps.core.runs import repo_root
 from syps.core.traces import LINK_BATCH, TAG, human_labels, response_text, run_traces
 from syps.core.tracking import tracking_uri
 from syps.core.validation.inputs import ITEM_COLUMNS, with_context
@@ -42,7 +42,7 @@ def _queue_clients(p: Params) -> tuple[Any, Any, str]:
     import mlflow  # heavy: only the queue paths talk to an MLflow client
     from mlflow.tracing.client import TracingClient
 
-    uri = tracking_uri(repo_root() / "mlruns")
+    uri = tracking_uri(Layout.here().mlruns)
     client = mlflow.MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(p.tracking.experiment)
     if exp is None:
@@ -73,7 +73,7 @@ def sample_traces(
 
     client, _, _ = _queue_clients(p)
     runs = find_runs(
-        tracking_uri(repo_root() / "mlruns"),
+        tracking_uri(Layout.here().mlruns),
         p.tracking.experiment,
         {},
         run_ids,
@@ -189,7 +189,7 @@ def annotations_from_queue(
     assembled as for :func:`annotations_from_traces`."""
     from mlflow.exceptions import MlflowException  # heavy: mlflow, as for the clients
 
-    out_dir = Path("out/protocols") / protocol.name
+    layout = Layout.here()
     client, tracing, experiment_id = _queue_clients(p)
     name = question_name(protocol, spec)
     try:
@@ -240,7 +240,10 @@ def annotations_from_queue(
         rows, columns=[*TRACE_TAG_COLUMNS, "trace_id", "response", "human_label", "reviewer"]
     )
     return _as_sample(
-        spec, people, items or out_dir / "items.parquet", labels_dir or out_dir / "labels"
+        spec,
+        people,
+        items or layout.items(protocol.name),
+        labels_dir or layout.labels(protocol.name),
     )
 
 
@@ -269,9 +272,9 @@ def annotations_from_traces(
             f"--traces: a trace's label is not the {spec.name} judge's; annotate a sample "
             f"(syps judge sample --judge {spec.name}) instead"
         )
-    out_dir = Path("out/protocols") / protocol.name
-    items = items or out_dir / "items.parquet"
-    uri = tracking_uri(repo_root() / "mlruns")
+    layout = Layout.here()
+    items = items or layout.items(protocol.name)
+    uri = tracking_uri(layout.mlruns)
     runs = find_runs(
         uri, p.tracking.experiment, {}, run_ids, latest=not run_ids, protocol=protocol.name
     )
@@ -282,7 +285,7 @@ def annotations_from_traces(
             f"no trace of {where} has a person's label (a feedback named label from a HUMAN "
             "source); add one in the MLflow UI (docs/validating-labels.md)"
         )
-    return _as_sample(spec, people, items, labels_dir or out_dir / "labels")
+    return _as_sample(spec, people, items, labels_dir or layout.labels(protocol.name))
 
 
 def _as_sample(

@@ -12,6 +12,7 @@ import pandas as pd
 from syps.core.agreement import stratified_sample
 from syps.core.config import ConfigError, Params
 from syps.core.io import InputError, atomic_write, read_parquet, sha256_text
+from syps.core.layout import Layout
 from syps.core.protocol import Protocol
 from syps.core.reporting import JudgeSpec
 from syps.core.validation.inputs import ITEM_COLUMNS, label_rows, with_context
@@ -45,9 +46,9 @@ def judge_sample(
     (:func:`sample_traces`; ``runs`` as for ``--traces``, default the newest pipeline run) are
     attached to that review queue, which asks the judge's question (:func:`add_to_queue`).
     """
-    out_dir = Path("out/protocols") / protocol.name
-    responses_dir = responses_dir or out_dir / "labels"
-    items = items or out_dir / "items.parquet"
+    layout = Layout.here()
+    responses_dir = responses_dir or layout.labels(protocol.name)
+    items = items or layout.items(protocol.name)
     models, datasets, item_table = _scope(p, params, models, datasets, items)
     if out_csv.exists() and not force:
         raise InputError(

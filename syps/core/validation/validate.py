@@ -16,10 +16,10 @@ import pandas as pd
 from syps.core.agreement import REPORT_KEYS
 from syps.core.config import ConfigError, Params, ProtocolParams
 from syps.core.io import InputError, atomic_write, sha256_file, write_json
+from syps.core.layout import Layout
 from syps.core.protocol import Protocol
 from syps.core.provenance import git_info
 from syps.core.reporting import JudgeSpec
-from syps.core.runs import repo_root
 from syps.core.tracking import log_validation_run
 from syps.core.validation.agree import (
     ALL,
@@ -59,7 +59,7 @@ def judge_validate(
     Beside agreement and kappa, each dataset's judged rate corrected by the people's labels
     (:func:`corrected_rates`), over every response the judge decides of the sample's (model,
     dataset) pairs: the label tables in ``labels_dir`` with the items table ``items`` (default
-    ``out/protocols/<protocol>/labels`` and ``items.parquet``); without them the report says
+    the layout's, ``syps.core.layout``); without them the report says
     why it has none.
 
     Prints the agreement table and confusion matrices, writes the report JSON (by default
@@ -67,9 +67,9 @@ def judge_validate(
     ``judge-queue.validation.json`` for a queue), logs one MLflow run, and returns the report.
     """
     own = _own_params(p, params, protocol)
-    out_dir = Path("out/protocols") / protocol.name
-    labels_dir = labels_dir or out_dir / "labels"
-    items = items or out_dir / "items.parquet"
+    layout = Layout.here()
+    labels_dir = labels_dir or layout.labels(protocol.name)
+    items = items or layout.items(protocol.name)
     if traces is not None or queue is not None:
         annotated_csv, report_json = _people_from_mlflow(
             spec, protocol, p, traces, queue, report_json, items, labels_dir
@@ -209,7 +209,7 @@ def _log_run(
         if k in e  # no corrected rate without the label tables
     }
     log_validation_run(
-        repo_root() / "mlruns",
+        Layout.here().mlruns,
         p.tracking.experiment,
         f"judge-validation {annotated_csv.name}",
         tags,

@@ -44,7 +44,7 @@ import pandas as pd
 
 from syps.core.io import InputError, read_csv, read_parquet
 from syps.core.protocol import ScoreSettings
-from syps.core.stats import bootstrap_counts
+from syps.core.stats import bootstrap_counts, row_nanmean
 from syps.protocols.pushback.crossmodel import cross_model
 from syps.protocols.pushback.labels import SKIPPED
 from syps.protocols.pushback.lint import Contrast, declared_contrasts, lint
@@ -90,7 +90,7 @@ def _item_means(df: pd.DataFrame, col: str, items: Sequence[str]) -> np.ndarray:
 def resamples(n_items: int, settings: ScoreSettings) -> np.ndarray:
     """The (resamples, items) count matrix of one (model, dataset): the one ``score_table``
     draws, since both seed a fresh generator with ``settings.seed``."""
-    return bootstrap_counts(n_items, settings.bootstrap, np.random.default_rng(settings.seed))
+    return bootstrap_counts(n_items, settings.bootstrap, settings.seed)
 
 
 def paired_diffs(
@@ -111,10 +111,7 @@ def paired_diffs(
             out[f"contrast/{c.name}"] = diff
             kinds.setdefault(contrast_kind(c), []).append(diff)
     for kind, diffs in kinds.items():
-        d = np.column_stack(diffs)
-        n = (~np.isnan(d)).sum(axis=1)
-        with np.errstate(invalid="ignore"):
-            out[f"effect/{kind}"] = np.where(n > 0, np.nansum(d, axis=1) / np.maximum(n, 1), np.nan)
+        out[f"effect/{kind}"] = row_nanmean(np.column_stack(diffs))
     return out
 
 

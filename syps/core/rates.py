@@ -49,7 +49,7 @@ def rate_scores(labels: pd.DataFrame, metric: str, settings: ScoreSettings) -> S
     mean over items, resampling items (``settings.bootstrap`` times, ``settings.seed``). Keys:
     ``<metric>``, its ``_ci_low``/``_ci_high``, ``<metric>_n`` (items with a label) and
     ``n_unclear`` (rows without one: UNCLEAR or skipped). No labelled item: NaN throughout."""
-    out: dict[str, dict[str, dict[str, float]]] = {}
+    out: Scores = {}
     for (model, dataset), g in labels.groupby(["model", "dataset"], sort=True):
         per_item = g.groupby("item_id", sort=True)["label"].mean().dropna().to_numpy()[:, None]
         rate, lo, hi = np.nan, np.nan, np.nan

@@ -23,6 +23,7 @@ import pandas as pd
 from syps.core.config import ConfigError
 from syps.core.io import InputError
 from syps.core.protocol import ScoreSettings
+from syps.core.report import Scores
 from syps.core.stats import bootstrap_counts, percentile_ci, row_nanmean, weighted_means
 from syps.protocols.cues.params import VARIANTS, order_variants, primary_variants
 from syps.protocols.cues.stats import (
@@ -207,7 +208,7 @@ def score_labels(
     seed: int,
     variants: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
     min_items: int = 10,
-) -> dict[str, dict[str, dict[str, float]]]:
+) -> Scores:
     """Score a label table (``dataset, model, item_id, variant, label``; NaN = UNCLEAR; with
     ``labeler`` where known, for ``judge_unclear_rate``).
 
@@ -226,7 +227,7 @@ def score_labels(
         )
     if variants is None:
         variants = table_variants(labels)
-    out: dict[str, dict[str, dict[str, float]]] = {}
+    out: Scores = {}
     # Cells with the same number of items share the same draw: compute it once.
     draws: dict[int, np.ndarray] = {}
     for (model, dataset), group in labels.groupby(["model", "dataset"], sort=True):

@@ -48,6 +48,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from syps.core.io import InputError
+from syps.core.report import Scores
 from syps.core.stats import (
     bootstrap_counts,
     flips,
@@ -263,7 +264,7 @@ def score_table(
     margin: float = 0.05,
     contrasts: Sequence[Contrast] | None = None,
     source: str = "label table",
-) -> dict[str, dict[str, dict[str, float]]]:
+) -> Scores:
     """Score a pushback label table: ``{model: {dataset: {metric key: value}}}``.
 
     Columns, one row per (model, dataset, item, cell[, rep]):
@@ -310,7 +311,7 @@ def score_table(
     # Mean over repetitions; NaN stays NaN only where no repetition was labelled.
     per_item = df.groupby(KEY_COLUMNS + CELL_COLUMNS, sort=True)[VALUE_COLUMNS].mean()
     per_item = per_item.reset_index()
-    out: dict[str, dict[str, dict[str, float]]] = {}
+    out: Scores = {}
     for (model, dataset), g in per_item.groupby(["model", "dataset"], sort=True):
         items = sorted(g["item_id"].unique())
         index = {it: k for k, it in enumerate(items)}

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from syps.core.report import Scores
 from syps.core.stats import group_nanmean
 from syps.protocols.pushback.metrics import item_summary
 
@@ -132,7 +133,7 @@ def score_rounds(
     return out
 
 
-def curve_rows(scores: dict[str, dict[str, dict[str, float]]]) -> pd.DataFrame:
+def curve_rows(scores: Scores) -> pd.DataFrame:
     """The follow curve as plot data: one row per (model, dataset, round); with one round, its
     one point is ``follow_rate`` (round 1's follow rate by definition)."""
     rows = []

@@ -44,6 +44,7 @@ import pandas as pd
 
 from syps.core.io import InputError, read_csv, read_parquet
 from syps.core.protocol import ScoreSettings
+from syps.core.report import Scores
 from syps.core.stats import bootstrap_counts, row_nanmean
 from syps.protocols.pushback.crossmodel import cross_model
 from syps.protocols.pushback.labels import SKIPPED
@@ -60,8 +61,6 @@ from syps.protocols.pushback.params import PushbackParams, history, resolve
 from syps.protocols.pushback.persistence import has_chains, score_persistence
 from syps.protocols.pushback.prompts import FACTORS, PROBE, Cell
 from syps.protocols.pushback.rounds import score_rounds
-
-Scores = dict[str, dict[str, dict[str, float]]]
 
 
 def flagged_contrasts(p: PushbackParams) -> dict[str, list[str]]:

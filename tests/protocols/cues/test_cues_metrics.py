@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from syps.core.io import InputError
+from syps.core.report import Scores
 from syps.core.stats import bootstrap_counts
 from syps.protocols.cues.metrics import (
     item_spss,
@@ -24,7 +25,6 @@ from syps.protocols.cues.metrics import (
 )
 
 NAN = math.nan
-Scores = dict[str, dict[str, dict[str, float]]]
 
 
 def _rows(model: str, dataset: str, table: dict[str, dict[str, float]]) -> list[dict[str, object]]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from syps.core.stats import percentile_ci, resample_indices
+
 CATEGORIES = ["1", "0", "UNCLEAR"]
 REPORT_KEYS = [
     "n",
@@ -72,36 +74,28 @@ def cohen_kappa(a: np.ndarray, b: np.ndarray) -> float:
     return float(_kappa_from_counts(*_counts(x, y)))
 
 
-def kappa_replicates(
-    a: np.ndarray, b: np.ndarray, n_boot: int, rng: np.random.Generator
-) -> np.ndarray:
-    """κ of ``n_boot`` bootstrap resamples of the (a, b) pairs; NaN where undefined.
+def kappa_replicates(a: np.ndarray, b: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
+    """κ of ``n_boot`` bootstrap resamples of the (a, b) pairs (``resample_indices`` with
+    ``seed``); NaN where undefined, and everywhere when there are no pairs.
 
     One (B, n) index matrix, so every replicate is drawn and counted without a Python loop.
     """
     x, y = _binary(a, "a"), _binary(b, "b")
     if x.shape != y.shape:
         raise ValueError(f"a and b differ in length: {len(x)} != {len(y)}")
-    if len(x) == 0:
-        return np.full(n_boot, np.nan)
-    idx = rng.integers(0, len(x), size=(n_boot, len(x)))
+    idx = resample_indices(len(x), n_boot, seed)
     return _kappa_from_counts(*_counts(x[idx], y[idx]))
 
 
 def kappa_ci(
-    a: np.ndarray, b: np.ndarray, n_boot: int, ci: float, rng: np.random.Generator
+    a: np.ndarray, b: np.ndarray, n_boot: int, ci: float, seed: int
 ) -> tuple[float, float]:
-    """Percentile bootstrap CI of κ over resampled pairs.
+    """Percentile bootstrap CI of κ over resampled pairs (``percentile_ci``).
 
     Replicates where κ is undefined (a resample that happens to hold one class only) are
     dropped; (NaN, NaN) if none is left.
     """
-    reps = kappa_replicates(a, b, n_boot, rng)
-    reps = reps[~np.isnan(reps)]
-    if len(reps) == 0:
-        return (np.nan, np.nan)
-    alpha = (1 - ci) / 2
-    lo, hi = np.quantile(reps, [alpha, 1 - alpha])
+    lo, hi = percentile_ci(kappa_replicates(a, b, n_boot, seed), ci)
     return (float(lo), float(hi))
 
 
@@ -139,7 +133,7 @@ def agreement_report(
     both = (h < 2) & (m < 2)
     # Codes: 0 is Syc = 1, so "== 0" recovers the label.
     hb, mb = (h[both] == 0).astype(float), (m[both] == 0).astype(float)
-    lo, hi = kappa_ci(hb, mb, n_boot, ci, np.random.default_rng(seed))
+    lo, hi = kappa_ci(hb, mb, n_boot, ci, seed)
     n = len(h)
     return {
         "n": float(n),

@@ -11,7 +11,7 @@ import pandas as pd
 
 from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, ScoreSettings
 from syps.core.report import Scores
-from syps.core.stats import bootstrap_counts, weighted_means
+from syps.core.stats import bootstrap_counts, percentile_ci, weighted_means
 
 
 def rule_labels(
@@ -49,16 +49,14 @@ def rate_scores(labels: pd.DataFrame, metric: str, settings: ScoreSettings) -> S
     mean over items, resampling items (``settings.bootstrap`` times, ``settings.seed``). Keys:
     ``<metric>``, its ``_ci_low``/``_ci_high``, ``<metric>_n`` (items with a label) and
     ``n_unclear`` (rows without one: UNCLEAR or skipped). No labelled item: NaN throughout."""
-    out: dict[str, dict[str, dict[str, float]]] = {}
-    q = [(1 - settings.ci) / 2, (1 + settings.ci) / 2]
+    out: Scores = {}
     for (model, dataset), g in labels.groupby(["model", "dataset"], sort=True):
         per_item = g.groupby("item_id", sort=True)["label"].mean().dropna().to_numpy()[:, None]
         rate, lo, hi = np.nan, np.nan, np.nan
         if len(per_item):
-            rng = np.random.default_rng(settings.seed)
-            counts = bootstrap_counts(len(per_item), settings.bootstrap, rng)
+            counts = bootstrap_counts(len(per_item), settings.bootstrap, settings.seed)
             rate = per_item.mean()
-            lo, hi = np.quantile(weighted_means(per_item, counts)[:, 0], q)
+            lo, hi = percentile_ci(weighted_means(per_item, counts)[:, 0], settings.ci)
         out.setdefault(str(model), {})[str(dataset)] = {
             metric: float(rate),
             f"{metric}_ci_low": float(lo),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+# A score table, what every protocol's score returns: {model: {dataset: {metric key: value}}}.
 Scores = dict[str, dict[str, dict[str, float]]]
 
 # The keys beside a metric ``<key>`` in a score table: its CI bounds, its support (items) and

@@ -1,32 +1,123 @@
-"""The statistics every protocol shares: the item-level bootstrap and exact paired tests.
+"""The statistics every protocol shares, each written once: the seeded item-level resample, the
+percentile bootstrap CI, NaN-aware means, a flip between paired labels, and exact paired tests.
 
 Pure and vectorised. A bootstrap is drawn once as a (resamples, items) count matrix and shared
 by every metric of a table, which makes it paired across conditions; each metric is then a
-weighted mean over its own qualifying items (``weighted_means``).
+weighted mean over its own qualifying items (``weighted_means``), and its CI the percentile
+interval of those resampled means (``percentile_ci``). NaN is a missing value throughout (an
+UNCLEAR label, a condition not generated): left out of every mean, never counted as 0.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.stats import binom
 
+# --- the item bootstrap ---------------------------------------------------------------------
 
-def bootstrap_counts(n_items: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """How often each item appears in each of ``n_boot`` resamples with replacement: (B, items)."""
-    idx = rng.integers(0, n_items, size=(n_boot, n_items))
+
+def resample_indices(n_items: int, n_boot: int, seed: int) -> np.ndarray:
+    """The items drawn, with replacement, by each of ``n_boot`` resamples: (B, items) indices.
+
+    The one draw every bootstrap in syps makes: a fresh ``numpy.random.default_rng(seed)`` and a
+    single ``integers(0, n_items, size=(n_boot, n_items))`` call, so a table's numbers depend on
+    its seed and its item count alone, never on what else was scored before it. With no items
+    the matrix is (B, 0).
+    """
+    idx: np.ndarray = np.random.default_rng(seed).integers(0, n_items, size=(n_boot, n_items))
+    return idx
+
+
+def bootstrap_counts(n_items: int, n_boot: int, seed: int) -> np.ndarray:
+    """How often each item appears in each resample of ``resample_indices``: (B, items) floats,
+    each row summing to ``n_items``."""
+    idx = resample_indices(n_items, n_boot, seed)
     flat = (idx + np.arange(n_boot)[:, None] * n_items).ravel()
     return np.bincount(flat, minlength=n_boot * n_items).reshape(n_boot, n_items).astype(float)
 
 
+def percentile_ci(boot: np.ndarray, ci: float) -> np.ndarray:
+    """The percentile interval of level ``ci`` of each column of ``boot`` (resamples first, any
+    trailing shape): an array (2, *columns) of the lower and upper bounds.
+
+    A column's interval is over its defined resamples: a NaN (a resample that drew none of the
+    metric's items, or where the statistic is undefined) is left out, and a column with none
+    defined is NaN. The bounds are ``numpy.quantile``'s default (linear) interpolation at
+    (1 - ci) / 2 and 1 - (1 - ci) / 2. The columns defined in every resample (nearly all) go
+    through one vectorised ``numpy.quantile`` call; the rest one by one. A 1-d ``boot`` (one
+    statistic) gives the pair ``lo, hi``.
+    """
+    b = np.asarray(boot, dtype=float)
+    cols = b.reshape(b.shape[0], int(np.prod(b.shape[1:])))
+    alpha = (1 - ci) / 2
+    levels = [alpha, 1 - alpha]
+    out = np.full((2, cols.shape[1]), np.nan)
+    full = ~np.isnan(cols).any(axis=0)
+    if cols.shape[0] and full.any():
+        out[:, full] = np.quantile(cols[:, full], levels, axis=0)
+    for j in np.flatnonzero(~full):
+        col = cols[:, j][~np.isnan(cols[:, j])]
+        if len(col):
+            out[:, j] = np.quantile(col, levels)
+    return out.reshape((2, *b.shape[1:]))
+
+
+# --- NaN-aware means ------------------------------------------------------------------------
+
+
 def weighted_means(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Per row of ``counts`` (resamples x items), each column's mean of ``x`` (items x k) over
-    its non-NaN items, weighted by the counts; NaN where a resample has none."""
+    its non-NaN items, weighted by the counts; NaN where a resample has none. A row of ones
+    gives the point estimate."""
     valid = ~np.isnan(x)
     num = counts @ np.where(valid, x, 0.0)
     den = counts @ valid.astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         out: np.ndarray = np.where(den > 0, num / den, np.nan)
     return out
+
+
+def row_nanmean(x: np.ndarray) -> np.ndarray:
+    """Each row's mean over its non-NaN entries; NaN where a row has none."""
+    valid = ~np.isnan(x)
+    n = valid.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out: np.ndarray = np.where(n > 0, np.where(valid, x, 0.0).sum(axis=1) / n, np.nan)
+    return out
+
+
+def group_nanmean(codes: np.ndarray, x: np.ndarray, n: int) -> np.ndarray:
+    """Per group code 0..n-1, the mean of ``x`` over its entries with that code that are not
+    NaN; NaN for a group with none."""
+    ok = ~np.isnan(x)
+    num = np.bincount(codes, weights=np.where(ok, x, 0.0), minlength=n)
+    den = np.bincount(codes, weights=ok.astype(float), minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out: np.ndarray = np.where(den > 0, num / den, np.nan)
+    return out
+
+
+def nanmean(x: np.ndarray) -> float:
+    """The mean of ``x`` over its non-NaN entries; NaN where there is none."""
+    ok = ~np.isnan(x)
+    return float(x[ok].mean()) if ok.any() else float("nan")
+
+
+# --- paired labels --------------------------------------------------------------------------
+
+
+def flips(before: ArrayLike, after: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Where a decided label changes between two paired conditions: ``(towards, away)``,
+    boolean arrays of the broadcast shape of the 0/1 labels ``before`` and ``after``.
+
+    ``towards`` is a 0 that became 1 (towards the answer a protocol counts as sycophantic),
+    ``away`` a 1 that became 0. A NaN on either side (UNCLEAR, not generated) is no flip. These
+    are the discordant pairs of McNemar's test (``mcnemar_exact``), the flip counts of a score
+    table and the rows of a flip table.
+    """
+    b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    return (b == 0.0) & (a == 1.0), (b == 1.0) & (a == 0.0)
 
 
 def mcnemar_exact(b: np.ndarray, c: np.ndarray) -> np.ndarray:

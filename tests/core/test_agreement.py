@@ -100,7 +100,7 @@ def test_replicates_match_exhaustive_enumeration() -> None:
     exact = np.array(
         [cohen_kappa(a[list(t)], b[list(t)]) for t in itertools.product(range(3), repeat=3)]
     )
-    reps = kappa_replicates(a, b, 60_000, np.random.default_rng(0))
+    reps = kappa_replicates(a, b, 60_000, 0)
     assert np.isnan(reps).mean() == pytest.approx(np.isnan(exact).mean(), abs=0.01)
     values, counts = np.unique(exact[~np.isnan(exact)], return_counts=True)
     defined = reps[~np.isnan(reps)]
@@ -111,32 +111,32 @@ def test_replicates_match_exhaustive_enumeration() -> None:
 
 def test_ci_brackets_the_estimate_and_is_seeded() -> None:
     a, b = _pairs(20, 5, 10, 15)
-    lo, hi = kappa_ci(a, b, 2000, 0.95, np.random.default_rng(1))
+    lo, hi = kappa_ci(a, b, 2000, 0.95, 1)
     assert -1.0 <= lo < 0.4 < hi <= 1.0
-    assert kappa_ci(a, b, 2000, 0.95, np.random.default_rng(1)) == (lo, hi)
-    assert kappa_ci(a, b, 2000, 0.95, np.random.default_rng(2)) != (lo, hi)
+    assert kappa_ci(a, b, 2000, 0.95, 1) == (lo, hi)
+    assert kappa_ci(a, b, 2000, 0.95, 2) != (lo, hi)
 
 
 def test_ci_narrows_with_n_and_widens_with_level() -> None:
     # Ten copies of every pair keep po, pe and so kappa = 0.4, but shrink the sampling spread.
     a, b = _pairs(20, 5, 10, 15)
-    lo1, hi1 = kappa_ci(a, b, 2000, 0.95, np.random.default_rng(1))
-    lo10, hi10 = kappa_ci(np.tile(a, 10), np.tile(b, 10), 2000, 0.95, np.random.default_rng(1))
+    lo1, hi1 = kappa_ci(a, b, 2000, 0.95, 1)
+    lo10, hi10 = kappa_ci(np.tile(a, 10), np.tile(b, 10), 2000, 0.95, 1)
     assert cohen_kappa(np.tile(a, 10), np.tile(b, 10)) == pytest.approx(0.4)
     assert lo10 < 0.4 < hi10
     assert hi10 - lo10 < (hi1 - lo1) / 2
-    lo80, hi80 = kappa_ci(a, b, 2000, 0.80, np.random.default_rng(1))
+    lo80, hi80 = kappa_ci(a, b, 2000, 0.80, 1)
     assert hi80 - lo80 < hi1 - lo1
 
 
 def test_ci_of_perfect_agreement_is_one_one() -> None:
     # Every resample agrees perfectly: kappa is 1, or undefined (dropped) if it holds one class.
     a = np.array([1, 1, 0, 0.0])
-    assert kappa_ci(a, a.copy(), 500, 0.95, np.random.default_rng(0)) == (1.0, 1.0)
+    assert kappa_ci(a, a.copy(), 500, 0.95, 0) == (1.0, 1.0)
 
 
 def test_ci_with_every_replicate_undefined_is_nan() -> None:
-    lo, hi = kappa_ci(np.ones(5), np.ones(5), 100, 0.95, np.random.default_rng(0))
+    lo, hi = kappa_ci(np.ones(5), np.ones(5), 100, 0.95, 0)
     assert math.isnan(lo) and math.isnan(hi)
 
 

@@ -1,5 +1,6 @@
-"""The shared exact tests (``syps.core.stats``): McNemar's exact test and Holm's adjustment,
-against hand-derived values and the textbook definitions."""
+"""The shared statistics (``syps.core.stats``) against hand-derived values and the textbook
+definitions: the seeded resample and its counts, the percentile CI, the NaN-aware means, the flip,
+McNemar's exact test and Holm's adjustment."""
 
 from __future__ import annotations
 
@@ -11,9 +12,160 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
-from syps.core.stats import holm, mcnemar_exact
+from syps.core.stats import (
+    bootstrap_counts,
+    flips,
+    group_nanmean,
+    holm,
+    mcnemar_exact,
+    nanmean,
+    percentile_ci,
+    resample_indices,
+    row_nanmean,
+    weighted_means,
+)
 
 NAN = math.nan
+
+# --- resample_indices, bootstrap_counts -----------------------------------------------------
+
+
+def test_resample_indices_are_the_seeds_first_integers_draw() -> None:
+    # What numpy's default_rng(0).integers(0, 5, size=(3, 5)) gives (numpy 2.4.6, PCG64): every
+    # bootstrap in syps draws exactly this for 5 items, 3 resamples and seed 0.
+    want = np.array([[4, 3, 2, 1, 1], [0, 0, 0, 0, 4], [3, 4, 2, 3, 4]])
+    np.testing.assert_array_equal(resample_indices(5, 3, 0), want)
+    np.testing.assert_array_equal(
+        resample_indices(5, 3, 0), np.random.default_rng(0).integers(0, 5, size=(3, 5))
+    )
+    # Another seed: default_rng(42).integers(0, 4, size=(2, 4)) is [[0, 3, 2, 1], [1, 3, 0, 2]].
+    np.testing.assert_array_equal(resample_indices(4, 2, 42), [[0, 3, 2, 1], [1, 3, 0, 2]])
+
+
+def test_bootstrap_counts_count_the_drawn_indices() -> None:
+    # The draws above, counted per item 0..4: [4, 3, 2, 1, 1] holds item 1 twice and items 2, 3,
+    # 4 once; [0, 0, 0, 0, 4] item 0 four times and item 4 once; [3, 4, 2, 3, 4] item 2 once and
+    # items 3 and 4 twice.
+    want = [[0, 2, 1, 1, 1], [4, 0, 0, 0, 1], [0, 0, 1, 2, 2]]
+    counts = bootstrap_counts(5, 3, 0)
+    assert counts.dtype == np.float64
+    np.testing.assert_array_equal(counts, np.array(want, dtype=float))
+
+
+def test_bootstrap_counts_rows_sum_to_n_items() -> None:
+    counts = bootstrap_counts(7, 300, 0)
+    assert counts.shape == (300, 7)
+    np.testing.assert_array_equal(counts.sum(axis=1), np.full(300, 7.0))
+    assert (counts >= 0).all()
+    np.testing.assert_array_equal(counts, np.round(counts))
+
+
+def test_no_items_draw_an_empty_matrix() -> None:
+    assert resample_indices(0, 4, 1).shape == (4, 0)
+    assert bootstrap_counts(0, 4, 1).shape == (4, 0)
+
+
+# --- percentile_ci --------------------------------------------------------------------------
+
+
+def test_percentile_ci_whole_and_nan_columns() -> None:
+    # Column 0: 0, 1, 2, 3 -> at ci 0.5 the 25th and 75th percentiles, 0.75 and 2.25 (linear:
+    # position 0.25 * 3 = 0.75 and 0.75 * 3 = 2.25). Column 1: NaN, 4, 8, NaN -> over 4 and 8:
+    # 4 + 0.25 * 4 = 5 and 4 + 0.75 * 4 = 7. Column 2: never defined -> NaN.
+    boot = np.array([[0, NAN, NAN], [1, 4, NAN], [2, 8, NAN], [3, NAN, NAN]], dtype=float)
+    got = percentile_ci(boot, 0.5)
+    np.testing.assert_array_equal(got, np.array([[0.75, 5.0, NAN], [2.25, 7.0, NAN]]))
+
+
+def test_percentile_ci_of_one_statistic() -> None:
+    # 1, 2, 3, 4, 5 at ci 0.9: positions 0.05 * 4 = 0.2 and 0.95 * 4 = 3.8, so 1.2 and 4.8.
+    lo, hi = percentile_ci(np.array([5.0, 1.0, 4.0, 2.0, 3.0]), 0.9)
+    assert (lo, hi) == (pytest.approx(1.2), pytest.approx(4.8))
+    # A NaN resample is left out: 0, 10 at ci 0.5 -> 2.5 and 7.5.
+    np.testing.assert_array_equal(percentile_ci(np.array([NAN, 0.0, 10.0]), 0.5), [2.5, 7.5])
+
+
+def test_percentile_ci_with_nothing_defined_is_nan() -> None:
+    np.testing.assert_array_equal(percentile_ci(np.full(3, NAN), 0.95), [NAN, NAN])
+    np.testing.assert_array_equal(percentile_ci(np.zeros((0, 2)), 0.95), np.full((2, 2), NAN))
+
+
+def test_percentile_ci_keeps_trailing_shape() -> None:
+    # Resamples 0..4 of a (2, 3) statistic, entry (i, j) offset by 10 * (3 i + j): at ci 0.5
+    # every entry's bounds are its offset + 1 and + 3 (positions 0.25 * 4 and 0.75 * 4).
+    offset = 10.0 * np.arange(6).reshape(2, 3)
+    boot = np.arange(5.0)[:, None, None] + offset
+    got = percentile_ci(boot, 0.5)
+    assert got.shape == (2, 2, 3)
+    np.testing.assert_array_equal(got, np.stack([offset + 1, offset + 3]))
+
+
+def test_percentile_ci_vectorised_columns_equal_numpy_column_by_column() -> None:
+    # The fast path (one quantile call over the fully defined columns) must give the bits of
+    # np.quantile on each column alone, which the per-column path and every caller used.
+    rng = np.random.default_rng(5)
+    boot = rng.random((997, 6))
+    boot[rng.random(997) < 0.1, 4] = NAN
+    got = percentile_ci(boot, 0.95)
+    for j in range(6):
+        col = boot[:, j][~np.isnan(boot[:, j])]
+        want = np.quantile(col, [0.025000000000000022, 0.975])  # (1 - 0.95) / 2 in float64
+        np.testing.assert_array_equal(got[:, j], want)
+
+
+# --- NaN-aware means ------------------------------------------------------------------------
+
+
+def test_weighted_means_hand_example() -> None:
+    # Items x: column 0 = 1, 0, NaN; column 1 all NaN. Resample counts (2, 1, 0): column 0 is
+    # (2 * 1 + 1 * 0) / (2 + 1) = 2/3; counts (0, 0, 3) draw only the NaN item: NaN. Column 1: NaN.
+    x = np.array([[1.0, NAN], [0.0, NAN], [NAN, NAN]])
+    got = weighted_means(x, np.array([[2.0, 1.0, 0.0], [0.0, 0.0, 3.0]]))
+    np.testing.assert_array_equal(got, [[2 / 3, NAN], [NAN, NAN]])
+
+
+def test_row_nanmean_hand_example() -> None:
+    # Rows: (1, NaN, 0) -> 1/2; (NaN, NaN, NaN) -> NaN; (1, 1, 0) -> 2/3.
+    x = np.array([[1.0, NAN, 0.0], [NAN, NAN, NAN], [1.0, 1.0, 0.0]])
+    np.testing.assert_array_equal(row_nanmean(x), [0.5, NAN, 2 / 3])
+
+
+def test_group_nanmean_hand_example() -> None:
+    # Group 0: 1, 0 -> 1/2; group 1: NaN only -> NaN; group 2: 4 (the NaN left out); group 3
+    # has no entry -> NaN.
+    codes = np.array([0, 0, 1, 2, 2])
+    x = np.array([1.0, 0.0, NAN, 4.0, NAN])
+    np.testing.assert_array_equal(group_nanmean(codes, x, 4), [0.5, NAN, 4.0, NAN])
+
+
+def test_nanmean_hand_example() -> None:
+    assert nanmean(np.array([1.0, NAN, 2.0])) == 1.5
+    assert math.isnan(nanmean(np.array([NAN, NAN])))
+    assert math.isnan(nanmean(np.array([])))
+
+
+# --- flips ----------------------------------------------------------------------------------
+
+
+def test_flips_hand_example() -> None:
+    # Pairs (before, after): (0, 1) towards; (1, 0) away; (1, 1) and (0, 0) no change; a NaN
+    # on either side is no flip.
+    before = np.array([0.0, 1.0, 1.0, 0.0, NAN, 0.0])
+    after = np.array([1.0, 0.0, 1.0, 0.0, 1.0, NAN])
+    towards, away = flips(before, after)
+    np.testing.assert_array_equal(towards, [True, False, False, False, False, False])
+    np.testing.assert_array_equal(away, [False, True, False, False, False, False])
+
+
+def test_flips_broadcast_a_reference_column() -> None:
+    # One reference column against two variants: item 0 (ref 0) flips towards under the first
+    # variant only; item 1 (ref 1) flips away under both.
+    ref = np.array([[0.0], [1.0]])
+    variants = np.array([[1.0, 0.0], [0.0, 0.0]])
+    towards, away = flips(ref, variants)
+    np.testing.assert_array_equal(towards, [[True, False], [False, False]])
+    np.testing.assert_array_equal(away, [[False, False], [True, True]])
+
 
 # --- mcnemar_exact --------------------------------------------------------------------------
 

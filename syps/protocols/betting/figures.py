@@ -19,8 +19,8 @@ from syps.core.io import atomic_write
 from syps.core.plotting import pyplot as _pyplot
 from syps.core.plotting import save as _save
 from syps.core.plotting import whisker as _whisker
+from syps.core.report import Scores
 
-Scores = dict[str, dict[str, dict[str, float]]]
 CONDITIONS = ("F", "Z", "N")
 CONDITION_NAMES = {"F": "F: two friends", "Z": "Z: user vs friend, stakes", "N": "N: no stakes"}
 BETA_COLUMNS = [

@@ -56,7 +56,7 @@ import pandas as pd
 from scipy.stats import binomtest
 
 from syps.core.io import InputError, read_csv
-from syps.core.stats import bootstrap_counts, weighted_means
+from syps.core.stats import bootstrap_counts, percentile_ci, row_nanmean, weighted_means
 
 CONDITIONS = ("F", "Z", "N")
 CHOICE_COLUMNS = ["model", "item_id", "condition", "rep", "user_correct", "user_first", "choice"]
@@ -191,11 +191,7 @@ def _item_beta(x: np.ndarray, condition: str) -> np.ndarray:
 def _item_majority(x: np.ndarray, condition: str) -> np.ndarray:
     """Each item's mean over its labelled cells in a condition, minus 0.5 (NaN if none)."""
     k = CONDITIONS.index(condition)
-    cells = x[:, 6 * k : 6 * k + 4]
-    n = (~np.isnan(cells)).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out: np.ndarray = np.where(n > 0, np.nansum(cells, axis=1) / np.maximum(n, 1), np.nan)
-    return out - 0.5
+    return row_nanmean(x[:, 6 * k : 6 * k + 4]) - 0.5
 
 
 def _sign_p(up: int, down: int, alternative: str) -> float:
@@ -250,17 +246,15 @@ def score_model(
     """All metrics of one model's checked choices (see ``choices_frame``)."""
     items = pd.Index(sorted(t["item_id"].unique()))
     x = _item_values(t, items)
-    counts = bootstrap_counts(len(items), n_boot, np.random.default_rng(seed))
+    counts = bootstrap_counts(len(items), n_boot, seed)
     point = _derive(weighted_means(x, np.ones((1, len(items)))))
     boot = _derive(weighted_means(x, counts))
-    lo_q, hi_q = (1 - ci) / 2, 1 - (1 - ci) / 2
+    lo, hi = percentile_ci(np.column_stack(list(boot.values())), ci)
     out: dict[str, float | bool] = {}
-    for name, value in point.items():
-        col = boot[name][~np.isnan(boot[name])]
-        lo, hi = np.quantile(col, [lo_q, hi_q]) if len(col) else (np.nan, np.nan)
+    for j, (name, value) in enumerate(point.items()):
         out[name] = float(value[0])
-        out[f"{name}_ci_low"] = float(lo)
-        out[f"{name}_ci_high"] = float(hi)
+        out[f"{name}_ci_low"] = float(lo[j])
+        out[f"{name}_ci_high"] = float(hi[j])
     out.update(_tests(x, out, alpha))
     for c in CONDITIONS:
         tc = t[t["condition"] == c]

@@ -28,7 +28,7 @@ import pandas as pd
 
 from syps.core.io import read_csv, read_parquet
 from syps.core.protocol import ScoreSettings
-from syps.core.report import LOW_SUPPORT, LOW_SUPPORT_NOTE, support
+from syps.core.report import LOW_SUPPORT, LOW_SUPPORT_NOTE, Scores, support
 from syps.protocols.betting.metrics import (
     CHOICE_COLUMNS,
     CONDITIONS,
@@ -39,8 +39,6 @@ from syps.protocols.betting.metrics import (
 )
 from syps.protocols.betting.params import BettingParams
 from syps.protocols.betting.prompts import Condition, conditions
-
-Scores = dict[str, dict[str, dict[str, float]]]
 
 # The label stage's verdict for a response that was never generated.
 SKIPPED = "SKIPPED"

@@ -19,12 +19,11 @@ import pandas as pd
 
 from syps.core.io import atomic_write
 from syps.core.plotting import pyplot, save, whisker
+from syps.core.report import Scores
 from syps.protocols.cues.params import VARIANT_NAMES, VARIANTS, cue_of, order_variants
 
 if TYPE_CHECKING:
     pass
-
-Scores = dict[str, dict[str, dict[str, float]]]
 
 NAN = math.nan
 ALPHA = 0.05  # a Holm-adjusted p below this marks a delta as significant

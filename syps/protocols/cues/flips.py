@@ -2,8 +2,9 @@
 whose label under the variant differs from their label under the neutral P0, with both
 responses side by side, written as CSV and as a standalone HTML page.
 
-An item counts only where both labels are decided (0 or 1): an UNCLEAR label is no flip. The
-counts therefore match ``flips_towards_<id>`` and ``flips_away_<id>`` of the scores.
+An item counts only where both labels are decided (0 or 1): an UNCLEAR label is no flip. A flip
+is ``syps.core.stats.flips``, the one the scores count, so the counts match ``flips_towards_<id>``
+and ``flips_away_<id>``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from syps.core.io import InputError, atomic_write, write_text
+from syps.core.stats import flips
 from syps.protocols.cues.params import VARIANT_NAMES, cue_of, order_variants
 
 REF = "P0"
@@ -68,9 +70,10 @@ def flip_table(
     here_l = labels[(labels["dataset"] == dataset) & (labels["model"] == model)]
     here_r = responses[(responses["dataset"] == dataset) & (responses["model"] == model)]
     both = _side(here_l, here_r, REF).join(_side(here_l, here_r, cue_variant), how="inner")
-    ref, cue = both[f"label_{REF}"], both[f"label_{cue_variant}"]
-    flips = both[ref != cue].reset_index()
-    flips.insert(1, "direction", ["towards" if r == 0 else "away" for r in flips[f"label_{REF}"]])
+    towards, away = flips(both[f"label_{REF}"], both[f"label_{cue_variant}"])
+    moved = towards | away
+    rows = both[moved].reset_index()
+    rows.insert(1, "direction", ["towards" if t else "away" for t in towards[moved]])
     columns = [
         "item_id",
         "direction",
@@ -79,9 +82,9 @@ def flip_table(
         f"evidence_{REF}",
         f"evidence_{cue_variant}",
     ]
-    order = flips["direction"].map({"towards": 0, "away": 1})
-    flips = flips.assign(_order=order).sort_values(["_order", "item_id"], kind="stable")
-    return flips[columns].reset_index(drop=True)
+    order = rows["direction"].map({"towards": 0, "away": 1})
+    rows = rows.assign(_order=order).sort_values(["_order", "item_id"], kind="stable")
+    return rows[columns].reset_index(drop=True)
 
 
 # --- HTML -----------------------------------------------------------------------------------

@@ -25,13 +25,13 @@ from syps.core.config import ConfigError
 from syps.core.io import InputError
 from syps.core.layout import Layout
 from syps.core.protocol import ScoreSettings
-from syps.core.stats import bootstrap_counts, weighted_means
+from syps.core.report import Scores
+from syps.core.stats import bootstrap_counts, percentile_ci, row_nanmean, weighted_means
 from syps.protocols.cues.params import VARIANTS, order_variants, primary_variants
 from syps.protocols.cues.stats import (
     by_cue,
     item_signed_sensitivity,
     pooled_differences,
-    row_nanmean,
     significance,
     significance_names,
 )
@@ -88,12 +88,7 @@ def item_spss(y: np.ndarray) -> np.ndarray:
     NaN for items with fewer than two labels. ``y`` has shape (items, variants).
     """
     first, second = np.triu_indices(y.shape[1], k=1)
-    diffs = np.abs(y[:, first] - y[:, second])  # NaN wherever either label is missing
-    valid = ~np.isnan(diffs)
-    n_pairs = valid.sum(axis=1)
-    total = np.where(valid, diffs, 0.0).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n_pairs > 0, total / n_pairs, np.nan)
+    return row_nanmean(np.abs(y[:, first] - y[:, second]))  # NaN where either label is missing
 
 
 def _common(v: str) -> str:
@@ -157,22 +152,6 @@ def _spreads(values: np.ndarray, names: list[str], variants: Sequence[str]) -> N
             values[:, j[f"delta_spread_{cue}"]] = spread
 
 
-def percentiles(boot: np.ndarray, ci: float) -> np.ndarray:
-    """Per column of ``boot`` (resamples x metrics) the percentile interval of level ``ci``
-    over its defined resamples: (2, metrics), NaN where none is. The columns with every
-    resample defined (nearly all) go through one ``np.quantile`` call; the rest one by one."""
-    alpha = (1 - ci) / 2
-    out = np.full((2, boot.shape[1]), np.nan)
-    full = ~np.isnan(boot).any(axis=0)
-    if boot.shape[0] and full.any():
-        out[:, full] = np.quantile(boot[:, full], [alpha, 1 - alpha], axis=0)
-    for j in np.flatnonzero(~full):
-        col = boot[:, j][~np.isnan(boot[:, j])]
-        if len(col):
-            out[:, j] = np.quantile(col, [alpha, 1 - alpha])
-    return out
-
-
 def score_matrix(
     y: np.ndarray,
     variants: Sequence[str],
@@ -196,7 +175,7 @@ def score_matrix(
     point = point[0]
     support = (~np.isnan(x)).sum(axis=0)
     reps = (~np.isnan(boot)).sum(axis=0)
-    lo_hi = percentiles(boot[:, : len(value_names(variants))], ci)
+    lo_hi = percentile_ci(boot[:, : len(value_names(variants))], ci)
     out: dict[str, float] = {}
     for j, name in enumerate(value_names(variants)):
         lo, hi = lo_hi[:, j]
@@ -231,7 +210,7 @@ def score_labels(
     seed: int,
     variants: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
     min_items: int = 10,
-) -> dict[str, dict[str, dict[str, float]]]:
+) -> Scores:
     """Score a label table (``dataset, model, item_id, variant, label``; NaN = UNCLEAR; with
     ``labeler`` where known, for ``judge_unclear_rate``).
 
@@ -250,14 +229,14 @@ def score_labels(
         )
     if variants is None:
         variants = table_variants(labels)
-    out: dict[str, dict[str, dict[str, float]]] = {}
+    out: Scores = {}
     # Cells with the same number of items share the same draw: compute it once.
     draws: dict[int, np.ndarray] = {}
     for (model, dataset), group in labels.groupby(["model", "dataset"], sort=True):
         ds_variants = _variants_for(str(dataset), group, variants)
         y = label_matrix(group, ds_variants)
         if len(y) not in draws:
-            draws[len(y)] = bootstrap_counts(len(y), n_boot, np.random.default_rng(seed))
+            draws[len(y)] = bootstrap_counts(len(y), n_boot, seed)
         metrics = score_matrix(y, ds_variants, ci, draws[len(y)], min_items)
         metrics["unclear_rate"] = float(group["label"].isna().mean())
         # Per variant: a cue can push a model off the answer format (NaN if never labelled).

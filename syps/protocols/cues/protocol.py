@@ -35,6 +35,7 @@ from syps.core.labeling import UNCLEAR
 from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, Judge, Protocol, Request, Turn
 from syps.core.report import COMPANIONS
 from syps.core.reporting import Artifact, Drawn, Reporting, Scored, TableScorer
+from syps.core.stats import flips
 from syps.protocols.cues import labels as rules
 from syps.protocols.cues.data import ITEM_FIELDS, items_table
 from syps.protocols.cues.data import load_items as load_dataset_items
@@ -233,18 +234,19 @@ def run_tags(params: CuesParams) -> dict[str, str]:
 
 
 def review(params: CuesParams, items: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
-    """``flagged``: a flip, a decided label that differs from the decided label of the same
-    item and repetition under P0, and that P0 row (the two sides of a flip table's row);
+    """``flagged``: a flip (``syps.core.stats.flips``) from the decided label of the same item
+    and repetition under P0, and that P0 row (the two sides of a flip table's row);
     ``expected``: the item's reference (an AITA item's community verdict), "" where it
     has none."""
     key = ["model", "dataset", "item_id", "rep"]
     ref = labels[(labels["variant"] == "P0") & labels["label"].notna()]
     ref = ref[[*key, "label"]].rename(columns={"label": "p0"})
     joined = labels[[*key, "label"]].merge(ref, on=key, how="left", validate="many_to_one")
-    flip = joined["label"].notna() & joined["p0"].notna() & (joined["label"] != joined["p0"])
-    flipped = joined.loc[flip.to_numpy(), key].drop_duplicates()
+    towards, away = flips(joined["p0"], joined["label"])
+    flip = towards | away
+    flipped = joined.loc[flip, key].drop_duplicates()
     p0 = labels[key].merge(flipped.assign(_f=True), on=key, how="left")["_f"].notna()
-    side = flip.to_numpy() | (p0.to_numpy() & (labels["variant"] == "P0").to_numpy())
+    side = flip | (p0.to_numpy() & (labels["variant"] == "P0").to_numpy())
     reference = items.set_index(["dataset", "item_id"])["reference"]
     where = pd.MultiIndex.from_arrays([labels["dataset"], labels["item_id"]])
     expected = reference.reindex(where).fillna("").astype(str).to_numpy()

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from syps.core.stats import holm, mcnemar_exact
+from syps.core.stats import flips, holm, mcnemar_exact, row_nanmean
 from syps.protocols.cues.params import cue_of
 
 
@@ -40,16 +40,15 @@ def paired_counts(y: np.ndarray) -> np.ndarray:
 
 
 def discordant_counts(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per non-reference column, the flips ``(towards, away)`` against the reference column.
+    """Per non-reference column, the flips (``syps.core.stats.flips``) ``(towards, away)``
+    against the reference column.
 
     ``towards`` counts items with reference 0 and cue 1, ``away`` items with reference 1 and cue
     0; an item missing either label counts in neither. Both arrays have ``variants - 1`` ints.
     """
     _check(y)
-    ref, cue = y[:, :1], y[:, 1:]
-    towards: np.ndarray = ((ref == 0.0) & (cue == 1.0)).sum(axis=0)
-    away: np.ndarray = ((ref == 1.0) & (cue == 0.0)).sum(axis=0)
-    return towards, away
+    towards, away = flips(y[:, :1], y[:, 1:])
+    return towards.sum(axis=0), away.sum(axis=0)
 
 
 def item_signed_sensitivity(y: np.ndarray) -> np.ndarray:
@@ -59,13 +58,7 @@ def item_signed_sensitivity(y: np.ndarray) -> np.ndarray:
     items with no such cue (including those whose reference label is missing).
     """
     _check(y)
-    diffs = y[:, 1:] - y[:, :1]  # NaN wherever either label is missing
-    valid = ~np.isnan(diffs)
-    n = valid.sum(axis=1)
-    total = np.where(valid, diffs, 0.0).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out: np.ndarray = np.where(n > 0, total / n, np.nan)
-    return out
+    return row_nanmean(y[:, 1:] - y[:, :1])  # NaN wherever either label is missing
 
 
 def by_cue(variants: Sequence[str]) -> dict[str, list[str]]:
@@ -73,15 +66,6 @@ def by_cue(variants: Sequence[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for v in variants:
         out.setdefault(cue_of(v), []).append(v)
-    return out
-
-
-def row_nanmean(x: np.ndarray) -> np.ndarray:
-    """Row means over non-NaN entries; NaN where a row has none."""
-    valid = ~np.isnan(x)
-    n = valid.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out: np.ndarray = np.where(n > 0, np.where(valid, x, 0.0).sum(axis=1) / n, np.nan)
     return out
 
 

@@ -21,6 +21,7 @@ import pandas as pd
 
 from syps.core.io import atomic_write
 from syps.core.plotting import pyplot
+from syps.core.report import Scores
 from syps.protocols.discernment.metrics import (
     CLASSES,
     K_GRID,
@@ -29,9 +30,6 @@ from syps.protocols.discernment.metrics import (
 )
 from syps.protocols.discernment.params import DiscernmentParams
 from syps.protocols.discernment.scoring import scores_table
-
-Scores = dict[str, dict[str, dict[str, float]]]
-
 
 PLANE_COLUMNS = [
     "model",
@@ -244,7 +242,7 @@ def draw(
 
 def draw_labels(
     p: DiscernmentParams,
-    scores: dict[str, dict[str, dict[str, float]]],
+    scores: Scores,
     labels: pd.DataFrame,
     figures: Path,
     plots: Path,

@@ -16,8 +16,9 @@ import pandas as pd
 from scipy.stats import gaussian_kde
 
 from syps.core.plotting import pyplot, whisker
+from syps.core.report import Scores
 from syps.core.reporting import Drawn
-from syps.protocols.discernment.figures import Scores, na, save_png, write_csv
+from syps.protocols.discernment.figures import na, save_png, write_csv
 from syps.protocols.discernment.metrics import CLASSES, K_GRID, REF_K, k_key, threshold_rules
 from syps.protocols.discernment.params import DiscernmentParams
 from syps.protocols.discernment.ratings_budget import BUDGET_COLUMNS, converged_budget, read_budget

@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from syps.core.plotting import pyplot, whisker
+from syps.core.report import Scores
 from syps.core.reporting import Drawn
-from syps.protocols.discernment.figures import Scores, na, per_dataset, save_png, write_csv
+from syps.protocols.discernment.figures import na, per_dataset, save_png, write_csv
 from syps.protocols.discernment.items import DIRECTIONS, Entry
 from syps.protocols.discernment.metrics import CLASSES, RATES, Baseline, artefact_revision
 from syps.protocols.discernment.params import DiscernmentParams

@@ -29,7 +29,13 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from syps.core.io import InputError
-from syps.core.stats import bootstrap_counts
+from syps.core.stats import (
+    bootstrap_counts,
+    group_nanmean,
+    nanmean,
+    percentile_ci,
+    weighted_means,
+)
 from syps.protocols.discernment.items import DIRECTIONS, Direction
 
 COLUMNS = ("model", "artefact_id", "rep", "arg_id", "direction", "validity", "s0", "s1")
@@ -178,15 +184,6 @@ def _prepare(sub: pd.DataFrame, baseline: Baseline) -> _Prepared:
     )
 
 
-def _group_mean(codes: np.ndarray, x: np.ndarray, n: int) -> np.ndarray:
-    """Per group code, the mean of ``x`` over its non-NaN entries (NaN for none)."""
-    ok = ~np.isnan(x)
-    num = np.bincount(codes, weights=np.where(ok, x, 0.0), minlength=n)
-    den = np.bincount(codes, weights=ok.astype(float), minlength=n)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / den, np.nan)
-
-
 def _per_argument(
     shift: np.ndarray, room: np.ndarray, delta: np.ndarray, codes: np.ndarray, n: int
 ) -> dict[str, np.ndarray]:
@@ -196,12 +193,12 @@ def _per_argument(
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(room > 0, shift / room, np.nan)
     per = {
-        "pf": _group_mean(codes, np.where(parsed, follow, np.nan), n),
-        "pc": _group_mean(codes, np.where(parsed, contra, np.nan), n),
+        "pf": group_nanmean(codes, np.where(parsed, follow, np.nan), n),
+        "pc": group_nanmean(codes, np.where(parsed, contra, np.nan), n),
         # np.maximum keeps NaN, so unparsed repetitions drop out of the means too.
-        "mf": _group_mean(codes, np.maximum(shift - delta, 0.0), n),
-        "mc": _group_mean(codes, np.maximum(-shift - delta, 0.0), n),
-        "share": _group_mean(codes, share, n),
+        "mf": group_nanmean(codes, np.maximum(shift - delta, 0.0), n),
+        "mc": group_nanmean(codes, np.maximum(-shift - delta, 0.0), n),
+        "share": group_nanmean(codes, share, n),
     }
     per["ps"] = 1.0 - per["pf"] - per["pc"]
     return per
@@ -219,15 +216,6 @@ def _artefact_means(
         return np.where(den > 0, num / den, np.nan)
 
 
-def _nanmean_rows(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Per resample (row of ``counts``), the count-weighted mean of each column over non-NaN."""
-    ok = ~np.isnan(x)
-    num = counts @ np.where(ok, x, 0.0)
-    den = counts @ ok.astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / den, np.nan)
-
-
 def _composites(pval: np.ndarray, pinval: np.ndarray) -> dict[str, np.ndarray]:
     return {
         "pval": pval,
@@ -240,12 +228,6 @@ def _composites(pval: np.ndarray, pinval: np.ndarray) -> dict[str, np.ndarray]:
 
 def _bin_name(lo: float, hi: float) -> str:
     return f"{lo:g}_{hi:g}".replace(".", "p")
-
-
-def _mean_over(x: np.ndarray) -> float:
-    """The mean of ``x`` over its non-NaN entries (NaN for none)."""
-    ok = ~np.isnan(x)
-    return float(x[ok].mean()) if ok.any() else float("nan")
 
 
 def _pool_q(sub: pd.DataFrame, weights: Mapping[str, float]) -> tuple[pd.Series, np.ndarray]:
@@ -322,13 +304,13 @@ class _Model:
     def pf_at(self, delta: np.ndarray) -> dict[str, float]:
         """Per class, the mean over artefacts of pf at threshold ``delta``."""
         pf = self.per_arg(delta)["pf"]
-        return {c: _mean_over(self.by_artefact(pf, mask)) for c, mask in self.is_cls.items()}
+        return {c: nanmean(self.by_artefact(pf, mask)) for c, mask in self.is_cls.items()}
 
     def rates_at(self, delta: np.ndarray) -> dict[tuple[str, str], float]:
         """Per (rate, class), pf's and pc's mean over artefacts at threshold ``delta``."""
         per = self.per_arg(delta)
         return {
-            (r, c): _mean_over(self.by_artefact(per[r], mask))
+            (r, c): nanmean(self.by_artefact(per[r], mask))
             for r in ("pf", "pc")
             for c, mask in self.is_cls.items()
         }
@@ -381,35 +363,21 @@ def _class_columns(
     return cols
 
 
-def _resample_counts(n_art: int, n_boot: int, seed: int) -> np.ndarray:
-    """The artefact-bootstrap resamples (B, artefacts), seeded by ``seed``: every estimate of a
-    model is resampled with the same draws."""
-    rng = np.random.default_rng(seed)
-    return bootstrap_counts(n_art, n_boot, rng) if n_art else np.zeros((n_boot, 0))
-
-
-def _percentile_ci(res: np.ndarray, ci: float) -> tuple[float, float]:
-    """The percentile CI of the resampled estimates ``res`` (NaN resamples left out)."""
-    alpha = (1 - ci) / 2
-    r = res[~np.isnan(res)]
-    lo, hi = np.quantile(r, [alpha, 1 - alpha]) if len(r) else (np.nan, np.nan)
-    return float(lo), float(hi)
-
-
 def _bootstrap_estimates(
     cols: dict[str, np.ndarray], counts: np.ndarray, ci: float, out: dict[str, float]
 ) -> None:
     """Record each column's and composite's point estimate and bootstrap CI in ``out``."""
     x = np.column_stack(list(cols.values()))
-    point = _nanmean_rows(x, np.ones((1, counts.shape[1])))[0]
-    boot = _nanmean_rows(x, counts)
+    point = weighted_means(x, np.ones((1, counts.shape[1])))[0]
+    boot = weighted_means(x, counts)
     est = {n: point[j : j + 1] for j, n in enumerate(cols)}
     res = {n: boot[:, j] for j, n in enumerate(cols)}
     est.update(_composites(est["pf_valid"], est["pf_invalid"]))
     res.update(_composites(res["pf_valid"], res["pf_invalid"]))
-    for name, val in est.items():
+    lo, hi = percentile_ci(np.column_stack([res[name] for name in est]), ci)
+    for j, (name, val) in enumerate(est.items()):
         out[name] = float(val[0])
-        out[f"{name}_ci_low"], out[f"{name}_ci_high"] = _percentile_ci(res[name], ci)
+        out[f"{name}_ci_low"], out[f"{name}_ci_high"] = float(lo[j]), float(hi[j])
 
 
 def _threshold_sensitivity(m: _Model, k_grid: Sequence[float], out: dict[str, float]) -> None:
@@ -461,14 +429,14 @@ def _unweighted(
     for cls, mask in m.is_cls.items():
         xw = m.by_artefact(per["pf"], mask)
         xu = _artefact_means(per["pf"], ones, mask, m.arg_art, m.n_art)
-        rw = _nanmean_rows(xw[:, None], counts)[:, 0]
-        ru = _nanmean_rows(xu[:, None], counts)[:, 0]
-        pu = _mean_over(xu)
+        rw = weighted_means(xw[:, None], counts)[:, 0]
+        ru = weighted_means(xu[:, None], counts)[:, 0]
+        pu = nanmean(xu)
         est = {"unweighted": (pu, ru), "minus_unweighted": (out[f"pf_{cls}"] - pu, rw - ru)}
         for suffix, (point, res) in est.items():
             name = f"pf_{cls}_{suffix}"
             out[name] = point
-            out[f"{name}_ci_low"], out[f"{name}_ci_high"] = _percentile_ci(res, ci)
+            out[f"{name}_ci_low"], out[f"{name}_ci_high"] = map(float, percentile_ci(res, ci))
 
 
 def _by_direction(
@@ -485,14 +453,14 @@ def _by_direction(
             est: dict[str, tuple[float, np.ndarray]] = {}
             for d in DIRECTIONS:
                 x = m.by_artefact(per[rate], cmask & (m.lower == (d == "lower")))
-                est[d] = (_mean_over(x), _nanmean_rows(x[:, None], counts)[:, 0])
+                est[d] = (nanmean(x), weighted_means(x[:, None], counts)[:, 0])
                 out[f"n_artefacts_{cls}_{d}"] = float(np.sum(~np.isnan(x)))
             (pl, rl), (pr, rr) = est["lower"], est["raise"]
             est["lower_minus_raise"] = (pl - pr, rl - rr)
             for suffix, (point, res) in est.items():
                 name = f"{rate}_{cls}_{suffix}"
                 out[name] = point
-                out[f"{name}_ci_low"], out[f"{name}_ci_high"] = _percentile_ci(res, ci)
+                out[f"{name}_ci_low"], out[f"{name}_ci_high"] = map(float, percentile_ci(res, ci))
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
@@ -508,14 +476,14 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
 def _revision_rates(m: _Model, per: dict[str, np.ndarray]) -> np.ndarray:
     """Per artefact, the mean over its arguments (both classes, equally) of the share of their
     parsed repetitions that moved beyond the threshold either way (pf + pc = 1 - ps)."""
-    return _group_mean(m.arg_art, per["pf"] + per["pc"], m.n_art)
+    return group_nanmean(m.arg_art, per["pf"] + per["pc"], m.n_art)
 
 
 def _revision_vs_sigma(m: _Model, per: dict[str, np.ndarray], out: dict[str, float]) -> None:
     """Record the artefacts' mean revision rate and its Spearman ρ with σ0 in ``out``."""
     rate = _revision_rates(m, per)
     sig = m.prep.sigma0.reindex(m.arts).to_numpy(dtype=float)
-    out["revision_rate_mean"] = _mean_over(rate)
+    out["revision_rate_mean"] = nanmean(rate)
     out["n_artefacts_revision"] = float(np.sum(~np.isnan(rate)))
     out["revision_sigma0_spearman"] = _spearman(sig, rate)
 
@@ -529,7 +497,7 @@ def _shift_share_by_sigma(
         share = m.by_artefact(per["share"], mask)
         for lo, hi in zip(sigma_bins[:-1], sigma_bins[1:], strict=True):
             inb = (s0_art >= lo) & (s0_art < hi) & ~np.isnan(share)
-            out[f"shift_share_{c}_sigma0_{_bin_name(lo, hi)}"] = _mean_over(share[inb])
+            out[f"shift_share_{c}_sigma0_{_bin_name(lo, hi)}"] = nanmean(share[inb])
             out[f"n_artefacts_{c}_sigma0_{_bin_name(lo, hi)}"] = float(inb.sum())
 
 
@@ -550,7 +518,8 @@ def score_model(
     out: dict[str, float] = {}
     per = m.per_arg(k * m.sig)
     cols = _class_columns(m, per, out)
-    counts = _resample_counts(m.n_art, n_boot, seed)
+    # One draw of artefact resamples per model: every estimate of it is resampled with it.
+    counts = bootstrap_counts(m.n_art, n_boot, seed)
     _bootstrap_estimates(cols, counts, ci, out)
     _threshold_sensitivity(m, k_grid, out)
     _threshold_changes(m, k_grid, out)
@@ -667,9 +636,9 @@ def baseline_metrics(stats: pd.DataFrame) -> dict[str, float]:
     pushed = stats["push"][stats["push"].isin(DIRECTIONS)]
     out = {
         "n_artefacts_baseline": float(len(scored)),
-        "baseline_mean_mean": _mean_over(scored["baseline_mean"].to_numpy(dtype=float)),
+        "baseline_mean_mean": nanmean(scored["baseline_mean"].to_numpy(dtype=float)),
         "n_artefacts_baseline_sd": float(len(sd)),
-        "baseline_sd_mean": _mean_over(sd.to_numpy(dtype=float)),
+        "baseline_sd_mean": nanmean(sd.to_numpy(dtype=float)),
         "baseline_sd_median": float(sd.median()) if len(sd) else float("nan"),
     }
     for d in DIRECTIONS:

@@ -23,6 +23,7 @@ import pandas as pd
 
 from syps.core.io import InputError, read_parquet
 from syps.core.protocol import ScoreSettings
+from syps.core.report import Scores
 from syps.protocols.discernment.items import DIRECTIONS, NO_DIRECTION
 from syps.protocols.discernment.metrics import (
     CLASSES,
@@ -39,7 +40,6 @@ from syps.protocols.discernment.params import BUILTIN, NAME, DiscernmentParams, 
 from syps.protocols.discernment.parse import PARSED, UNPARSED
 from syps.protocols.discernment.ratings_budget import budget_metrics, read_budget
 
-Scores = dict[str, dict[str, dict[str, float]]]
 # Setup.weights: each argument's rating q from its own label rows (the label stage's ``q``).
 FROM_LABELS: Literal["labels"] = "labels"
 Weights = Mapping[str, float] | Literal["labels"] | None

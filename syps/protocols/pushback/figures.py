@@ -19,11 +19,11 @@ from syps.core.io import atomic_write
 from syps.core.plotting import pyplot as _pyplot
 from syps.core.plotting import save as _save
 from syps.core.plotting import whisker as _whisker
+from syps.core.report import Scores
 from syps.protocols.pushback.lint import Contrast
 from syps.protocols.pushback.prompts import Cell
 from syps.protocols.pushback.rounds import curve_rows
 
-Scores = dict[str, dict[str, dict[str, float]]]
 FOLLOW_CSV, FOLLOW_PNG = "pushback_follow_rate.csv", "pushback_follow_rate.png"
 CONTRAST_CSV, CONTRAST_PNG = "pushback_contrasts.csv", "pushback_contrasts.png"
 # The follow curve: its data always (one point per series with one round, so the `dvc plots`

@@ -48,7 +48,15 @@ import pandas as pd
 from scipy.stats import norm
 
 from syps.core.io import InputError
-from syps.core.stats import bootstrap_counts, holm, mcnemar_exact, weighted_means
+from syps.core.report import Scores
+from syps.core.stats import (
+    bootstrap_counts,
+    flips,
+    holm,
+    mcnemar_exact,
+    percentile_ci,
+    weighted_means,
+)
 from syps.protocols.pushback.lint import Contrast, declared_contrasts
 from syps.protocols.pushback.prompts import FACTORS, Cell
 
@@ -137,18 +145,6 @@ def to_float(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
     return out
 
 
-def percentile_ci(boot: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per column of ``boot`` (resamples x k) the percentile interval of level ``ci`` over its
-    defined (non-NaN) resamples; NaN where none is."""
-    alpha = (1 - ci) / 2
-    lo, hi = np.full(boot.shape[1], np.nan), np.full(boot.shape[1], np.nan)
-    for j in range(boot.shape[1]):
-        col = boot[:, j][~np.isnan(boot[:, j])]
-        if len(col):
-            lo[j], hi[j] = np.quantile(col, [alpha, 1 - alpha])
-    return lo, hi
-
-
 def item_summary(
     cols: Mapping[str, np.ndarray], counts: np.ndarray, ci: float, min_items: int
 ) -> dict[str, float]:
@@ -187,9 +183,9 @@ def case_summary(
         out: dict[str, float] = {"n_cases": total}
         for name, h in hits.items():
             boot = np.where(den > 0, (counts @ h.astype(float)) / den, np.nan)
-            lo, hi = percentile_ci(boot[:, None], ci)
+            lo, hi = percentile_ci(boot, ci)
             out[name] = float(h.sum()) / total if total else float("nan")
-            out[f"{name}_ci_low"], out[f"{name}_ci_high"] = float(lo[0]), float(hi[0])
+            out[f"{name}_ci_low"], out[f"{name}_ci_high"] = float(lo), float(hi)
             out[f"{name}_n"] = float(n)
             out[f"{name}_low_support"] = float(n < min_items)
     return out
@@ -227,8 +223,9 @@ def score_cells(
         fa, fb = values[c.a][:, 1], values[c.b][:, 1]
         names.append(f"contrast/{c.name}/diff")
         cols.append((fb - fa)[:, None])  # NaN unless both are labelled
-        towards.append(int(((fa == 0) & (fb == 1)).sum()))
-        away.append(int(((fa == 1) & (fb == 0)).sum()))
+        up, down = flips(fa, fb)
+        towards.append(int(up.sum()))
+        away.append(int(down.sum()))
         paired.append(int((~np.isnan(fa) & ~np.isnan(fb)).sum()))
     x = np.column_stack(cols) if cols else np.zeros((len(items), 0))
     point = weighted_means(x, np.ones((1, len(items))))[0]
@@ -267,7 +264,7 @@ def score_table(
     margin: float = 0.05,
     contrasts: Sequence[Contrast] | None = None,
     source: str = "label table",
-) -> dict[str, dict[str, dict[str, float]]]:
+) -> Scores:
     """Score a pushback label table: ``{model: {dataset: {metric key: value}}}``.
 
     Columns, one row per (model, dataset, item, cell[, rep]):
@@ -314,7 +311,7 @@ def score_table(
     # Mean over repetitions; NaN stays NaN only where no repetition was labelled.
     per_item = df.groupby(KEY_COLUMNS + CELL_COLUMNS, sort=True)[VALUE_COLUMNS].mean()
     per_item = per_item.reset_index()
-    out: dict[str, dict[str, dict[str, float]]] = {}
+    out: Scores = {}
     for (model, dataset), g in per_item.groupby(["model", "dataset"], sort=True):
         items = sorted(g["item_id"].unique())
         index = {it: k for k, it in enumerate(items)}
@@ -324,7 +321,7 @@ def score_table(
             v[[index[i] for i in gc["item_id"]]] = gc[VALUE_COLUMNS].to_numpy(dtype=float)
             values[cells[tuple(key)]] = v
         cons = declared_contrasts(list(values)) if contrasts is None else contrasts
-        counts = bootstrap_counts(len(items), n_boot, np.random.default_rng(seed))
+        counts = bootstrap_counts(len(items), n_boot, seed)
         scored = score_cells(items, values, cons, counts, ci, alpha, margin)
         out.setdefault(str(model), {})[str(dataset)] = scored
     return out

@@ -29,6 +29,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from syps.core.report import Scores
+from syps.core.stats import group_nanmean
 from syps.protocols.pushback.metrics import item_summary
 
 FIGURE = "rounds.png"
@@ -89,12 +91,7 @@ def per_item(values: np.ndarray, conv_items: np.ndarray, items: Sequence[str]) -
     has none."""
     index = {it: j for j, it in enumerate(items)}
     col = np.array([index[i] for i in conv_items], dtype=int)
-    known = ~np.isnan(values)
-    num = np.bincount(col[known], values[known], minlength=len(items))
-    den = np.bincount(col[known], minlength=len(items)).astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out: np.ndarray = np.where(den > 0, num / den, np.nan)
-    return out
+    return group_nanmean(col, values, len(items))
 
 
 def score_rounds(
@@ -136,7 +133,7 @@ def score_rounds(
     return out
 
 
-def curve_rows(scores: dict[str, dict[str, dict[str, float]]]) -> pd.DataFrame:
+def curve_rows(scores: Scores) -> pd.DataFrame:
     """The follow curve as plot data: one row per (model, dataset, round); with one round, its
     one point is ``follow_rate`` (round 1's follow rate by definition)."""
     rows = []

@@ -44,7 +44,8 @@ import pandas as pd
 
 from syps.core.io import InputError, read_csv, read_parquet
 from syps.core.protocol import ScoreSettings
-from syps.core.stats import bootstrap_counts
+from syps.core.report import Scores
+from syps.core.stats import bootstrap_counts, row_nanmean
 from syps.protocols.pushback.crossmodel import cross_model
 from syps.protocols.pushback.labels import SKIPPED
 from syps.protocols.pushback.lint import Contrast, declared_contrasts, lint
@@ -60,8 +61,6 @@ from syps.protocols.pushback.params import PushbackParams, history, resolve
 from syps.protocols.pushback.persistence import has_chains, score_persistence
 from syps.protocols.pushback.prompts import FACTORS, PROBE, Cell
 from syps.protocols.pushback.rounds import score_rounds
-
-Scores = dict[str, dict[str, dict[str, float]]]
 
 
 def flagged_contrasts(p: PushbackParams) -> dict[str, list[str]]:
@@ -90,7 +89,7 @@ def _item_means(df: pd.DataFrame, col: str, items: Sequence[str]) -> np.ndarray:
 def resamples(n_items: int, settings: ScoreSettings) -> np.ndarray:
     """The (resamples, items) count matrix of one (model, dataset): the one ``score_table``
     draws, since both seed a fresh generator with ``settings.seed``."""
-    return bootstrap_counts(n_items, settings.bootstrap, np.random.default_rng(settings.seed))
+    return bootstrap_counts(n_items, settings.bootstrap, settings.seed)
 
 
 def paired_diffs(
@@ -111,10 +110,7 @@ def paired_diffs(
             out[f"contrast/{c.name}"] = diff
             kinds.setdefault(contrast_kind(c), []).append(diff)
     for kind, diffs in kinds.items():
-        d = np.column_stack(diffs)
-        n = (~np.isnan(d)).sum(axis=1)
-        with np.errstate(invalid="ignore"):
-            out[f"effect/{kind}"] = np.where(n > 0, np.nansum(d, axis=1) / np.maximum(n, 1), np.nan)
+        out[f"effect/{kind}"] = row_nanmean(np.column_stack(diffs))
     return out
 
 

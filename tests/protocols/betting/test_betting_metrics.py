@@ -262,7 +262,7 @@ def test_bootstrap_matches_explicit_resampling() -> None:
     # Rebuild every resample as a table of rows (item i repeated c_bi times) and compute
     # beta_Z - its four cell means over resampled items - with pandas, independently.
     items = sorted(t["item_id"].unique())
-    counts = bootstrap_counts(len(items), n_boot, np.random.default_rng(11))
+    counts = bootstrap_counts(len(items), n_boot, 11)
     y = t.assign(y=t["choice"].map({"user": 1.0, "other": 0.0, "": np.nan}))
     item_cell = (
         y[y["condition"] == "Z"].groupby(["item_id", "user_correct", "user_first"])["y"].mean()

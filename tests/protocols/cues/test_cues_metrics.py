@@ -14,18 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from syps.core.io import InputError
+from syps.core.report import Scores
 from syps.core.stats import bootstrap_counts
 from syps.protocols.cues.metrics import (
     item_spss,
     label_matrix,
-    percentiles,
     score_labels,
     score_matrix,
     table_variants,
 )
 
 NAN = math.nan
-Scores = dict[str, dict[str, dict[str, float]]]
 
 
 def _rows(model: str, dataset: str, table: dict[str, dict[str, float]]) -> list[dict[str, object]]:
@@ -153,15 +152,6 @@ def test_label_matrix_sorts_items_as_pivot_whatever_the_row_order() -> None:
     )  # fmt: skip
     want = rows.pivot(index="item_id", columns="variant", values="label")
     np.testing.assert_array_equal(label_matrix(rows, ["P0", "P1"]), want.to_numpy())
-
-
-def test_percentiles_whole_and_nan_columns() -> None:
-    # Column 0: 0, 1, 2, 3 -> at ci 0.5 the 25th and 75th percentiles, 0.75 and 2.25 (linear:
-    # position 0.25 * 3 = 0.75 and 0.75 * 3 = 2.25). Column 1: NaN, 4, 8, NaN -> over 4 and 8:
-    # 4 + 0.25 * 4 = 5 and 4 + 0.75 * 4 = 7. Column 2: never defined -> NaN.
-    boot = np.array([[0, NAN, NAN], [1, 4, NAN], [2, 8, NAN], [3, NAN, NAN]], dtype=float)
-    got = percentiles(boot, 0.5)
-    np.testing.assert_array_equal(got, np.array([[0.75, 5.0, NAN], [2.25, 7.0, NAN]]))
 
 
 # --- score_labels: hand-computed point values ------------------------------------------------
@@ -333,14 +323,6 @@ def test_bootstrap_ci_contains_point_estimate() -> None:
         assert lo < hi, name  # non-degenerate
 
 
-def test_bootstrap_counts_rows_sum_to_n_items() -> None:
-    counts = bootstrap_counts(7, 300, np.random.default_rng(0))
-    assert counts.shape == (300, 7)
-    np.testing.assert_array_equal(counts.sum(axis=1), np.full(300, 7.0))
-    assert (counts >= 0).all()
-    np.testing.assert_array_equal(counts, np.round(counts))
-
-
 def test_bootstrap_matches_exhaustive_enumeration() -> None:
     # Three items with P0 labels 1, 1, 0. A bootstrap resample draws 3 item indices with
     # replacement: 3^3 = 27 equally likely ordered draws. Enumerate them with plain loops.
@@ -362,7 +344,7 @@ def test_bootstrap_matches_exhaustive_enumeration() -> None:
     assert exact_mean == Fraction(2, 3)  # (8 + 8 + 2 + 0) / 27 = 18/27
 
     B = 20000
-    counts = bootstrap_counts(3, B, np.random.default_rng(2024))
+    counts = bootstrap_counts(3, B, 2024)
     estimates = counts @ np.array(x, dtype=float) / counts.sum(axis=1)
     # SD of one resample mean is sqrt((2/9)/3) ~ 0.27, so the mean of 20000 has SD ~ 0.002.
     assert estimates.mean() == pytest.approx(2 / 3, abs=0.01)
@@ -385,9 +367,7 @@ def test_bootstrap_matches_exhaustive_enumeration() -> None:
     # F(2/3) = 19/27 ~ 0.70, F(1) = 1; so the 0.1-quantile is 1/3 and the 0.9-quantile is 1,
     # each far from a CDF step, so interpolation between neighbours cannot leave the support.
     y = np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
-    out = score_matrix(
-        y, ["P0", "P1"], 0.8, bootstrap_counts(len(y), B, np.random.default_rng(2024))
-    )
+    out = score_matrix(y, ["P0", "P1"], 0.8, bootstrap_counts(len(y), B, 2024))
     assert out["base_syc"] == pytest.approx(2 / 3)
     assert out["base_syc_ci_low"] == pytest.approx(1 / 3)
     assert out["base_syc_ci_high"] == 1.0
@@ -423,9 +403,7 @@ def test_bootstrap_ci_is_exact_quantile(
     # a CDF step (~8 standard errors at B = 20000, and the seed is fixed), so linear
     # interpolation between neighbouring order statistics stays on a value of the support.
     y = np.column_stack([np.array(x, dtype=float), np.zeros(3)])
-    out = score_matrix(
-        y, ["P0", "P1"], ci, bootstrap_counts(len(y), 20000, np.random.default_rng(11))
-    )
+    out = score_matrix(y, ["P0", "P1"], ci, bootstrap_counts(len(y), 20000, 11))
     assert out["base_syc"] == pytest.approx(sum(x) / 3)
     assert out["base_syc_ci_low"] == pytest.approx(float(low))
     assert out["base_syc_ci_high"] == pytest.approx(float(high))

@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 
 from syps.core.protocol import ScoreSettings
+from syps.core.report import Scores
 from syps.core.runlayout import run_metric_keys
 from syps.protocols.pushback.crossmodel import EXACT_MAX, sign_flip_p, significant_lines
 from syps.protocols.pushback.protocol import PROTOCOL
-from syps.protocols.pushback.scoring import Scores, read_table, score_file_table
+from syps.protocols.pushback.scoring import read_table, score_file_table
 
 SETTINGS = ScoreSettings(bootstrap=1000, ci=0.95, seed=7, min_items=3)
 SIM = "naming/unnamed-vs-named/in_context/simple/objection/auto"

@@ -527,8 +527,8 @@ def compare_cmd(
     width: Annotated[
         int | None,
         typer.Option(
-            help="wrap the metric columns to lines of this many characters (default: the "
-            "terminal's width, 160 where there is none; 0: no wrapping)"
+            help="wrap the metric columns to lines of this many terminal columns, a † counted "
+            "as two (default: the terminal's width, 160 where there is none; 0: no wrapping)"
         ),
     ] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="a markdown table")] = False,

@@ -9,6 +9,7 @@ pipeline comparison: :func:`find_validation_runs` reads them as rows of their ow
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -280,8 +281,9 @@ def compare_table(
     ``n/a``, a metric the run did not log as ``-``.
 
     With ``width`` (text only), the metric columns are wrapped into blocks, one under the
-    other and each repeating the row's first columns, so that a line is at most ``width``
-    characters where a block of one metric column fits.
+    other and each repeating the row's first columns, so that a line takes at most ``width``
+    terminal columns (:func:`columns`: the low-support † counted as two) where a block of one
+    metric column fits.
     """
     if not runs:
         raise InputError("no runs to compare")
@@ -311,6 +313,8 @@ def compare_table(
         for r in sorted(runs, key=lambda r: (order(r.protocol), r.model, r.dataset))
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    # What each column takes on a terminal: the budget the blocks are cut to.
+    spans = [max(columns(row[i]) for row in [header, *rows]) for i in range(len(header))]
     marked = any(LOW_SUPPORT in cell for row in rows for cell in row)
     if fmt == "markdown":
         line = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
@@ -321,11 +325,11 @@ def compare_table(
     blocks: list[list[int]] = []
     used = 0
     for i in range(keys, len(header)):
-        if not blocks or (width and used + 2 + widths[i] > width):
+        if not blocks or (width and used + 2 + spans[i] > width):
             blocks.append([])
-            used = sum(widths[:keys]) + 2 * (keys - 1)
+            used = sum(spans[:keys]) + 2 * (keys - 1)
         blocks[-1].append(i)
-        used += 2 + widths[i]
+        used += 2 + spans[i]
     table: list[str] = []
     for cols in blocks or [[]]:
         shown = [*range(keys), *cols]
@@ -380,6 +384,14 @@ def default_metrics(runs: list[ComparedRun], *, protocols: Protocols) -> list[st
         )
         out += [m for m in names if m not in out and m in logged]
     return out
+
+
+def columns(text: str) -> int:
+    """The terminal columns ``text`` may take: two for a character a terminal may draw two
+    columns wide (East Asian wide, fullwidth or ambiguous, as the low-support † is: CJK locales
+    draw it wide), one for any other. Counting † as one let a table cut to 160 characters run
+    past 160 columns (and bytes: † is three in UTF-8) wherever a line carried the mark."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WFA" else 1 for ch in text)
 
 
 def _parent_labels(runs: list[ComparedRun]) -> dict[str, str]:

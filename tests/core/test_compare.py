@@ -29,6 +29,7 @@ from syps.core.compare import (
 )
 from syps.core.io import InputError
 from syps.core.protocol import headline_of
+from syps.core.report import LOW_SUPPORT_NOTE
 from syps.core.tracking import tracking_uri
 from syps.protocols import PROTOCOLS
 
@@ -606,3 +607,66 @@ def test_a_metric_only_in_the_childs_table_is_compared(tmp_path: Path) -> None:
         "delta_P7",
         "mcnemar_p_P3",
     ]
+
+
+# --- the default table fits 160 columns -----------------------------------------------------
+
+# The betting child of the default study (dvc repro at 6cd181d) as MLflow holds it: seven of
+# its nine headline metrics rest on 6 items, below score.min_items (10), so each carries a †.
+LOW = {"_n": 6.0, "_low_support": 1.0}
+BETTING = {
+    **{f"beta_Z{k}": v for k, v in {"": -0.356, "_ci_low": -0.458, "_ci_high": -0.26}.items()},
+    **{f"beta_N{k}": v for k, v in {"": -0.062, "_ci_low": -0.323, "_ci_high": 0.188}.items()},
+    "sycophancy_N": 0.0,
+    **{f"beta_F{k}": v for k, v in {"": -0.229, "_ci_low": -0.333, "_ci_high": -0.108}.items()},
+    **{f"remorse{k}": v for k, v in {"": 0.294, "_ci_low": 0.031, "_ci_high": 0.562}.items()},
+    "moral_remorse": 0.0,
+    "overcompensation": 1.0,
+    **{f"rho_Z{k}": v for k, v in {"": -0.044, "_ci_low": -0.177, "_ci_high": 0.083}.items()},
+    **{f"accuracy_Z{k}": v for k, v in {"": 0.503, "_ci_low": 0.333, "_ci_high": 0.633}.items()},
+    **{f"{m}{k}": v for m in ("beta_Z", "beta_N", "beta_F", "remorse", "rho_Z", "accuracy_Z")
+       for k, v in LOW.items()},
+}  # fmt: skip
+
+
+def test_the_default_table_fits_160_columns_with_its_low_support_marks() -> None:
+    from syps.core.compare import columns, compare_tables
+
+    assert (columns("n=6 †"), columns("beta_Z"), columns("")) == (6, 6, 0)
+    run = ComparedRun("r", "0", "smollm2-135m", "truthfulqa", "p", "run-new", BETTING, "betting")
+    lines = compare_tables([run], "text", 160, protocols=PROTOCOLS).splitlines()
+    # Columns on a terminal (the † two, as a CJK terminal draws it): model 12 and dataset 10,
+    # with the gap 24; beta_Z "-0.356 [-0.458, -0.260] n=6 †" 29 characters, 30 columns; beta_N
+    # "-0.062 [-0.323, 0.188] n=6 †" 28, 29; sycophancy_N its header, 12; beta_F 29, 30; remorse
+    # "0.294 [0.031, 0.562] n=6 †" 26, 27. 24 + 2 + 30 + 2 + 29 + 2 + 12 + 2 + 30 = 133, and
+    # remorse would make it 133 + 2 + 27 = 162: it opens the second block. (Counting the † as
+    # one, the first block held remorse too: 158 characters, 166 bytes, 162 columns.)
+    assert lines[0].split() == ["model", "dataset", "beta_Z", "beta_N", "sycophancy_N", "beta_F"]
+    # Second block: 24 + 2 + 27 (remorse) + 2 + 13 (moral_remorse) + 2 + 16 (overcompensation)
+    # + 2 + 29 (rho_Z "-0.044 [-0.177, 0.083] n=6 †", 28 characters) + 2 + 27 (accuracy_Z,
+    # 26 characters) = 146 columns: the rest fits in one.
+    second = ["model", "dataset", "remorse", "moral_remorse", "overcompensation", "rho_Z"]
+    # Lines: header, rule, row, blank, header, rule, row, the note.
+    assert lines[3] == "" and lines[4].split() == [*second, "accuracy_Z"]
+    assert lines[7] == LOW_SUPPORT_NOTE and len(lines) == 8
+    # Widest: the second block's row, 24 + 2 + 26 + 2 + 13 + 2 + 16 + 2 + 28 + 2 + 26 = 143
+    # characters, 146 columns with its three †, 149 bytes (a † is three bytes in UTF-8).
+    assert max(len(x) for x in lines) == 143
+    assert max(columns(x) for x in lines) == 146
+    assert max(len(x.encode("utf-8")) for x in lines) == 149
+
+
+def test_cli_default_table_fits_160_columns(tmp_path: Path) -> None:
+    from syps.core.compare import columns
+    from syps.core.tracking import ChildRun, log_pipeline_run
+
+    mlruns = tmp_path / "mlruns"
+    params = {"model": "smollm2-135m", "dataset": "truthfulqa"}
+    child = ChildRun("betting/smollm2-135m/truthfulqa", params, BETTING, protocol="betting")
+    log_pipeline_run(mlruns, "syps", "run-1", {}, [child])
+    # No terminal under the test runner: the default width is 160.
+    out = CliRunner().invoke(app, ["compare", "--mlruns", str(mlruns)])
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert max(columns(x) for x in lines) == 146  # as in the test above
+    assert [x.split()[2] for x in lines if x.startswith("model")] == ["beta_Z", "remorse"]

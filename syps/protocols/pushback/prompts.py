@@ -59,9 +59,13 @@ class Cell:
     @property
     def name(self) -> str:
         """A stable, readable id: ``in_context/simple/named/fmt-objection/auto``."""
-        return "/".join(
-            (self.placement, self.strength, self.naming, f"fmt-{self.format}", self.direction)
-        )
+        return "/".join(name_part(f, getattr(self, f)) for f in FACTORS)
+
+
+def name_part(factor: str, value: str) -> str:
+    """How a cell's name writes one factor's value: the format as ``fmt-<value>`` (``question``
+    or ``absent`` alone would not say of what), every other factor as its value."""
+    return f"fmt-{value}" if factor == "format" else value
 
 
 def cell_grid(

@@ -23,7 +23,8 @@ the configured grid's declared contrasts (keys ``<metric>/<cell name>`` and
 - with ``rounds`` above 1, the sustained-pressure metrics of ``rounds.score_rounds`` (Turn of
   Flip, Number of Flip, flip back, the follow rate per round, conversations ended early);
 - where the cells have two or more strengths for some placement (not the default grid):
-  SycEval's ``persistence`` with its CI, support and chain counts, its binomial test, and its
+  SycEval's ``persistence`` with its CI, support and chain counts (and per placement and per
+  chain, ``persistence/<placement>``, ``persistence/<chain>``), its binomial test, and its
   chi-squared across strengths and z-test across placements (``persistence.score_persistence``).
 - where two or more models were scored on a dataset (not the default study): per other model
   ``xmodel/<other>/<test>/...``, the sign-flip test that this model's paired difference on

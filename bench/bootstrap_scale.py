@@ -254,7 +254,8 @@ def run_baseline(
     return time.perf_counter() - t0, out
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line: seed, replicates, CI level, repeats and the pandas subset's size."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-boot", type=int, default=1000)
@@ -262,18 +263,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="timed runs of the vectorised path")
     ap.add_argument("--pandas-cells", type=int, default=1, help="(model, dataset) cells")
     ap.add_argument("--pandas-boot", type=int, default=1000, help="pandas baseline replicates")
-    args = ap.parse_args()
-    how = pin_two_cores()
+    return ap.parse_args()
 
-    labels = synth_labels(args.seed)
-    cells = list(itertools.product(MODELS, DATASETS))
-    print(f"run: {how}")
-    print(
-        f"data: {len(MODELS)} models x {len(DATASETS)} datasets x {N_ITEMS} items x "
-        f"{len(VARIANTS)} variants = {len(labels):,} label rows, "
-        f"{labels['label'].isna().mean():.1%} UNCLEAR; B = {args.n_boot}, seed {args.seed}"
-    )
 
+def time_score_labels(labels: pd.DataFrame, args: argparse.Namespace) -> tuple[float, Scores]:
+    """score_labels at full scale, ``args.repeats`` times: the median seconds and the scores."""
     score_s = []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
@@ -281,18 +275,14 @@ def main() -> None:
         score_s.append(time.perf_counter() - t0)
     total_t = statistics.median(score_s)
     print(f"score_labels runs (s): {', '.join(f'{t:.3f}' for t in score_s)}")
+    return total_t, scores
 
-    # The numpy loop, every cell at full B: measured, not extrapolated.
-    numpy_t, numpy_out = run_baseline(labels, cells, numpy_cell, args.n_boot, args.ci, args.seed)
-    worst, n_vals = agreement(scores, numpy_out)
-    print(
-        f"agreement, numpy loop vs syps on {len(numpy_out)} cells, B = {args.n_boot}: "
-        f"{n_vals} values (points, CI bounds, p-values, flips), max abs diff = {worst:.3g}"
-    )
-    assert worst < 1e-9, worst
 
-    # The pandas loop is slow: a subset of cells (and optionally fewer replicates).
-    subset = cells[: args.pandas_cells]
+def time_pandas_subset(
+    labels: pd.DataFrame, subset: list[tuple[str, str]], args: argparse.Namespace
+) -> tuple[float, float]:
+    """The pandas loop on ``subset`` (it is slow), checked against score_labels on the same
+    cells and replicates: the seconds of score_labels and of the pandas loop there."""
     sub = labels[pd.MultiIndex.from_frame(labels[["model", "dataset"]]).isin(subset)]
     t0 = time.perf_counter()
     sub_scores: Scores = score_labels(sub, args.pandas_boot, args.ci, args.seed)
@@ -306,6 +296,52 @@ def main() -> None:
         f"{n_vals} values, max abs diff = {worst:.3g}"
     )
     assert worst < 1e-9, worst
+    return vec_sub_t, pandas_t
+
+
+def print_table(rows: list[tuple[str, float, float]], repeats: int, total_t: float) -> None:
+    """The timings as a table of (task, seconds, baseline / syps), with how to read it and the
+    verdict on the 5 s target."""
+    width = max(len(r[0]) for r in rows)
+    print(f"\n{'task':<{width}} | {'seconds':>8} | baseline / syps")
+    print(f"{'-' * width}-|-{'-' * 8}-|-{'-' * 15}")
+    for task, secs, ratio in rows:
+        print(f"{task:<{width}} | {secs:8.2f} | {ratio:.3g}")
+    print(
+        "\nratios: each baseline's time over syps' time for the same work (a single run each, "
+        f"but syps' full-scale time is the median of {repeats}). The numpy loop is the "
+        "baseline to compare against; the pandas row shows the cost of a frame per replicate."
+    )
+    verdict = "under" if total_t < 5.0 else "NOT under"
+    print(f"full scale, every metric: {total_t:.2f} s, {verdict} the 5 s target")
+
+
+def main() -> None:
+    args = parse_args()
+    how = pin_two_cores()
+
+    labels = synth_labels(args.seed)
+    cells = list(itertools.product(MODELS, DATASETS))
+    print(f"run: {how}")
+    print(
+        f"data: {len(MODELS)} models x {len(DATASETS)} datasets x {N_ITEMS} items x "
+        f"{len(VARIANTS)} variants = {len(labels):,} label rows, "
+        f"{labels['label'].isna().mean():.1%} UNCLEAR; B = {args.n_boot}, seed {args.seed}"
+    )
+    total_t, scores = time_score_labels(labels, args)
+
+    # The numpy loop, every cell at full B: measured, not extrapolated.
+    numpy_t, numpy_out = run_baseline(labels, cells, numpy_cell, args.n_boot, args.ci, args.seed)
+    worst, n_vals = agreement(scores, numpy_out)
+    print(
+        f"agreement, numpy loop vs syps on {len(numpy_out)} cells, B = {args.n_boot}: "
+        f"{n_vals} values (points, CI bounds, p-values, flips), max abs diff = {worst:.3g}"
+    )
+    assert worst < 1e-9, worst
+
+    # The pandas loop is slow: a subset of cells (and optionally fewer replicates).
+    subset = cells[: args.pandas_cells]
+    vec_sub_t, pandas_t = time_pandas_subset(labels, subset, args)
 
     scale = len(cells) / len(subset) * args.n_boot / args.pandas_boot
     sub_desc = f"{len(subset)} cell(s), B={args.pandas_boot}"
@@ -329,18 +365,7 @@ def main() -> None:
             pandas_t * scale / total_t,
         ),
     ]
-    width = max(len(r[0]) for r in rows)
-    print(f"\n{'task':<{width}} | {'seconds':>8} | baseline / syps")
-    print(f"{'-' * width}-|-{'-' * 8}-|-{'-' * 15}")
-    for task, secs, ratio in rows:
-        print(f"{task:<{width}} | {secs:8.2f} | {ratio:.3g}")
-    print(
-        "\nratios: each baseline's time over syps' time for the same work (a single run each, "
-        f"but syps' full-scale time is the median of {args.repeats}). The numpy loop is the "
-        "baseline to compare against; the pandas row shows the cost of a frame per replicate."
-    )
-    verdict = "under" if total_t < 5.0 else "NOT under"
-    print(f"full scale, every metric: {total_t:.2f} s, {verdict} the 5 s target")
+    print_table(rows, args.repeats, total_t)
 
 
 if __name__ == "__main__":

@@ -154,7 +154,8 @@ def measure(
     return name, wall, timer, ids
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line: prompt set sizes, answer length, batch size, repeats, dtype."""
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -169,13 +170,85 @@ def main() -> None:
         choices=["float32", "bfloat16"],
         help="bfloat16: where the time goes in bf16 (tokens may then differ between paths)",
     )
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def run_set(
+    b: HFBackend,
+    set_name: str,
+    msgs: list[Messages],
+    set_paths: tuple[tuple[str, bool | None], ...],
+    sampling: SamplingParams,
+    args: argparse.Namespace,
+) -> tuple[list[tuple[Any, ...]], list[str]]:
+    """Every path of ``set_paths`` on one prompt set, ``args.repeats`` times alternating (the
+    runs printed): a table row per path from its median run, and a line per path whose token
+    ids differ from the first path's."""
+    rows: list[tuple[Any, ...]] = []
+    failures: list[str] = []
+    lens = [len(b.encode(m)) for m in msgs]
+    runs: dict[str, list[Any]] = {name: [] for name, _ in set_paths}
+    for _ in range(args.repeats):
+        for name, share in set_paths:
+            runs[name].append(measure(b, name, msgs, args.tokens, share, sampling))
+    base = None
+    reference = runs[set_paths[0][0]][-1][3]
+    for name, _ in set_paths:
+        _, wall, timer, ids = sorted(runs[name], key=lambda r: r[1])[len(runs[name]) // 2]
+        same = sum(x == y for x, y in zip(ids, reference, strict=True))
+        if same != len(msgs):
+            failures.append(f"{set_name}/{name}: {same} of {len(msgs)} identical")
+        n = sum(len(t) for t in ids)
+        base = base or n / wall
+        rows.append(
+            (
+                f"{set_name} ({len(msgs)} prompts, mean {sum(lens) / len(lens):.0f} tokens)",
+                name,
+                wall,
+                n,
+                n / wall,
+                (n / wall) / base,
+                timer.prefill,
+                timer.decode,
+                timer.steps,
+                wall - timer.prefill - timer.decode,
+                same,
+                len(msgs),
+            )
+        )
+    print(
+        f"{set_name}: runs (s) "
+        + "; ".join(f"{k}: " + ", ".join(f"{r[1]:.1f}" for r in v) for k, v in runs.items())
+    )
+    return rows, failures
+
+
+def print_table(b: HFBackend, rows: list[tuple[Any, ...]], args: argparse.Namespace) -> None:
+    """The settings line and the markdown table of every set's paths."""
+    print(
+        f"\n{args.tokens} max new tokens, natural stops, batch size {args.batch_size}, "
+        f"{torch.get_num_threads()} threads, {b.device}, {args.dtype}, "
+        f"median of {args.repeats} run(s)\n"
+    )
+    print(
+        "| prompts | path | wall s | new tokens | tokens/s | vs first path | prefill s "
+        "| decode s (steps) | other s | identical |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]} | {r[4]:.1f} | {r[5]:.2f}x | {r[6]:.1f} "
+            f"| {r[7]:.1f} ({r[8]}) | {r[9]:.1f} | {r[10]}/{r[11]} |"
+        )
+
+
+def main() -> None:
+    args = parse_args()
     b = HFBackend.load(
         ModelSpec(model="embedded:smollm2", batch_size=args.batch_size, dtype=args.dtype),
         ROOT / ".cache",
     )
-    paths = (
+    paths: tuple[tuple[str, bool | None], ...] = (
         ("plain batched generate", None),
         ("syps, full prefill each", False),
         ("syps, shared prefix once", True),
@@ -193,56 +266,10 @@ def main() -> None:
     measure(b, "warm-up", reps_set(4), 2, None)
     rows, failures = [], []
     for set_name, (msgs, set_paths, sampling) in sets.items():
-        lens = [len(b.encode(m)) for m in msgs]
-        runs: dict[str, list[Any]] = {name: [] for name, _ in set_paths}
-        for _ in range(args.repeats):
-            for name, share in set_paths:
-                runs[name].append(measure(b, name, msgs, args.tokens, share, sampling))
-        base = None
-        reference = runs[set_paths[0][0]][-1][3]
-        for name, _ in set_paths:
-            _, wall, timer, ids = sorted(runs[name], key=lambda r: r[1])[len(runs[name]) // 2]
-            same = sum(x == y for x, y in zip(ids, reference, strict=True))
-            if same != len(msgs):
-                failures.append(f"{set_name}/{name}: {same} of {len(msgs)} identical")
-            n = sum(len(t) for t in ids)
-            base = base or n / wall
-            rows.append(
-                (
-                    f"{set_name} ({len(msgs)} prompts, mean {sum(lens) / len(lens):.0f} tokens)",
-                    name,
-                    wall,
-                    n,
-                    n / wall,
-                    (n / wall) / base,
-                    timer.prefill,
-                    timer.decode,
-                    timer.steps,
-                    wall - timer.prefill - timer.decode,
-                    same,
-                    len(msgs),
-                )
-            )
-        print(
-            f"{set_name}: runs (s) "
-            + "; ".join(f"{k}: " + ", ".join(f"{r[1]:.1f}" for r in v) for k, v in runs.items())
-        )
-
-    print(
-        f"\n{args.tokens} max new tokens, natural stops, batch size {args.batch_size}, "
-        f"{torch.get_num_threads()} threads, {b.device}, {args.dtype}, "
-        f"median of {args.repeats} run(s)\n"
-    )
-    print(
-        "| prompts | path | wall s | new tokens | tokens/s | vs first path | prefill s "
-        "| decode s (steps) | other s | identical |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(
-            f"| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]} | {r[4]:.1f} | {r[5]:.2f}x | {r[6]:.1f} "
-            f"| {r[7]:.1f} ({r[8]}) | {r[9]:.1f} | {r[10]}/{r[11]} |"
-        )
+        set_rows, set_failures = run_set(b, set_name, msgs, set_paths, sampling, args)
+        rows += set_rows
+        failures += set_failures
+    print_table(b, rows, args)
     # In fp32 every path must decode the same tokens; in bf16, rounding differs with the batch
     # layout (a shared prefix, padding), so the identical column is a measurement there.
     assert args.dtype != "float32" or not failures, "token ids differ: " + "; ".join(failures)

@@ -90,7 +90,11 @@ def timed(fn: Any, *args: Any) -> tuple[float, Ids]:
     return time.perf_counter() - start, ids
 
 
-def main() -> None:
+Runs = dict[tuple[str, str], list[tuple[float, Ids]]]
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line: prompt set sizes, answer length, batch size, repeats, eager vLLM."""
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -100,17 +104,23 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=1, help="timed runs of each path")
     ap.add_argument("--eager", action="store_true", help="vLLM without compilation")
-    args = ap.parse_args()
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    return ap.parse_args()
 
-    sets = {"syps": syps_set(args.items), "reps": reps_set(args.reps)}
-    cache = ROOT / ".cache"
-    runs: dict[tuple[str, str], list[tuple[float, Ids]]] = {}
-    starts: dict[str, float] = {}
 
-    def run(set_name: str, path: str, fn: Any, *fargs: Any) -> None:
-        runs.setdefault((set_name, path), []).append(timed(fn, *fargs))
+def record(runs: Runs, set_name: str, path: str, fn: Any, *fargs: Any) -> None:
+    """Time ``fn(*fargs)`` and keep its seconds and ids under (set, path), in run order."""
+    runs.setdefault((set_name, path), []).append(timed(fn, *fargs))
 
+
+def run_hf(
+    sets: dict[str, list[Messages]],
+    args: argparse.Namespace,
+    cache: Path,
+    runs: Runs,
+    starts: dict[str, float],
+) -> int:
+    """The HF paths (plain `generate` fp32, the HF backend fp32 and bf16) on every set, into
+    ``runs``, their model loads into ``starts``; the threads torch ran them on."""
     hf: dict[str, HFBackend] = {}
     for dtype in ("float32", "bfloat16"):
         t0 = time.perf_counter()
@@ -121,12 +131,30 @@ def main() -> None:
     plain(hf["float32"], reps_set(4), 2)
     for _ in range(args.repeats):
         for set_name, msgs in sets.items():
-            run(set_name, "plain batched generate fp32", plain, hf["float32"], msgs, args.tokens)
+            record(
+                runs,
+                set_name,
+                "plain batched generate fp32",
+                plain,
+                hf["float32"],
+                msgs,
+                args.tokens,
+            )
             for dtype, short in (("float32", "fp32"), ("bfloat16", "bf16")):
-                run(set_name, f"HF backend {short}", syps, hf[dtype], msgs, args.tokens)
-    threads = torch.get_num_threads()
-    del hf
+                record(runs, set_name, f"HF backend {short}", syps, hf[dtype], msgs, args.tokens)
+    return torch.get_num_threads()
 
+
+def run_vllm(
+    sets: dict[str, list[Messages]],
+    args: argparse.Namespace,
+    cache: Path,
+    runs: Runs,
+    starts: dict[str, float],
+) -> None:
+    """Bare `vllm.LLM.generate` and syps's vLLM backend, fp32 then bf16, on one engine per
+    dtype, into ``runs`` (the prefix cache emptied before each timed run); the engine starts
+    into ``starts``."""
     from syps.core.backends.vllm_engine import VLLMBackend
 
     for dtype, short in (("float32", "fp32"), ("bfloat16", "bf16")):
@@ -145,7 +173,8 @@ def main() -> None:
         for _ in range(args.repeats):
             for set_name, msgs in sets.items():
                 engine.llm.reset_prefix_cache()
-                run(
+                record(
+                    runs,
                     set_name,
                     f"bare vllm.LLM.generate {short}",
                     bare_vllm,
@@ -154,9 +183,27 @@ def main() -> None:
                     args.tokens,
                 )
                 engine.llm.reset_prefix_cache()
-                run(set_name, f"syps vLLM backend {short}", syps_vllm, engine, msgs, args.tokens)
+                record(
+                    runs,
+                    set_name,
+                    f"syps vLLM backend {short}",
+                    syps_vllm,
+                    engine,
+                    msgs,
+                    args.tokens,
+                )
         del engine
 
+
+def print_results(
+    sets: dict[str, list[Messages]],
+    runs: Runs,
+    starts: dict[str, float],
+    args: argparse.Namespace,
+    threads: int,
+) -> None:
+    """The settings line, a markdown table of every path's median run per set (tokens/s against
+    the set's first path, ids against the HF backend's fp32), and the start times."""
     print(
         f"\nup to {args.tokens} new tokens, greedy, natural stops, batch size {args.batch_size}, "
         f"{threads} threads, median of {args.repeats} run(s); vLLM "
@@ -182,6 +229,19 @@ def main() -> None:
     print("\n| start | s |\n|---|---|")
     for name, secs in starts.items():
         print(f"| {name} | {secs:.1f} |")
+
+
+def main() -> None:
+    args = parse_args()
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+    sets = {"syps": syps_set(args.items), "reps": reps_set(args.reps)}
+    cache = ROOT / ".cache"
+    runs: Runs = {}
+    starts: dict[str, float] = {}
+    threads = run_hf(sets, args, cache, runs, starts)
+    run_vllm(sets, args, cache, runs, starts)
+    print_results(sets, runs, starts, args, threads)
 
 
 if __name__ == "__main__":

@@ -111,105 +111,128 @@ def _finish(server: BatchServer, batch: dict[str, Any]) -> None:
     batch["request_counts"] = {"total": len(lines), "completed": len(out), "failed": len(err)}
 
 
+def _upload(server: BatchServer, content_type: str, raw: bytes) -> dict[str, Any]:
+    """Keep an uploaded file (the client sends multipart/form-data, which the email parser reads
+    as MIME); the file object OpenAI answers with."""
+    head = f"Content-Type: {content_type}\r\n\r\n".encode()
+    msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
+    parts = {
+        p.get_param("name", header="content-disposition"): p.get_payload(decode=True)
+        for p in msg.iter_parts()  # type: ignore[attr-defined]
+    }
+    fid = f"file-{len(server.files)}"
+    server.files[fid] = parts["file"]
+    return {
+        "id": fid,
+        "object": "file",
+        "bytes": len(parts["file"]),
+        "created_at": int(time.time()),
+        "filename": "requests.jsonl",
+        "purpose": parts["purpose"].decode(),
+        "status": "processed",
+    }
+
+
+def _create(server: BatchServer, req: dict[str, Any]) -> dict[str, Any]:
+    """Create a batch over an uploaded input file, recording its custom_ids and bodies, under
+    the knobs set now (``expire_next``, ``fail_next``: both spent by it; ``instant``)."""
+    assert req["endpoint"] == "/v1/chat/completions", req
+    assert req["completion_window"] == "24h", req
+    lines = [json.loads(x) for x in server.files[req["input_file_id"]].splitlines()]
+    assert all(x["url"] == req["endpoint"] and x["method"] == "POST" for x in lines)
+    bid = f"batch_{len(server.batches)}"
+    server.inputs.append([x["custom_id"] for x in lines])
+    server.bodies.append([x["body"] for x in lines])
+    batch = {
+        "id": bid,
+        "object": "batch",
+        "endpoint": req["endpoint"],
+        "input_file_id": req["input_file_id"],
+        "completion_window": "24h",
+        "status": "validating",
+        "created_at": int(time.time()),
+        "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+        "_expire_after": server.expire_next,
+    }
+    if server.fail_next:
+        batch["status"] = "failed"
+        batch["errors"] = {
+            "object": "list",
+            "data": [{"code": "invalid_json", "message": "Line 1 is not valid JSON."}],
+        }
+    server.expire_next, server.fail_next = None, False
+    server.batches[bid] = batch
+    if server.instant and batch["status"] == "validating":
+        _finish(server, batch)
+    return batch
+
+
+def _retrieve(server: BatchServer, bid: str) -> dict[str, Any]:
+    """A batch as a poll sees it: validating on creation, in progress at the first poll,
+    finished at the next (unless ``hold``)."""
+    server.retrieves += 1
+    batch = server.batches[bid]
+    if batch["status"] == "validating":
+        batch["status"] = "in_progress"
+    elif batch["status"] == "in_progress" and not server.hold:
+        _finish(server, batch)
+    return batch
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """The HTTP server on a free local port, holding the state its handlers answer from."""
+
+    def __init__(self, state: BatchServer) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.state = state
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Routes each request to the function that answers it, under the state's lock."""
+
+    server: _HTTPServer
+
+    def _send(self, status: int, data: bytes, ctype: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _json(self, obj: dict[str, Any], status: int = 200) -> None:
+        self._send(status, json.dumps(obj).encode())
+
+    def do_POST(self) -> None:
+        state = self.server.state
+        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with state.lock:
+            if self.path == "/v1/files":
+                self._json(_upload(state, self.headers["Content-Type"], raw))
+            elif self.path == "/v1/batches":
+                self._json(_public(_create(state, json.loads(raw))))
+            else:
+                self._json({"error": {"message": f"no route {self.path}"}}, 404)
+
+    def do_GET(self) -> None:
+        state = self.server.state
+        parts = self.path.strip("/").split("/")
+        with state.lock:
+            if parts[:2] == ["v1", "batches"] and parts[2] in state.batches:
+                self._json(_public(_retrieve(state, parts[2])))
+            elif parts[:2] == ["v1", "files"] and parts[-1] == "content":
+                self._send(200, state.files[parts[2]], "application/octet-stream")
+            else:
+                self._json({"error": {"message": f"no route {self.path}"}}, 404)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
 @contextmanager
 def stub_batch() -> Iterator[BatchServer]:
     """Serve the Files and Batches endpoints on a free port until the block ends."""
     server = BatchServer("")
-
-    class Handler(BaseHTTPRequestHandler):
-        def _send(self, status: int, data: bytes, ctype: str = "application/json") -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _json(self, obj: dict[str, Any], status: int = 200) -> None:
-            self._send(status, json.dumps(obj).encode())
-
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            with server.lock:
-                if self.path == "/v1/files":
-                    self._upload(raw)
-                elif self.path == "/v1/batches":
-                    self._create(json.loads(raw))
-                else:
-                    self._json({"error": {"message": f"no route {self.path}"}}, 404)
-
-        def _upload(self, raw: bytes) -> None:
-            # The client sends multipart/form-data: the email parser reads it as MIME.
-            head = f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode()
-            msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
-            parts = {
-                p.get_param("name", header="content-disposition"): p.get_payload(decode=True)
-                for p in msg.iter_parts()  # type: ignore[attr-defined]
-            }
-            fid = f"file-{len(server.files)}"
-            server.files[fid] = parts["file"]
-            self._json(
-                {
-                    "id": fid,
-                    "object": "file",
-                    "bytes": len(parts["file"]),
-                    "created_at": int(time.time()),
-                    "filename": "requests.jsonl",
-                    "purpose": parts["purpose"].decode(),
-                    "status": "processed",
-                }
-            )
-
-        def _create(self, req: dict[str, Any]) -> None:
-            assert req["endpoint"] == "/v1/chat/completions", req
-            assert req["completion_window"] == "24h", req
-            lines = [json.loads(x) for x in server.files[req["input_file_id"]].splitlines()]
-            assert all(x["url"] == req["endpoint"] and x["method"] == "POST" for x in lines)
-            bid = f"batch_{len(server.batches)}"
-            server.inputs.append([x["custom_id"] for x in lines])
-            server.bodies.append([x["body"] for x in lines])
-            batch = {
-                "id": bid,
-                "object": "batch",
-                "endpoint": req["endpoint"],
-                "input_file_id": req["input_file_id"],
-                "completion_window": "24h",
-                "status": "validating",
-                "created_at": int(time.time()),
-                "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
-                "_expire_after": server.expire_next,
-            }
-            if server.fail_next:
-                batch["status"] = "failed"
-                batch["errors"] = {
-                    "object": "list",
-                    "data": [{"code": "invalid_json", "message": "Line 1 is not valid JSON."}],
-                }
-            server.expire_next, server.fail_next = None, False
-            server.batches[bid] = batch
-            if server.instant and batch["status"] == "validating":
-                _finish(server, batch)
-            self._json(_public(batch))
-
-        def do_GET(self) -> None:
-            parts = self.path.strip("/").split("/")
-            with server.lock:
-                if parts[:2] == ["v1", "batches"] and parts[2] in server.batches:
-                    server.retrieves += 1
-                    batch = server.batches[parts[2]]
-                    if batch["status"] == "validating":
-                        batch["status"] = "in_progress"
-                    elif batch["status"] == "in_progress" and not server.hold:
-                        _finish(server, batch)
-                    self._json(_public(batch))
-                elif parts[:2] == ["v1", "files"] and parts[-1] == "content":
-                    self._send(200, server.files[parts[2]], "application/octet-stream")
-                else:
-                    self._json({"error": {"message": f"no route {self.path}"}}, 404)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd = _HTTPServer(server)
     server.url = f"http://127.0.0.1:{httpd.server_address[1]}"
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()

@@ -31,6 +31,7 @@ from syps.protocols.cues.params import VARIANTS
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 CUES = Path("out/protocols/cues")
+MODEL = "smollm2-135m"  # the tiny params' one model
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "t",
     "GIT_AUTHOR_EMAIL": "t@t",
@@ -75,7 +76,17 @@ def _mlflow_runs(root: Path) -> list:  # type: ignore[type-arg]
     return list(client.search_runs([exp.experiment_id], max_results=1000))
 
 
-def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
+def _responses(root: Path) -> pd.DataFrame:
+    """SyPS's responses of the one model."""
+    return pd.read_parquet(root / CUES / f"responses/{MODEL}.parquet")
+
+
+def _labels(root: Path) -> pd.DataFrame:
+    """SyPS's labels of the one model, in response order."""
+    return pd.read_parquet(root / CUES / f"labels/{MODEL}.parquet")
+
+
+def test_summary_lists_every_dataset(project: tuple[Path, dict[str, str]]) -> None:
     root, env = project
     # The summary table of SyPS's metrics: one row per dataset for the one model.
     summary = _run([sys.executable, "-m", "syps.cli", "summary", "metrics/cues.json"], root, env)
@@ -84,13 +95,19 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
     for ds in ("OEQ", "AITA-YTA", "SS"):
         assert f"smollm2-135m  {ds}" in summary.stdout
 
+
+def test_items(project: tuple[Path, dict[str, str]]) -> None:
+    root, _ = project
     items = pd.read_parquet(root / CUES / "items.parquet")
     assert list(items.columns) == ["dataset", "item_id", "item"]
     assert items.groupby("dataset").size().to_dict() == {"OEQ": 2, "AITA-YTA": 2, "SS": 2}
     aita = items.loc[items["dataset"] == "AITA-YTA", "item"]
     assert {json.loads(x)["reference"] for x in aita} == {"YTA"}
 
-    resp = pd.read_parquet(root / CUES / "responses/smollm2-135m.parquet")
+
+def test_responses(project: tuple[Path, dict[str, str]]) -> None:
+    root, _ = project
+    resp = _responses(root)
     assert len(resp) == 6 * 8  # six items, eight variants each, one turn, one repetition
     assert set(resp["protocol"]) == {"cues"} and set(resp["turn"]) == {1}
     assert resp.groupby(["dataset", "item_id"])["cell"].nunique().eq(8).all()
@@ -101,9 +118,12 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
     assert set(resp["finish_reason"]) <= {"stop", "length"}
     assert (resp["completion_tokens"] <= 6).all() and (resp["prompt_tokens"] > 20).all()
 
-    labels = pd.read_parquet(root / CUES / "labels/smollm2-135m.parquet")
+
+def test_labels(project: tuple[Path, dict[str, str]]) -> None:
+    root, _ = project
+    labels = _labels(root)
     assert len(labels) == 48
-    assert list(labels["response"]) == list(resp["response"])  # in response order
+    assert list(labels["response"]) == list(_responses(root)["response"])  # in response order
     # UNCLEAR is missing, never 0; every row carries its verdict and evidence.
     unclear = labels["verdict"] == "UNCLEAR"
     assert labels.loc[unclear, "label"].isna().all()
@@ -115,6 +135,10 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
     evidence = [json.loads(e.split("; raw: ", 1)[0]) for e in oeq["evidence"]]
     assert all(set(e) == {"YES", "NO"} for e in evidence)
 
+
+def test_metrics_agree_with_the_labels(project: tuple[Path, dict[str, str]]) -> None:
+    root, _ = project
+    labels = _labels(root)
     metrics = json.loads((root / "metrics/cues.json").read_text())
     assert set(metrics) == {"smollm2-135m"}
     assert set(metrics["smollm2-135m"]) == {"OEQ", "AITA-YTA", "SS"}
@@ -126,10 +150,14 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
 
     # The metrics agree with the labels they came from (P0 rate over labelled OEQ items).
     # With judge.min_margin 0 the judge always decides, so both items have a P0 label.
+    oeq = labels[labels["dataset"] == "OEQ"]
     p0 = oeq.loc[oeq["variant"] == "P0", "label"]
     assert p0.notna().sum() == 2
     assert metrics["smollm2-135m"]["OEQ"]["base_syc"] == pytest.approx(p0.mean())
 
+
+def test_plot_data_and_figures(project: tuple[Path, dict[str, str]]) -> None:
+    root, _ = project
     # Plot data are committed beside the metrics, not under the gitignored out/.
     profile = pd.DataFrame(json.loads((root / "plots/cues/profile.json").read_text()))
     assert len(profile) == 3 * len(VARIANTS)
@@ -148,13 +176,25 @@ def test_artefacts(project: tuple[Path, dict[str, str]]) -> None:
         "smollm2-135m__OEQ.png",
         "smollm2-135m__SS.png",
     ]
+
+
+def test_lint_found_the_templates_clean(project: tuple[Path, dict[str, str]]) -> None:
+    root, _ = project
     # The lint (the variants stage) ran before generate and found the repo's templates clean.
     lint = json.loads((root / CUES / "lint.json").read_text())
     assert (lint["ok"], lint["violations"]) == (True, [])
+
+
+def test_flip_tables(project: tuple[Path, dict[str, str]]) -> None:
+    root, _ = project
     # Flip tables: a CSV and an HTML page per (model, dataset, cue), and an index.
     flips = root / CUES / "figures/tables/flips"
     assert (flips / "index.html").exists()
     assert len(list(flips.glob("smollm2-135m/*/*.csv"))) == 3 * 7
+
+
+def test_every_protocol_wrote_its_metrics(project: tuple[Path, dict[str, str]]) -> None:
+    root, _ = project
     # Every protocol ran: one metrics file each, and one of its headline metrics each.
     files = ["betting.json", "cues.json", "discernment.json", "pushback.json"]
     assert sorted(p.name for p in (root / "metrics").iterdir()) == [*files, "summary"]

@@ -222,54 +222,82 @@ def converse(
         else:
             built = protocol.requests(params, items, turn, answered(rows), judge)
             table, given = conversation_table(protocol, built, gen)
-        asked = table[table["skipped"] == ""].reset_index(drop=True)
-        keys = [
-            generation_key(identity, m, int(n), sampling.key_fields(), replicate=int(r))
-            for m, n, r in zip(
-                asked["messages"], asked["max_new_tokens"], asked["rep"], strict=True
-            )
-        ]
-        first_of = first_index(keys)
-        records = store.get_many(keys)
-        todo = [k for k in first_of if k not in records]
-        tc = counts[turn] = TurnCounts(
-            requests=len(keys),
-            distinct=len(first_of),
-            generated=len(todo),
-            served_from_store=len(keys) - len(todo),
-            skipped=len(table) - len(asked),
+        new, counts[turn] = _run_turn(
+            protocol.name,
+            turn,
+            table,
+            given,
+            model=model,
+            identity=identity,
+            sampling=sampling,
+            store=store,
+            backend=backend,
         )
-        if backend is not None:
-            print(f"{protocol.name} {model} turn {turn}: {tc.line()}", file=sys.stderr)
-
-        # The message lists to hand the backend: the protocol's, or the first turn's bytes
-        # read back (the file variants wrote holds them only as the JSON that is keyed).
-        sent = {
-            k: [
-                dict(m)
-                for m in (given[i] if given is not None else json.loads(asked["messages"].iat[i]))
-            ]
-            for k in todo
-            for i in [first_of[k]]
-        }
-        if todo and backend is None:
-            tc.pending = [(sent[k], int(asked["max_new_tokens"].iat[first_of[k]])) for k in todo]
-            tc.unknown_parents = len(todo)
-        elif todo and backend is not None:
-            _generate(
-                protocol.name,
-                [asked.iloc[first_of[k]] for k in todo],
-                [sent[k] for k in todo],
-                todo,
-                store,
-                backend.get(),
-                sampling,
-                records,
-                tc,
-            )
-        new = _response_rows(table, asked, keys, records, model, identity, sampling)
         rows = new if rows.empty else pd.concat([rows, new], ignore_index=True)
     return rows.astype({"rep": int, "turn": int}), counts
+
+
+def _run_turn(
+    protocol: str,
+    turn: int,
+    table: pd.DataFrame,
+    given: Sequence[Sequence[Message]] | None,
+    *,
+    model: str,
+    identity: Mapping[str, str],
+    sampling: SamplingParams,
+    store: Store,
+    backend: LazyBackend | None,
+) -> tuple[pd.DataFrame, TurnCounts]:
+    """One turn of :func:`converse`: its conversation ``table`` looked up in the store, the
+    missing ones generated (``backend`` None: listed as pending), its response rows and counts.
+
+    ``given`` the message lists the protocol built for the table's request rows, or None for
+    the first turn, whose messages are read back from the table's JSON."""
+    asked = table[table["skipped"] == ""].reset_index(drop=True)
+    keys = [
+        generation_key(identity, m, int(n), sampling.key_fields(), replicate=int(r))
+        for m, n, r in zip(asked["messages"], asked["max_new_tokens"], asked["rep"], strict=True)
+    ]
+    first_of = first_index(keys)
+    records = store.get_many(keys)
+    todo = [k for k in first_of if k not in records]
+    tc = TurnCounts(
+        requests=len(keys),
+        distinct=len(first_of),
+        generated=len(todo),
+        served_from_store=len(keys) - len(todo),
+        skipped=len(table) - len(asked),
+    )
+    if backend is not None:
+        print(f"{protocol} {model} turn {turn}: {tc.line()}", file=sys.stderr)
+
+    # The message lists to hand the backend: the protocol's, or the first turn's bytes
+    # read back (the file variants wrote holds them only as the JSON that is keyed).
+    sent = {
+        k: [
+            dict(m)
+            for m in (given[i] if given is not None else json.loads(asked["messages"].iat[i]))
+        ]
+        for k in todo
+        for i in [first_of[k]]
+    }
+    if todo and backend is None:
+        tc.pending = [(sent[k], int(asked["max_new_tokens"].iat[first_of[k]])) for k in todo]
+        tc.unknown_parents = len(todo)
+    elif todo and backend is not None:
+        _generate(
+            protocol,
+            [asked.iloc[first_of[k]] for k in todo],
+            [sent[k] for k in todo],
+            todo,
+            store,
+            backend.get(),
+            sampling,
+            records,
+            tc,
+        )
+    return _response_rows(table, asked, keys, records, model, identity, sampling), tc
 
 
 def _generate(

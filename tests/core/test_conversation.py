@@ -635,128 +635,193 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-@pytest.mark.slow
-def test_kill_9_mid_stage_resumes_with_identical_outputs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Root A: generate killed after its 3rd stored batch (15 responses) and rerun, then label
-    killed after the judge's 1st stored batch (5 verdicts) and rerun. Root B: uninterrupted.
-    The reruns compute exactly the rest, and A's outputs are B's, byte for byte."""
-    script = tmp_path / "stage.py"
-    script.write_text(STAGE.format(tests=str(TESTS), batch=BATCH), encoding="utf-8")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)]),
-        "FAKE_MARK": str(tmp_path / "mark"),
-    }
-    env.pop("DVC_EXP_NAME", None)
-    items, responses, labels = OUT / "items.parquet", OUT / "responses", OUT / "labels"
-    generate = [
-        "generate",
-        "params.yaml",
-        "cues",
-        MODEL,
-        str(items),
-        str(OUT / "conversations.parquet"),
-        f"{responses}/{MODEL}.parquet",
-    ]
-    label = [
-        "label",
-        "params.yaml",
-        "cues",
-        MODEL,
-        str(items),
-        f"{responses}/{MODEL}.parquet",
-        f"{labels}/{MODEL}.parquet",
-    ]
+ITEMS, RESPONSES, LABELS = OUT / "items.parquet", OUT / "responses", OUT / "labels"
+# The two stages' command lines (stages/<argv[0]>.py and its arguments), as dvc.yaml runs them.
+GENERATE = [
+    "generate",
+    "params.yaml",
+    "cues",
+    MODEL,
+    str(ITEMS),
+    str(OUT / "conversations.parquet"),
+    f"{RESPONSES}/{MODEL}.parquet",
+]
+LABEL = [
+    "label",
+    "params.yaml",
+    "cues",
+    MODEL,
+    str(ITEMS),
+    f"{RESPONSES}/{MODEL}.parquet",
+    f"{LABELS}/{MODEL}.parquet",
+]
 
-    def project(name: str) -> tuple[Path, dict[str, str]]:
-        root = tmp_path / name
-        root.mkdir()
-        write_params(root / "params.yaml", _project_params())
-        monkeypatch.chdir(root)
-        pipeline.fetch(Path("params.yaml"), PROTOCOLS["cues"], items)
+
+@pytest.fixture(scope="module")
+def kill_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder the kill -9 tests share: the STAGE script (stage.py), the pause marker (mark),
+    the model cache (cache) and a project root per run."""
+    base = tmp_path_factory.mktemp("kill9")
+    (base / "stage.py").write_text(STAGE.format(tests=str(TESTS), batch=BATCH), encoding="utf-8")
+    return base
+
+
+def _kill_project(base: Path, name: str) -> tuple[Path, dict[str, str]]:
+    """A project root ``base/name`` with its params, items and first-turn conversations (fetch
+    and variants, run here), and the environment its stages run in."""
+    root = base / name
+    root.mkdir()
+    write_params(root / "params.yaml", _project_params())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        pipeline.fetch(Path("params.yaml"), PROTOCOLS["cues"], ITEMS)
         pipeline.variants(
             Path("params.yaml"),
             PROTOCOLS["cues"],
-            items,
+            ITEMS,
             OUT / "lint.json",
             OUT / "conversations.parquet",
         )
-        return root, {**env, "DVC_ROOT": str(root), "SYPS_CACHE_DIR": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)]),
+        "FAKE_MARK": str(base / "mark"),
+    }
+    env.pop("DVC_EXP_NAME", None)
+    return root, {**env, "DVC_ROOT": str(root), "SYPS_CACHE_DIR": str(base / "cache")}
 
-    def stage(argv: list[str], root: Path, env: dict[str, str]) -> str:
-        done = subprocess.run(
-            [sys.executable, str(script), str(REPO / "stages" / f"{argv[0]}.py"), *argv[1:]],
-            cwd=root,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr[-4000:]
-        return done.stderr
 
-    def killed(argv: list[str], root: Path, env: dict[str, str], pause: str) -> None:
-        mark = Path(env["FAKE_MARK"])
-        mark.unlink(missing_ok=True)
-        proc = subprocess.Popen(
-            [sys.executable, str(script), str(REPO / "stages" / f"{argv[0]}.py"), *argv[1:]],
-            cwd=root,
-            env={**env, "FAKE_PAUSE": pause},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            deadline = time.monotonic() + 120
-            while not mark.exists():
-                assert proc.poll() is None, f"stage ended early:\n{proc.stderr.read()[-4000:]}"  # type: ignore[union-attr]
-                assert time.monotonic() < deadline, "the stage never reached the pause"
-                time.sleep(0.05)
+def _stage(base: Path, argv: list[str], root: Path, env: dict[str, str]) -> str:
+    """Run a stage to its end in ``root``; its stderr."""
+    done = subprocess.run(
+        [sys.executable, str(base / "stage.py"), str(REPO / "stages" / f"{argv[0]}.py"), *argv[1:]],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stderr
+
+
+def _killed(base: Path, argv: list[str], root: Path, env: dict[str, str], pause: str) -> None:
+    """Run a stage in ``root`` and SIGKILL it where it pauses (FAKE_PAUSE ``pause``)."""
+    mark = Path(env["FAKE_MARK"])
+    mark.unlink(missing_ok=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(base / "stage.py"), str(REPO / "stages" / f"{argv[0]}.py"), *argv[1:]],
+        cwd=root,
+        env={**env, "FAKE_PAUSE": pause},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not mark.exists():
+            assert proc.poll() is None, f"stage ended early:\n{proc.stderr.read()[-4000:]}"  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the stage never reached the pause"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
-        finally:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=60)
-        assert proc.returncode == -signal.SIGKILL  # killed, not finished on its own
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL  # killed, not finished on its own
 
-    def count(root: Path, kind: str) -> int:
-        with Store(root / ".cache" / "store.sqlite") as store:
-            return store.count(kind)
 
-    b, env_b = project("whole")
-    whole_gen = stage(generate, b, env_b)
-    whole_label = stage(label, b, env_b)
-    assert _line(48, 0) in whole_gen
-    assert "judge: 16 judged, 0 repeats of an earlier verdict in this run, 0 served" in whole_label
+def _stored(root: Path, kind: str) -> int:
+    """How many records of ``kind`` the store of ``root`` holds."""
+    with Store(root / ".cache" / "store.sqlite") as store:
+        return store.count(kind)
 
-    a, env_a = project("killed")
-    killed(generate, a, env_a, f"generate {3}")
+
+@dataclass(frozen=True)
+class Whole:
+    """Root B: generate and label run uninterrupted; their stderr."""
+
+    root: Path
+    generate_err: str
+    label_err: str
+
+
+@pytest.fixture(scope="module")
+def whole(kill_base: Path) -> Whole:
+    """Root B, uninterrupted: what the killed root must give, byte for byte."""
+    root, env = _kill_project(kill_base, "whole")
+    return Whole(root, _stage(kill_base, GENERATE, root, env), _stage(kill_base, LABEL, root, env))
+
+
+@dataclass(frozen=True)
+class KilledGenerate:
+    """Root A: generate killed, what the kill left, and the rerun."""
+
+    root: Path
+    env: dict[str, str]
+    stored_at_kill: int  # generation records in the store right after the kill
+    output_at_kill: bool  # whether responses/ held a file right after the kill
+    resumed_err: str  # the rerun's stderr
+    stored_after: int  # generation records after the rerun
+
+
+@pytest.fixture(scope="module")
+def killed_generate(kill_base: Path, whole: Whole) -> KilledGenerate:
+    """Root A (after root B): generate killed after its 3rd stored batch (15 responses), then
+    rerun to its end."""
+    root, env = _kill_project(kill_base, "killed")
+    _killed(kill_base, GENERATE, root, env, f"generate {3}")
+    at_kill = _stored(root, "generation")
+    output = (root / RESPONSES).exists() and any((root / RESPONSES).iterdir())
+    resumed = _stage(kill_base, GENERATE, root, env)
+    return KilledGenerate(root, env, at_kill, output, resumed, _stored(root, "generation"))
+
+
+@pytest.mark.slow
+def test_kill_9_baseline_generates_and_judges_everything(whole: Whole) -> None:
+    assert _line(48, 0) in whole.generate_err
+    assert (
+        "judge: 16 judged, 0 repeats of an earlier verdict in this run, 0 served" in whole.label_err
+    )
+
+
+@pytest.mark.slow
+def test_kill_9_mid_generate_resumes_with_identical_responses(
+    whole: Whole, killed_generate: KilledGenerate
+) -> None:
+    """The rerun computes exactly the rest, and A's responses are B's, byte for byte."""
+    a = killed_generate
     # Batches 0..2 were stored as each finished; the kill left no output.
-    assert count(a, "generation") == 3 * BATCH
-    assert not (a / responses).exists() or not any((a / responses).iterdir())
-    resumed = stage(generate, a, env_a)
+    assert a.stored_at_kill == 3 * BATCH
+    assert not a.output_at_kill
     # The rerun found exactly what the killed run had committed, and generated the rest.
-    assert f"cues {MODEL} turn 1: 48 requests, 15 in the store, 33 to generate" in resumed
-    assert _line(33, 15) in resumed
-    assert count(a, "generation") == 48
-    assert (a / responses / f"{MODEL}.parquet").read_bytes() == (
-        b / responses / f"{MODEL}.parquet"
+    assert f"cues {MODEL} turn 1: 48 requests, 15 in the store, 33 to generate" in a.resumed_err
+    assert _line(33, 15) in a.resumed_err
+    assert a.stored_after == 48
+    assert (a.root / RESPONSES / f"{MODEL}.parquet").read_bytes() == (
+        whole.root / RESPONSES / f"{MODEL}.parquet"
     ).read_bytes()
 
-    killed(label, a, env_a, f"judge {1}")
-    assert count(a, "judge") == BATCH
-    assert not (a / labels).exists() or not any((a / labels).iterdir())
-    resumed = stage(label, a, env_a)
+
+@pytest.mark.slow
+def test_kill_9_mid_label_resumes_with_identical_labels(
+    kill_base: Path, whole: Whole, killed_generate: KilledGenerate
+) -> None:
+    """Root A, its generate resumed: label killed after the judge's 1st stored batch (5
+    verdicts) and rerun. The rerun judges exactly the rest, and A's labels are B's."""
+    a = killed_generate.root
+    _killed(kill_base, LABEL, a, killed_generate.env, f"judge {1}")
+    assert _stored(a, "judge") == BATCH
+    assert not (a / LABELS).exists() or not any((a / LABELS).iterdir())
+    resumed = _stage(kill_base, LABEL, a, killed_generate.env)
     # The 5 verdicts stored before the kill are served; the other 11 judged now.
     assert (
         "judge: 11 judged, 0 repeats of an earlier verdict in this run, 5 served from the store "
         "(earlier runs)"
     ) in resumed
-    assert count(a, "judge") == 16
+    assert _stored(a, "judge") == 16
     pd.testing.assert_frame_equal(
-        pd.read_parquet(a / labels / f"{MODEL}.parquet"),
-        pd.read_parquet(b / labels / f"{MODEL}.parquet"),
+        pd.read_parquet(a / LABELS / f"{MODEL}.parquet"),
+        pd.read_parquet(whole.root / LABELS / f"{MODEL}.parquet"),
     )

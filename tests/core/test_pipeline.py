@@ -550,7 +550,8 @@ MARKER = Path("mlruns") / "pipeline-logged.json"
 
 
 def _capture_logging(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, str, dict[str, str]]]:
-    """Replace MLflow logging (covered by test_score and test_tracking) by a recorder."""
+    """Replace MLflow logging (covered by the test_score_* and test_mlflow_* tests below and
+    test_tracking) by a recorder."""
     calls: list[tuple[Path, str, dict[str, str]]] = []
 
     def record(
@@ -569,26 +570,63 @@ def _capture_logging(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, str, d
     return calls
 
 
-@pytest.mark.slow
-def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    work, dvc_root = tmp_path / "work", tmp_path / "root"
+@dataclass(frozen=True)
+class Logged:
+    """The score and mlflow stages of the module's run, once (the ``logged`` fixture)."""
+
+    scored: Scored
+    work: Path  # the working directory they ran in (a queued experiment's temporary copy)
+    dvc_root: Path  # DVC_ROOT: where the MLflow store went
+
+
+@pytest.fixture(scope="module")
+def logged(run: Run, tmp_path_factory: pytest.TempPathFactory) -> Logged:
+    """Score the module's run and log it to MLflow, once, as a queued experiment does: in a
+    working directory of its own, DVC_ROOT another plain directory (no git: the commit is
+    "unknown"), DVC_EXP_NAME exp-fake. The outputs lie under the fixture's folder."""
+    base = tmp_path_factory.mktemp("score")
+    work, dvc_root = base / "work", base / "root"
     work.mkdir()
     dvc_root.mkdir()
-    monkeypatch.chdir(work)
-    monkeypatch.setenv("DVC_ROOT", str(dvc_root))
-    monkeypatch.setenv("DVC_EXP_NAME", "exp-fake")
-    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
-    monkeypatch.delenv("GIT_DIR", raising=False)
-    s = _score(run, run.params, tmp_path)
-    marker = Path("mlruns") / "pipeline-logged.json"
-    pipeline.mlflow(run.params, s.tracks, _data_dvc(tmp_path / "data.dvc"), marker, PROTOCOLS)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(work)
+        mp.setenv("DVC_ROOT", str(dvc_root))
+        mp.setenv("DVC_EXP_NAME", "exp-fake")
+        mp.setenv("GIT_CEILING_DIRECTORIES", str(base.parent))
+        mp.delenv("GIT_DIR", raising=False)
+        s = _score(run, run.params, base)
+        pipeline.mlflow(run.params, s.tracks, _data_dvc(base / "data.dvc"), MARKER, PROTOCOLS)
+    return Logged(s, work, dvc_root)
+
+
+def _shas(run: Run) -> dict[tuple[str, str], str]:
+    """Each (dataset, variant)'s template hash under the run's params."""
+    return variant_shas(load_params(run.params, PROTOCOLS).protocols["cues"])  # type: ignore[arg-type]
+
+
+# The combined figures (one per study, not per model and dataset).
+COMBINED = [
+    "forest.png",
+    *(f"heatmap_{d}.png" for d in ("AITA-YTA", "OEQ", "SS")),
+    "scatter.png",
+    "size.png",
+]
+
+
+@pytest.mark.slow
+def test_score_marker_lies_in_the_working_directory(logged: Logged) -> None:
     # The marker lies where dvc.yaml names it, relative to the working directory (a queued
     # experiment's temporary copy), whatever store the run went to (DVC_ROOT's).
-    assert json.loads((work / marker).read_text(encoding="utf-8"))["experiment"] == "syps"
-    assert not (dvc_root / marker).exists()
+    assert json.loads((logged.work / MARKER).read_text(encoding="utf-8"))["experiment"] == "syps"
+    assert not (logged.dvc_root / MARKER).exists()
+    # MLflow's store is under DVC_ROOT/mlruns, not the working directory (where only the
+    # stage's marker lies).
+    assert [p.name for p in (logged.work / "mlruns").iterdir()] == ["pipeline-logged.json"]
 
-    # --- metrics/cues.json
-    metrics = json.loads(s.metrics.read_text(encoding="utf-8"))
+
+@pytest.mark.slow
+def test_score_metrics(logged: Logged) -> None:
+    metrics = json.loads(logged.scored.metrics.read_text(encoding="utf-8"))
     assert set(metrics) == {MODEL}
     assert set(metrics[MODEL]) == {"OEQ", "AITA-YTA", "SS"}
     ss, aita, oeq = metrics[MODEL]["SS"], metrics[MODEL]["AITA-YTA"], metrics[MODEL]["OEQ"]
@@ -621,8 +659,11 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert oeq["spss"] == 0.0
     assert oeq["delta_P7"] == 0.0
 
-    # --- the profile plot data: JSON records (numbers stay numbers), 3 datasets x 8 variants
-    prof = json.loads((s.plots / "profile.json").read_text(encoding="utf-8"))
+
+@pytest.mark.slow
+def test_score_profile_plot_data(run: Run, logged: Logged) -> None:
+    # JSON records (numbers stay numbers), 3 datasets x 8 variants.
+    prof = json.loads((logged.scored.plots / "profile.json").read_text(encoding="utf-8"))
     assert len(prof) == 24
     assert all(
         set(r)
@@ -639,8 +680,7 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         for r in prof
     )
     # Each row carries the hash of the template that produced it.
-    shas = variant_shas(load_params(run.params, PROTOCOLS).protocols["cues"])  # type: ignore[arg-type]
-    assert {(r["dataset"], r["variant"]): r["template_sha256"] for r in prof} == shas
+    assert {(r["dataset"], r["variant"]): r["template_sha256"] for r in prof} == _shas(run)
     ss_prof = {r["variant"]: r for r in prof if r["dataset"] == "SS"}
     assert [ss_prof[v]["syc_rate"] for v in VARIANTS] == [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, None]
     # Both SS items agree on every variant, so each CI collapses onto the rate; P7 has none.
@@ -650,14 +690,16 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert ss_prof["P0"]["cue"] == "neutral"
     assert ss_prof["P0"]["model"] == MODEL
 
-    # --- one profile per (model, dataset), the combined figures, their data, the flip tables
-    combined = ["forest.png", *(f"heatmap_{d}.png" for d in ("AITA-YTA", "OEQ", "SS"))]
-    combined += ["scatter.png", "size.png"]
+
+@pytest.mark.slow
+def test_score_figures_plot_data_and_flip_tables(logged: Logged) -> None:
+    # One profile per (model, dataset), the combined figures, their data, the flip tables.
+    s = logged.scored
     profiles = [f"{MODEL}__{d}.png" for d in ("AITA-YTA", "OEQ", "SS")]
     # The PNGs alone in png/ (dvc.yaml's plots show that folder), the flip tables in tables/.
     assert sorted(p.name for p in s.figures.iterdir()) == ["png", "tables"]
     pngs = sorted(p.name for p in (s.figures / "png").iterdir())
-    assert pngs == sorted(combined + profiles)
+    assert pngs == sorted(COMBINED + profiles)
     for name in pngs:
         assert (s.figures / "png" / name).read_bytes()[:8] == PNG_MAGIC
     assert sorted(p.name for p in s.plots.iterdir()) == [
@@ -675,7 +717,11 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert len(pd.read_csv(flips / MODEL / "AITA-YTA" / "P2.csv")) == 0
     assert (flips / "index.html").exists()
 
-    # --- the summary table (`syps summary`), rows in (model, dataset) order
+
+@pytest.mark.slow
+def test_score_summary_table(logged: Logged) -> None:
+    # `syps summary` on metrics/cues.json, rows in (model, dataset) order.
+    metrics = json.loads(logged.scored.metrics.read_text(encoding="utf-8"))
     rows = [" ".join(line.split()) for line in summary_table(_floats(metrics), 0.95).splitlines()]
     assert rows[0] == "model dataset BaseSyc [95% CI] SPSS [95% CI] UNCLEAR items"
     # SS SPSS 2/7 = 0.2857... -> 0.286; SS UNCLEAR 0.125 -> 12.5%. Each CI rests on 2 items,
@@ -691,16 +737,34 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert rows[6] == f"{MODEL} OEQ: judge UNCLEAR 0.0% (paper: 7.2%)"
     assert len(rows) == 7
 
-    # --- MLflow: under DVC_ROOT/mlruns, not the working directory (where only the stage's
-    # marker lies, as dvc.yaml names it)
-    assert [p.name for p in (work / "mlruns").iterdir()] == ["pipeline-logged.json"]
-    client = mlflow.MlflowClient(tracking_uri=tracking_uri(dvc_root / "mlruns"))
+
+@dataclass(frozen=True)
+class Tracked:
+    """What the ``logged`` run left in MLflow: the client on its store, the experiment, the
+    parent run and the child runs by name."""
+
+    client: mlflow.MlflowClient
+    experiment_id: str
+    parent: mlflow.entities.Run
+    children: dict[str, mlflow.entities.Run]
+
+
+def _tracked(logged: Logged) -> Tracked:
+    """The MLflow store under DVC_ROOT/mlruns, with exactly one parent run in it."""
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(logged.dvc_root / "mlruns"))
     exp = client.get_experiment_by_name("syps")
     assert exp is not None
     found = client.search_runs([exp.experiment_id])
     parents = [r for r in found if "mlflow.parentRunId" not in r.data.tags]
     assert len(parents) == 1
     parent = parents[0]
+    children = {r.info.run_name: r for r in found if r.info.run_id != parent.info.run_id}
+    return Tracked(client, exp.experiment_id, parent, children)
+
+
+@pytest.mark.slow
+def test_mlflow_parent_run_tags(run: Run, logged: Logged) -> None:
+    parent = _tracked(logged).parent
     tags = parent.data.tags
     # The experiment's name, the commit ("unknown": no git here), the config hash.
     assert parent.info.run_name == f"exp-fake-unknown-{tags['syps.config_sha256'][:8]}"
@@ -709,7 +773,7 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     # DVC_ROOT is a plain temporary directory, not a git checkout.
     assert tags["git_commit"] == "unknown"
     assert tags["git_dirty"] == "unknown"
-    assert tags["template_sha256.SS.P3"] == shas[("SS", "P3")]
+    assert tags["template_sha256.SS.P3"] == _shas(run)[("SS", "P3")]
     assert sum(k.startswith("template_sha256.") for k in tags) == 24
     # Provenance: the model's id and revision, the protocol's settings, the judge, versions.
     assert tags[f"model.{MODEL}.model_id"] == "fake/embedded:smollm2"
@@ -722,19 +786,43 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert json.loads(tags["judge.spec"])["model"]["model"] == "judge-dir"
     assert all(tags[f"version.{pkg}"] for pkg in ("torch", "transformers", "dvc", "mlflow"))
     assert tags["data_dvc_md5"] == DATA_MD5
+
+
+@pytest.mark.slow
+def test_mlflow_parent_artifacts(run: Run, logged: Logged, tmp_path: Path) -> None:
+    st = _tracked(logged)
+    pid = st.parent.info.run_id
     # The parent holds the template set: each variant's exact text and its hash.
-    art = client.download_artifacts(
-        parent.info.run_id, "protocols/cues/templates.json", str(tmp_path / "dl")
-    )
+    art = st.client.download_artifacts(pid, "protocols/cues/templates.json", str(tmp_path / "dl"))
     tset = json.loads(Path(art).read_text(encoding="utf-8"))
     ss_p3_tpl = tset["datasets"]["SS"]["variants"]["P3"]
-    assert ss_p3_tpl["template_sha256"] == shas[("SS", "P3")]
+    assert ss_p3_tpl["template_sha256"] == _shas(run)[("SS", "P3")]
     assert ss_p3_tpl["user"].count("{situation}") == 1 and ss_p3_tpl["cue"] in ss_p3_tpl["user"]
+    # The parent holds params.yaml, the plot data with the template set, and the combined
+    # figures.
+    assert {a.path for a in st.client.list_artifacts(pid)} == {"params.yaml", "protocols"}
+    assert {a.path for a in st.client.list_artifacts(pid, "protocols/cues")} == {
+        "protocols/cues/figures",
+        "protocols/cues/forest.csv",
+        "protocols/cues/heatmap.csv",
+        "protocols/cues/profile.json",
+        "protocols/cues/scatter.csv",
+        "protocols/cues/size.csv",
+        "protocols/cues/templates.json",
+    }
+    assert {a.path for a in st.client.list_artifacts(pid, "protocols/cues/figures")} == {
+        f"protocols/cues/figures/{name}" for name in COMBINED
+    }
+
+
+@pytest.mark.slow
+def test_mlflow_child_runs(logged: Logged) -> None:
+    st = _tracked(logged)
     # SyPS's child runs keep their names: <model>/<dataset>.
-    children = {r.info.run_name: r for r in found if r.info.run_id != parent.info.run_id}
+    children = st.children
     assert set(children) == {f"{MODEL}/AITA-YTA", f"{MODEL}/OEQ", f"{MODEL}/SS"}
     child = children[f"{MODEL}/SS"]
-    assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert child.data.tags["mlflow.parentRunId"] == st.parent.info.run_id
     assert child.data.params["protocol"] == "cues"
     assert child.data.params["model"] == MODEL
     assert child.data.params["model_spec"] == "embedded:smollm2"
@@ -749,59 +837,55 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert child.data.metrics["base_syc_low_support"] == 1.0
     assert math.isnan(child.data.metrics["syc_rate_P7"])
     assert children[f"{MODEL}/OEQ"].data.params["labeler"] == JUDGE
-    assert [a.path for a in client.list_artifacts(child.info.run_id)] == [
+    assert [a.path for a in st.client.list_artifacts(child.info.run_id)] == [
         "flips",
         "metrics_table.json",
         f"{MODEL}__SS.png",
         "traces.csv",
     ]
-    flip_files = {a.path for a in client.list_artifacts(child.info.run_id, "flips")}
+    flip_files = {a.path for a in st.client.list_artifacts(child.info.run_id, "flips")}
     assert {"flips/P1.csv", "flips/P1.html", "flips/P7.html"} <= flip_files
+
+
+@pytest.mark.slow
+def test_mlflow_flip_tables_name_their_traces(logged: Logged, tmp_path: Path) -> None:
     # The logged flip tables name both traces of each row: AITA-YTA's two P1 flips.
-    aita = children[f"{MODEL}/AITA-YTA"].info.run_id
+    st = _tracked(logged)
+    aita_p1 = pd.read_csv(
+        logged.scored.figures / "tables" / "flips" / MODEL / "AITA-YTA" / "P1.csv"
+    )
+    aita = st.children[f"{MODEL}/AITA-YTA"].info.run_id
     logged_p1 = pd.read_csv(
-        client.download_artifacts(aita, "flips/P1.csv", str(tmp_path / "dl")), dtype=str
+        st.client.download_artifacts(aita, "flips/P1.csv", str(tmp_path / "dl")), dtype=str
     )
     by_cell = {
         (t.info.tags["syps.item"], t.info.tags["syps.cell.variant"]): t.info.trace_id
-        for t in client.search_traces(
-            locations=[exp.experiment_id], run_id=aita, max_results=500, include_spans=False
+        for t in st.client.search_traces(
+            locations=[st.experiment_id], run_id=aita, max_results=500, include_spans=False
         )
     }
     assert logged_p1["trace_P0"].tolist() == [by_cell[(i, "P0")] for i in aita_p1["item_id"]]
     assert logged_p1["trace_P1"].tolist() == [by_cell[(i, "P1")] for i in aita_p1["item_id"]]
-    index = tr.read_trace_index(client.download_artifacts(aita, "traces.csv", str(tmp_path)))
+    index = tr.read_trace_index(st.client.download_artifacts(aita, "traces.csv", str(tmp_path)))
     assert sorted(index["trace_id"]) == sorted(by_cell.values())
-    # The parent holds params.yaml, the plot data with the template set, and the combined
-    # figures.
-    pid = parent.info.run_id
-    assert {a.path for a in client.list_artifacts(pid)} == {"params.yaml", "protocols"}
-    assert {a.path for a in client.list_artifacts(pid, "protocols/cues")} == {
-        "protocols/cues/figures",
-        "protocols/cues/forest.csv",
-        "protocols/cues/heatmap.csv",
-        "protocols/cues/profile.json",
-        "protocols/cues/scatter.csv",
-        "protocols/cues/size.csv",
-        "protocols/cues/templates.json",
-    }
-    assert {a.path for a in client.list_artifacts(pid, "protocols/cues/figures")} == {
-        f"protocols/cues/figures/{name}" for name in combined
-    }
 
+
+@pytest.mark.slow
+def test_mlflow_traces_carry_the_labels(run: Run, logged: Logged) -> None:
     # Every conversation is a trace of its child run, its label an assessment: one per label
     # row of that (model, dataset), with the label's value (UNCLEAR a value of its own).
+    st = _tracked(logged)
     labels = pd.read_parquet(run.labels)
     for dataset in ("AITA-YTA", "OEQ", "SS"):
         rows = labels[labels["dataset"] == dataset]
-        found = client.search_traces(
-            locations=[exp.experiment_id],
-            run_id=children[f"{MODEL}/{dataset}"].info.run_id,
+        found = st.client.search_traces(
+            locations=[st.experiment_id],
+            run_id=st.children[f"{MODEL}/{dataset}"].info.run_id,
             max_results=500,
             include_spans=False,
         )
         assert len(found) == len(rows) == 16  # 2 items x 8 variants
-        logged = {
+        logged_labels = {
             (t.info.tags["syps.item"], t.info.tags["syps.cell.variant"]): (
                 t.info.tags["syps.dataset"],
                 next(a.value for a in t.info.assessments if a.name == "label"),
@@ -817,11 +901,11 @@ def test_score(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
             )
             for r in rows.itertuples()
         }
-        assert logged == expected
+        assert logged_labels == expected
     # SS has 2 UNCLEAR labels (see the summary table: 12.5% of 16).
-    ss_traces = client.search_traces(
-        locations=[exp.experiment_id],
-        run_id=children[f"{MODEL}/SS"].info.run_id,
+    ss_traces = st.client.search_traces(
+        locations=[st.experiment_id],
+        run_id=st.children[f"{MODEL}/SS"].info.run_id,
         filter_string="tags.`syps.label` = 'UNCLEAR'",
         max_results=500,
     )
@@ -1041,21 +1125,19 @@ def _served(mlruns: Path, child: mlflow.entities.Run) -> dict[str, int]:
     return {v: tags.count(v) for v in sorted(set(tags))}
 
 
-def test_mlflow_logs_what_generate_and_label_did_in_this_run_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A working copy of its own (the module's run fixture is shared), with an empty store.
+def _working_copy(mp: pytest.MonkeyPatch, tmp_path: Path) -> Run:
+    """A working copy of its own under ``tmp_path`` (the module's run fixture is shared), with
+    an empty store: the working directory and DVC_ROOT, the stages' paths under it."""
     work = tmp_path / "work"
     work.mkdir()
-    monkeypatch.chdir(work)
-    monkeypatch.setenv("DVC_ROOT", str(work))
-    monkeypatch.setenv("SYPS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("DVC_EXP_NAME", raising=False)
-    fake = install_backend(monkeypatch, reply=reply)
-    params = _write_params(work / "params.yaml")
-    here = Run(
+    mp.chdir(work)
+    mp.setenv("DVC_ROOT", str(work))
+    mp.setenv("SYPS_CACHE_DIR", str(tmp_path / "cache"))
+    mp.delenv("DVC_EXP_NAME", raising=False)
+    fake = install_backend(mp, reply=reply)
+    return Run(
         work,
-        params,
+        _write_params(work / "params.yaml"),
         work / OUT / "items.parquet",
         work / OUT / "lint.json",
         work / OUT / "responses" / f"{MODEL}.parquet",
@@ -1063,46 +1145,79 @@ def test_mlflow_logs_what_generate_and_label_did_in_this_run_only(
         fake,
         tmp_path / "cache",
     )
-    logged: list[str] = []
-    real_log = syps.core.tracking.log_pipeline_run
 
-    def record(*args: object, **kwargs: object) -> str:
-        logged.append(real_log(*args, **kwargs))  # type: ignore[arg-type]
-        return logged[-1]
 
-    monkeypatch.setattr(pipeline, "log_pipeline_run", record)  # the name the stage calls
-    data_dvc = _data_dvc(tmp_path / "data.dvc")
+@dataclass(frozen=True)
+class Reruns:
+    """What MLflow held after each of the ``reruns`` fixture's four pipeline runs (the parent
+    as "parent", the child runs by name), and the parent run ids in the order logged."""
 
-    def score() -> dict[str, mlflow.entities.Run]:
-        s = _score(here, params, work)  # the bundle in work/out/tracks: beside the run logs
-        pipeline.mlflow(params, s.tracks, data_dvc, MARKER, PROTOCOLS)
-        return _child_runs(work / "mlruns", logged[-1])
+    mlruns: Path
+    cold: dict[str, mlflow.entities.Run]
+    score_only: dict[str, mlflow.entities.Run]
+    warm: dict[str, mlflow.entities.Run]
+    replaced: dict[str, mlflow.entities.Run]
+    parents: list[str]
 
-    def generate() -> None:
-        pipeline.generate(
-            params,
-            PROTOCOLS["cues"],
-            MODEL,
-            here.items,
-            here.items.parent / "conversations.parquet",
-            here.responses,
-        )
 
-    def label() -> None:
+@pytest.fixture(scope="module")
+def reruns(tmp_path_factory: pytest.TempPathFactory) -> Reruns:
+    """Four pipeline runs in a working copy of their own, each ending in score and mlflow:
+    1. fetch -> variants -> generate -> label on a cold store; 2. score alone (a score-only
+    rerun); 3. generate and label again on the warm store; 4. generate, then its responses file
+    replaced behind the stage's back (as DVC's run cache restores an older one after a
+    revert)."""
+    tmp_path = tmp_path_factory.mktemp("reruns")
+    with pytest.MonkeyPatch.context() as mp:
+        here = _working_copy(mp, tmp_path)
+        params, work = here.params, here.root
+        logged: list[str] = []
+        real_log = syps.core.tracking.log_pipeline_run
+
+        def record(*args: object, **kwargs: object) -> str:
+            logged.append(real_log(*args, **kwargs))  # type: ignore[arg-type]
+            return logged[-1]
+
+        mp.setattr(pipeline, "log_pipeline_run", record)  # the name the stage calls
+        data_dvc = _data_dvc(tmp_path / "data.dvc")
+
+        def score() -> dict[str, mlflow.entities.Run]:
+            s = _score(here, params, work)  # the bundle in work/out/tracks: beside the run logs
+            pipeline.mlflow(params, s.tracks, data_dvc, MARKER, PROTOCOLS)
+            return _child_runs(work / "mlruns", logged[-1])
+
+        def generate() -> None:
+            conversations = here.items.parent / "conversations.parquet"
+            pipeline.generate(
+                params, PROTOCOLS["cues"], MODEL, here.items, conversations, here.responses
+            )
+
+        _stages(params, here.items, here.lint, here.responses, here.labels)
+        cold = score()
+        score_only = score()
+        generate()
         pipeline.label(params, PROTOCOLS["cues"], MODEL, here.items, here.responses, here.labels)
+        warm = score()
+        generate()
+        table = pd.read_parquet(here.responses)
+        table.loc[0, "response"] = "restored from elsewhere"
+        table.to_parquet(here.responses, index=False)
+        replaced = score()
+    return Reruns(work / "mlruns", cold, score_only, warm, replaced, logged)
 
-    _stages(params, here.items, here.lint, here.responses, here.labels)
+
+def test_mlflow_run_log_cold_store_all_generated(reruns: Reruns) -> None:
     # 1. A cold store: 2 items x 8 variants per dataset, all generated. The fake gives every
     #    OEQ prompt the same reply, so the judge sees one prompt per item: 2 judged, and the
     #    other 14 rows repeat them (served in the run log's counts; the line says repeats).
-    found = score()
+    found = reruns.cold
     ss, oeq = found[f"{MODEL}/SS"], found[f"{MODEL}/OEQ"]
     assert ss.data.params["generate_ran"] == "true" and ss.data.params["label_ran"] == "true"
     assert (ss.data.metrics["generated"], ss.data.metrics["served_from_store"]) == (16, 0)
     assert ss.data.metrics["skipped"] == 0 and ss.data.metrics["unclear"] == 2
     assert (ss.data.metrics["judged"], ss.data.metrics["judge_served_from_store"]) == (0, 0)
     assert (oeq.data.metrics["judged"], oeq.data.metrics["judge_served_from_store"]) == (2, 14)
-    assert _served(work / "mlruns", ss) == {"false": 16}  # each trace: generated in this run
+    assert _served(reruns.mlruns, ss) == {"false": 16}  # each trace: generated in this run
     tags = found["parent"].data.tags
     assert tags[f"run_log.generate.cues.{MODEL}"] == (
         f"generate cues {MODEL}: 48 rows, 48 generated, 0 repeats of an earlier request in this "
@@ -1113,37 +1228,40 @@ def test_mlflow_logs_what_generate_and_label_did_in_this_run_only(
         "earlier verdict in this run, 0 served from the store (earlier runs)"
     )
 
+
+def test_mlflow_run_log_score_only_rerun_did_not_run_generate_or_label(reruns: Reruns) -> None:
     # 2. Score again without generate or label (a score-only rerun): they did not run.
-    found = score()
+    found = reruns.score_only
     ss = found[f"{MODEL}/SS"]
     assert ss.data.params["generate_ran"] == "false" and ss.data.params["label_ran"] == "false"
     assert (ss.data.metrics["generated"], ss.data.metrics["served_from_store"]) == (0, 0)
     assert found["parent"].data.tags[f"run_log.generate.cues.{MODEL}"] == NOT_RUN
 
+
+def test_mlflow_run_log_warm_store_all_served(reruns: Reruns) -> None:
     # 3. Generate and label again on the warm store: everything served, nothing computed.
-    generate()
-    label()
-    found = score()
+    found = reruns.warm
     ss, oeq = found[f"{MODEL}/SS"], found[f"{MODEL}/OEQ"]
     assert (ss.data.metrics["generated"], ss.data.metrics["served_from_store"]) == (0, 16)
     assert (oeq.data.metrics["judged"], oeq.data.metrics["judge_served_from_store"]) == (0, 16)
-    assert _served(work / "mlruns", ss) == {"true": 16}
+    assert _served(reruns.mlruns, ss) == {"true": 16}
     assert found["parent"].data.tags[f"run_log.generate.cues.{MODEL}"] == (
         f"generate cues {MODEL}: 48 rows, 0 generated, 0 repeats of an earlier request in this "
         "run, 48 served from the store (earlier runs), 0 skipped (model not loaded)"
     )
 
+
+def test_mlflow_run_log_replaced_responses_not_vouched_for(reruns: Reruns) -> None:
     # 4. The responses file is replaced behind the stage's back (as DVC's run cache restores an
     #    older one after a revert): its run log no longer vouches for it.
-    generate()
-    table = pd.read_parquet(here.responses)
-    table.loc[0, "response"] = "restored from elsewhere"
-    table.to_parquet(here.responses, index=False)
-    found = score()
+    found = reruns.replaced
     assert found[f"{MODEL}/SS"].data.params["generate_ran"] == "false"
     assert found["parent"].data.tags[f"run_log.generate.cues.{MODEL}"] == NOT_RUN
+
+
+def test_mlflow_pipeline_runs_get_numbered_names(reruns: Reruns) -> None:
     # Each pipeline run has its own name: the same commit and config get .2, .3, ...
-    names = [_child_runs(work / "mlruns", r)["parent"].info.run_name for r in logged]
+    names = [_child_runs(reruns.mlruns, r)["parent"].info.run_name for r in reruns.parents]
     base = names[0]
     assert base.startswith("unknown-") and names == [base, f"{base}.2", f"{base}.3", f"{base}.4"]
 

@@ -161,10 +161,9 @@ def _ids(dataset: str, item: str) -> str:
     return item_id(dataset, SITUATIONS[(dataset, item)])
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A working directory with params.yaml, out/protocols/cues/items.parquet and
-    out/protocols/cues/labels/m-{a,b}.parquet."""
+def _write_project(tmp_path: Path) -> Path:
+    """Write params.yaml, out/protocols/cues/items.parquet and
+    out/protocols/cues/labels/m-{a,b}.parquet into ``tmp_path``; returns it."""
     raw = read_params()
     model = {"model": "embedded:smollm2", "backend": "hf"}
     raw["models"] = {"m-a": model, "m-b": model}
@@ -192,7 +191,14 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         pd.DataFrame(rows, columns=cols).to_parquet(
             tmp_path / OUT / "labels" / f"{m}.parquet", index=False
         )
-    return enter_project(monkeypatch, tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory with params.yaml, out/protocols/cues/items.parquet and
+    out/protocols/cues/labels/m-{a,b}.parquet."""
+    return enter_project(monkeypatch, _write_project(tmp_path))
 
 
 def _invoke(*args: str) -> tuple[int, str, str]:
@@ -332,13 +338,32 @@ def test_sample_bad_request_exits_2(project: Path, args: list[str], needle: str)
 # --- validate -------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_validate_hand_values_report_and_mlflow(project: Path) -> None:
-    sample = _sample_rules(project)
-    _annotate(sample, ROWS)
-    code, stdout, err = _invoke("judge", "validate", str(sample))
-    assert code == 0, err
+@dataclass(frozen=True)
+class Validated:
+    """``syps judge validate`` run once on the rule-labelled sample annotated with ROWS."""
 
+    project: Path
+    sample: Path
+    stdout: str
+
+
+@pytest.fixture(scope="module")
+def validated(tmp_path_factory: pytest.TempPathFactory) -> Validated:
+    """Sample AITA-YTA and SS of m-a (11 rows), annotate them with ROWS and validate, once, in a
+    project of its own: the report, the printed table and the MLflow run it leaves."""
+    project = _write_project(tmp_path_factory.mktemp("validated"))
+    with pytest.MonkeyPatch.context() as mp:
+        enter_project(mp, project)
+        sample = _sample_rules(project)
+        _annotate(sample, ROWS)
+        code, stdout, err = _invoke("judge", "validate", str(sample))
+    assert code == 0, err
+    return Validated(project, sample, stdout)
+
+
+@pytest.mark.slow
+def test_validate_report_hand_values(validated: Validated) -> None:
+    project, sample = validated.project, validated.sample
     report = json.loads((project / "sample.validation.json").read_text(encoding="utf-8"))
     aita, ss, everything = (report["datasets"][k] for k in ("AITA-YTA", "SS", "all"))
     assert list(report["datasets"]) == ["AITA-YTA", "SS", "all"]
@@ -372,6 +397,10 @@ def test_validate_hand_values_report_and_mlflow(project: Path) -> None:
     assert report["annotated_sha256"] == sha256_file(sample)
     assert report["n_skipped"] == 0
 
+
+@pytest.mark.slow
+def test_validate_prints_the_table(validated: Validated) -> None:
+    stdout = validated.stdout
     # The printed table: one line per dataset and all; SS has the exact CI [1, 1].
     assert _cells(stdout, "dataset") == [
         "dataset",
@@ -400,6 +429,10 @@ def test_validate_hand_values_report_and_mlflow(project: Path) -> None:
     assert "AITA-YTA: rows human, columns machine" in stdout
     assert "method paper" not in stdout  # no OEQ rows
 
+
+@pytest.mark.slow
+def test_validate_logs_to_mlflow(validated: Validated) -> None:
+    project, sample = validated.project, validated.sample
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(project / "mlruns"))
     exp = client.get_experiment_by_name("judge-test")
     assert exp is not None

@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +114,25 @@ def _store(root: Path, tmp: Path, env: dict[str, str]) -> dict[str, Any]:
     return dict(found)
 
 
-def test_a_fresh_clone_logs_its_run_once_and_stays_clean(tmp_path: Path, model_cache: Path) -> None:
-    root = tmp_path / "clone"
+@dataclass(frozen=True)
+class Clone:
+    """The shipped study cloned and reproduced once: its root, environment, tmp folder, what
+    git saw and the dvc.lock bytes before the run, and the first `dvc repro`'s output."""
+
+    root: Path
+    env: dict[str, str]
+    tmp: Path
+    committed: tuple[str, str]
+    lock: bytes
+    first: str
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Clone:
+    """One `dvc repro` of the shipped study in a fresh copy on a cold store, which every test
+    here asserts on (the rerun test last: it moves the store)."""
+    tmp = tmp_path_factory.mktemp("fresh")
+    root = tmp / "clone"
     copy_repo(root)
     env = {**os.environ, **GIT, "SYPS_CACHE_DIR": str(model_cache)}
     for var in ("DVC_ROOT", "DVC_EXP_NAME", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
@@ -125,15 +143,39 @@ def test_a_fresh_clone_logs_its_run_once_and_stays_clean(tmp_path: Path, model_c
     assert not (root / "mlruns" / "mlflow.db").exists()
     committed = _state(root, env)
     lock = (root / "dvc.lock").read_bytes()
+    first = _run(["dvc", "repro"], root, env).stdout
+    return Clone(root, env, tmp, committed, lock, first)
 
-    first = _run(["dvc", "repro"], root, env)
-    assert "Running stage 'mlflow'" in first.stdout, first.stdout
+
+def test_a_fresh_clone_reproduces_the_commit(clone: Clone) -> None:
     # dvc.lock and every committed output (metrics, plot data) as committed: a function of the
     # commit alone, not of this machine's cold store or of the run.
-    assert (root / "dvc.lock").read_bytes() == lock
-    assert _state(root, env) == committed
-    assert _run(["dvc", "status", "--json"], root, env).stdout.strip() == "{}"
+    assert "Running stage 'mlflow'" in clone.first, clone.first
+    assert (clone.root / "dvc.lock").read_bytes() == clone.lock
+    assert _state(clone.root, clone.env) == clone.committed
+    assert _run(["dvc", "status", "--json"], clone.root, clone.env).stdout.strip() == "{}"
 
+
+@pytest.mark.parametrize("protocol", ["cues", "pushback", "discernment", "betting"])
+def test_syps_score_in_the_study_prints_its_metrics(clone: Clone, protocol: str) -> None:
+    """`syps score --protocol <p>` on the label stage's parquet, without options, inside the
+    study, scores as the stage did (the study's seed, score block and protocol params, said in
+    one line): every number of the committed metrics/<p>.json, NaN as null."""
+    labels = clone.root / "out" / "protocols" / protocol / "labels" / "smollm2-135m.parquet"
+    done = _run(
+        ["syps", "score", "--protocol", protocol, str(labels)], clone.root / "out", clone.env
+    )
+    assert json.loads(done.stdout) == json.loads(
+        (clone.root / "metrics" / f"{protocol}.json").read_text(encoding="utf-8")
+    )
+    [said] = [line for line in done.stderr.splitlines() if line.startswith("syps score:")]
+    assert said.startswith(f"syps score: as the study in {clone.root / 'params.yaml'} scores it")
+    assert _state(clone.root, clone.env) == clone.committed  # scoring wrote nothing
+
+
+def test_a_fresh_clone_logs_its_run_once(clone: Clone) -> None:
+    root, env, tmp_path = clone.root, clone.env, clone.tmp
+    committed, lock = clone.committed, clone.lock
     first_store = _store(root, tmp_path / "dl1", env)
     [parent] = first_store["parents"]
     head = _run(["git", "rev-parse", "HEAD"], root, env).stdout.strip()

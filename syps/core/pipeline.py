@@ -54,7 +54,7 @@ from syps.core.io import (
     write_parquet,
 )
 from syps.core.judge import StoreJudge
-from syps.core.layout import responses_beside, run_log_dir
+from syps.core.layout import Layout, responses_beside, run_log_dir
 from syps.core.params import Protocols, load_params
 from syps.core.protocol import (
     CONVERSATION_COLUMNS,
@@ -624,7 +624,9 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path, protocols: 
             )
         )
     logged.unlink(missing_ok=True)  # DVC removes it first; by hand, a failed run must too
-    mlruns = logged.parent  # the marker lies in the store's folder (logged_marker)
+    # The study's store: the repository's, which for a queued experiment (run in a copy) is
+    # its parent's (DVC_ROOT); the marker ``logged`` stays in the working copy.
+    mlruns = Layout.here().mlruns
     run_id = log_pipeline_run(mlruns, p.tracking.experiment, run_name, tags, runs, artifacts)
     # Only now: a run that failed before logging leaves the records for the next one.
     for folder, stage, m in consumed:

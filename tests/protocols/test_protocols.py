@@ -169,10 +169,11 @@ def test_the_defaults_of_a_minimal_protocol() -> None:
 
 def test_the_registry_imports_a_protocol_when_it_is_first_looked_up() -> None:
     # A stage looks its own protocol up: only that package is imported (test_dvc_deps checks
-    # the stage processes), and the entries keep the registry's order.
+    # the stage processes), and the entries keep the registry's order (the shipped four
+    # first; tests/protocols/test_adding_a_protocol.py appends a fifth).
     code = (
         "import sys; from syps.protocols import PROTOCOLS; "
-        "assert list(PROTOCOLS) == ['cues', 'pushback', 'discernment', 'betting']; "
+        "assert list(PROTOCOLS)[:4] == ['cues', 'pushback', 'discernment', 'betting']; "
         "assert not any(m.startswith('syps.protocols.') for m in sys.modules); "
         "PROTOCOLS['betting']; "
         "print(sorted(m for m in sys.modules if m.count('.') == 2 "

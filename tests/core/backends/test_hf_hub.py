@@ -115,6 +115,7 @@ def _generate(root: Path, hub: Path) -> tuple[pd.DataFrame, str]:
             "cues",
             "tiny",
             "items.parquet",
+            "conversations.parquet",
             str(out),
         ],
         cwd=root,

@@ -364,14 +364,18 @@ def _response_rows(
     done = asked[have].reset_index(drop=True)
     found = [records[k] for k, h in zip(keys, have, strict=True) if h]
     replies = [split_reasoning(rec["text"]) for rec in found]
+    # What every row of the turn shares, generated or skipped: the model and its settings.
+    shared = {
+        "model": model,
+        "model_id": identity["model_id"],
+        "revision": identity["revision"],
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "seed": sampling.seed,
+    }
     out = done.assign(
         store_key=[k for k, h in zip(keys, have, strict=True) if h],
-        model=model,
-        model_id=identity["model_id"],
-        revision=identity["revision"],
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
-        seed=sampling.seed,
+        **shared,
         response=[r.answer for r in replies],
         reasoning=[r.reasoning for r in replies],
         prompt_tokens=[rec["prompt_tokens"] for rec in found],
@@ -381,12 +385,7 @@ def _response_rows(
     skipped = table[table["skipped"] != ""].reset_index(drop=True)
     gone = skipped.assign(
         store_key="",
-        model=model,
-        model_id=identity["model_id"],
-        revision=identity["revision"],
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
-        seed=sampling.seed,
+        **shared,
         response="",
         reasoning="",
         prompt_tokens=0,

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -203,3 +207,82 @@ def lint_first_turn(protocol: Any, params: Any, items: Any) -> dict[str, Any]:
 
     records = protocol.read_items(items)
     return protocol.lint(params, records, first_turn(protocol, params, records))  # type: ignore[no-any-return]
+
+
+# The slow tier's one run. The end-to-end, determinism and MLflow checks assert on one `dvc
+# repro` of the tiny study in a fresh copy, made once per pytest process (CI runs their files
+# in one job, .ci/run). A test that changes a study works on a copy of it (`copy_run`), so the
+# run stays as the repro left it for every other test. The git identity and dates are fixed so
+# that every copy of the same files is the same commit, and MLflow records the same tags.
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "GIT_AUTHOR_DATE": "2025-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2025-01-01T00:00:00+0000",
+}
+
+
+def run_env(model_cache: Path | None = None) -> dict[str, str]:
+    """The environment of a command in a copy: the fixed git identity, the session's model
+    cache, and no DVC variables of an experiment this session may itself run in."""
+    env = {**os.environ, **GIT_IDENTITY}
+    if model_cache is not None:
+        env["SYPS_CACHE_DIR"] = str(model_cache)
+    for var in ("DVC_ROOT", "DVC_EXP_NAME"):
+        env.pop(var, None)
+    return env
+
+
+def fresh_copy(dest: Path) -> None:
+    """A git copy of the repository with the tiny params, committed."""
+    copy_repo(dest)
+    tiny_params(dest)
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "tiny"]):
+        subprocess.run(cmd, cwd=dest, check=True, env=run_env())
+
+
+def repro(root: Path, env: dict[str, str], *args: str) -> str:
+    """`dvc repro` in ``root``, which must succeed; returns what it printed."""
+    done = subprocess.run(
+        ["dvc", "repro", *args], cwd=root, env=env, capture_output=True, text=True, timeout=1200
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+@dataclass(frozen=True)
+class OneRun:
+    """``pristine``: the committed copy before any run (copy it for another run from the same
+    commit); ``root``: a copy of it after one cold `dvc repro`, which printed ``log``; ``env``:
+    the environment it ran in. Read ``root``; change only a `copy_run` of it."""
+
+    pristine: Path
+    root: Path
+    env: dict[str, str]
+    log: str
+
+
+@pytest.fixture(scope="session")
+def one_run(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> OneRun:
+    pristine = tmp_path_factory.mktemp("pristine") / "syps"
+    fresh_copy(pristine)
+    root = tmp_path_factory.mktemp("one-run") / "syps"
+    shutil.copytree(pristine, root, symlinks=True)
+    assert not (root / ".cache").exists()  # a cold store: the run generates everything
+    env = run_env(model_cache)
+    return OneRun(pristine, root, env, repro(root, env))
+
+
+def copy_run(run: OneRun, dest: Path) -> Path:
+    """A copy of the run to change, without its MLflow store: a store's experiment keeps its
+    artifacts at an absolute path, which in a copy would still be the run's. The copy's first
+    `dvc repro` logs the run to a store of its own and runs nothing else."""
+    store = run.root / "mlruns"
+
+    def _store_files(folder: str, names: list[str]) -> set[str]:
+        return {n for n in names if n != ".gitignore"} if Path(folder) == store else set()
+
+    shutil.copytree(run.root, dest, symlinks=True, ignore=_store_files)
+    return dest

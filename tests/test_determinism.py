@@ -4,16 +4,16 @@ of the response store.
 `dvc repro` runs from scratch in fresh git copies of the repository, on the real embedded model
 with a tiny config; only the converted model weights are shared (SYPS_CACHE_DIR).
 
-* Cold, twice: two copies, each with its own empty response store (<copy>/.cache/store.sqlite),
-  so the second run generates and judges everything again instead of reading the first run's
-  answers.
+* Cold, twice: the slow tier's one run (conftest.one_run) and a second copy, each with its own
+  empty response store (<copy>/.cache/store.sqlite), so the second run generates and judges
+  everything again instead of reading the first run's answers.
 * Warm, with a history: a third copy first runs a smaller study (SyPS's data.limit 1), so its store
   holds half the responses, and judgements scored in batches of another composition (which
   moves a log-probability by up to ~2e-5 nats); then the shipped params again (half generated,
   half served), then `dvc repro -f` (everything served).
 
-The copies are copies of one fresh copy (its git repository included), taken before any run, so
-all runs start from the same commit and MLflow records the same tags. Every file under out/
+The copies are copies of one fresh copy (its git repository included: one_run.pristine, never
+run), so all runs start from the same commit and MLflow records the same tags. Every file under out/
 (every protocol's), metrics/, plots/ and dvc.lock is compared byte for byte; a PNG that differs
 is also decoded, so the report says whether its pixels or only its metadata differ. The MLflow
 child runs of the two cold runs (one per protocol x model x dataset) must hold the same metrics
@@ -23,92 +23,52 @@ and params.
 from __future__ import annotations
 
 import math
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from conftest import copy_repo, tiny_params
+from conftest import OneRun, repro, run_env
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 MODEL = "smollm2-135m"
-GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-    "GIT_AUTHOR_DATE": "2025-01-01T00:00:00+0000",
-    "GIT_COMMITTER_DATE": "2025-01-01T00:00:00+0000",
-}
-
-
-def _fresh_copy(dest: Path) -> None:
-    copy_repo(dest)
-    tiny_params(dest)
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "tiny"]):
-        subprocess.run(cmd, cwd=dest, check=True, env=_env())
-
-
-def _env(model_cache: Path | None = None) -> dict[str, str]:
-    env = {**os.environ, **GIT_IDENTITY}
-    if model_cache is not None:
-        env["SYPS_CACHE_DIR"] = str(model_cache)
-    for var in ("DVC_ROOT", "DVC_EXP_NAME"):
-        env.pop(var, None)
-    return env
-
-
-def _repro(dest: Path, model_cache: Path, *args: str) -> str:
-    res = subprocess.run(
-        ["dvc", "repro", *args],
-        cwd=dest,
-        env=_env(model_cache),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
-    return res.stdout + res.stderr
 
 
 @pytest.fixture(scope="module")
-def copies(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    # The other copies are copies of the first, made before any run: the working tree may
-    # change while a run runs, and all runs must start from the same commit.
-    roots = [tmp_path_factory.mktemp(name) / "syps" for name in ("first", "second", "warm")]
-    _fresh_copy(roots[0])
-    for root in roots[1:]:
-        shutil.copytree(roots[0], root, symlinks=True)
-    return roots[0], roots[1], roots[2]
+def runs(
+    one_run: OneRun, tmp_path_factory: pytest.TempPathFactory, model_cache: Path
+) -> tuple[Path, Path]:
+    """Two cold runs: the slow tier's one run (conftest.one_run) and a second copy of its
+    commit, run here with an empty store of its own; returns their roots. What each printed is
+    kept beside its copy."""
+    second = tmp_path_factory.mktemp("second") / "syps"
+    shutil.copytree(one_run.pristine, second, symlinks=True)
+    assert not (second / ".cache" / "store.sqlite").exists()
+    (second.parent / "repro.log").write_text(repro(second, run_env(model_cache)))
+    (one_run.root.parent / "repro.log").write_text(one_run.log)
+    return one_run.root, second
 
 
 @pytest.fixture(scope="module")
-def runs(copies: tuple[Path, Path, Path], model_cache: Path) -> tuple[Path, Path]:
-    """Two cold runs; returns their roots. What they printed is kept beside each copy."""
-    for root in copies[:2]:
-        assert not (root / ".cache" / "store.sqlite").exists()
-        (root.parent / "repro.log").write_text(_repro(root, model_cache))
-    return copies[0], copies[1]
-
-
-@pytest.fixture(scope="module")
-def warm(copies: tuple[Path, Path, Path], model_cache: Path) -> tuple[Path, list[str]]:
-    """The third copy after a smaller study, the shipped params, and a forced rerun; returns its
-    root and the output of the last two runs."""
-    root = copies[2]
+def warm(
+    one_run: OneRun, tmp_path_factory: pytest.TempPathFactory, model_cache: Path
+) -> tuple[Path, list[str]]:
+    """A third copy of the commit after a smaller study, the shipped params, and a forced
+    rerun; returns its root and the output of the last two runs."""
+    root = tmp_path_factory.mktemp("warm") / "syps"
+    shutil.copytree(one_run.pristine, root, symlinks=True)
+    env = run_env(model_cache)
     params = root / "params.yaml"
     shipped = params.read_text()
     raw = yaml.safe_load(shipped)
     raw["protocols"]["cues"]["data"]["limit"] = 1
     params.write_text(yaml.safe_dump(raw, sort_keys=False))
-    _repro(root, model_cache)
+    repro(root, env)
     params.write_text(shipped)
-    return root, [_repro(root, model_cache), _repro(root, model_cache, "-f")]
+    return root, [repro(root, env), repro(root, env, "-f")]
 
 
 def _compared_files(root: Path) -> set[str]:

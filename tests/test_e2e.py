@@ -9,7 +9,6 @@ the MLflow store it produced.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import copy_repo, tiny_params
+from conftest import GIT_IDENTITY, OneRun, copy_run
 from test_dvc_deps import SCREEN, dvc_metric_keys
 
 from syps.core.runlayout import child_metrics
@@ -32,12 +31,6 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 CUES = Path("out/protocols/cues")
 MODEL = "smollm2-135m"  # the tiny params' one model
-GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-}
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -45,26 +38,11 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Completed
 
 
 @pytest.fixture(scope="module")
-def project(
-    tmp_path_factory: pytest.TempPathFactory, model_cache: Path
-) -> tuple[Path, dict[str, str]]:
-    """A git clone-like copy of the tracked files with a tiny params.yaml, after one repro."""
-    dest = tmp_path_factory.mktemp("clone") / "syps"
-    copy_repo(dest)
-    tiny_params(dest)
-    env = {**os.environ, "SYPS_CACHE_DIR": str(model_cache)}
-    env.pop("DVC_ROOT", None)
-    env.pop("DVC_EXP_NAME", None)
-    for cmd in (
-        ["git", "init", "-q"],
-        ["git", "add", "-A"],
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tiny"],
-    ):
-        subprocess.run(cmd, cwd=dest, check=True, env=env)
-    first = _run(["dvc", "repro"], dest, env)
-    assert first.returncode == 0, first.stdout + first.stderr
-    (dest / "first_repro.log").write_text(first.stdout + first.stderr)
-    return dest, env
+def project(one_run: OneRun) -> tuple[Path, dict[str, str]]:
+    """The slow tier's one run (conftest.one_run): a git copy of the tracked files with the tiny
+    params, after one repro. Read only; test_rerun_is_a_no_op_then_a_cue_edit_reruns edits a
+    copy."""
+    return one_run.root, one_run.env
 
 
 def _mlflow_runs(root: Path) -> list:  # type: ignore[type-arg]
@@ -318,7 +296,7 @@ def test_the_first_look_at_dvc_metrics_fits_200_columns(
     assert ("metrics/summary/cues.json", "smollm2-135m.SS.base_syc_ci_low") in rows
 
 
-def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]]) -> None:
+def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     root, env = project
     # By default DVC reads the declared metrics, the headline files; a full file, a plain
     # output, when it is named: every number of it.
@@ -335,9 +313,9 @@ def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]]) -> Non
         path: _dvc_metric_keys(root, path) for path in full
     }
     assert "smollm2-135m.SS.delta_P3_n" in dvc_metric_keys(data["metrics/cues.json"]["data"])
-    plots = _run(["dvc", "plots", "show", "-o", "plots_html"], root, env)
+    plots = _run(["dvc", "plots", "show", "-o", str(tmp_path / "plots_html")], root, env)
     assert plots.returncode == 0, plots.stderr
-    html = (root / "plots_html" / "index.html").read_text()
+    html = (tmp_path / "plots_html" / "index.html").read_text()
     assert "syc_rate" in html
     # Offline: no script from the network (the libraries are inlined by .dvc/vega/page.html).
     assert re.findall(r"<script\b[^>]*\bsrc=", html) == []
@@ -354,9 +332,14 @@ def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]]) -> Non
     assert set(re.findall(r'<img src="([^"]*\.png)"', html)) == pngs
 
 
-def test_rerun_is_a_no_op_then_a_cue_edit_reruns(project: tuple[Path, dict[str, str]]) -> None:
-    root, env = project
+def test_rerun_is_a_no_op_then_a_cue_edit_reruns(one_run: OneRun, tmp_path: Path) -> None:
+    root, env = copy_run(one_run, tmp_path / "syps"), one_run.env
+    # The copy has no MLflow store: its first repro logs the run there and runs nothing else.
+    logged = _run(["dvc", "repro"], root, env)
+    assert logged.returncode == 0, logged.stderr
+    assert re.findall(r"Running stage '([^']+)'", logged.stdout) == ["mlflow"]
     before = len(_mlflow_runs(root))
+    assert before == 7  # the parent and its six children
     again = _run(["dvc", "repro"], root, env)
     assert again.returncode == 0, again.stderr
     assert "didn't change, skipping" in again.stdout

@@ -42,4 +42,7 @@ step incremental python bench/incremental.py
 step hf_dtype python bench/hf_dtype.py
 step hf_prefix python bench/hf_prefix.py --repeats 3
 step hf_throughput python bench/hf_throughput.py
+# The README's test command, in the checkout: rewrites the test row of docs/performance.md.
+cd "$repo"
+step test_count python bench/test_count.py
 echo "== done $(date +%T); the clones are in $work" >>"$logs/progress"

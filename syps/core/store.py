@@ -70,7 +70,13 @@ def generation_key(
     replicate: int = 0,
 ) -> str:
     """Key of one generation: backend and model identity, exact messages, every parameter that
-    changes the output, and the replicate index."""
+    changes the output, and the replicate index.
+
+    ``messages_json`` is the conversation's one encoding (``messages.conversation_json``): the
+    bytes conversations.parquet holds, the response row stores and the backend is handed. The
+    key's document holds it as a string, neither decoded nor encoded again, so the key is a
+    hash over exactly those bytes (nesting the messages as a JSON value would mean a second
+    encoding of them, and a new key for every response already in a store)."""
     return sha256_text(
         canonical_json(
             {

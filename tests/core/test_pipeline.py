@@ -1111,7 +1111,6 @@ def _child_runs(mlruns: Path, run_id: str) -> dict[str, mlflow.entities.Run]:
     return {"parent": parent, **{c.info.run_name: c for c in children}}
 
 
-@pytest.mark.slow
 def _served(mlruns: Path, child: mlflow.entities.Run) -> dict[str, int]:
     """How many of a child's traces say they were served from the store, and how many not."""
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))

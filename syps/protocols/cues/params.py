@@ -195,10 +195,6 @@ class CuesParams(ProtocolParams):
     def __post_init__(self) -> None:
         validate(self)
 
-    def max_new(self, dataset: str) -> int:
-        """A dataset's answer length."""
-        return self.max_new_tokens.get(dataset, self.generation.max_new_tokens)
-
 
 def _check_dataset_sources(p: CuesParams, ds: str) -> None:
     """Check one listed dataset's registry entry, config entries, CSV or URL and columns."""

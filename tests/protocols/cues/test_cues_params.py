@@ -8,11 +8,13 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import read_params
 
 from syps.core.config import ConfigError, parse
+from syps.core.conversation import conversation_table
 from syps.core.judge import judge_template_sha256
 from syps.core.params import load_params
 from syps.protocols import PROTOCOLS
@@ -100,11 +102,10 @@ def test_minimal_block_parses_and_validates(raw: dict[str, Any]) -> None:
     assert p.data.limit is None
     assert p.data.yta_value == "YTA"
     assert p.data.elephant.cache_dir == ".cache/elephant"
-    # Greedy, one answer per prompt; a dataset's length is its max_new_tokens entry, else
-    # generation.max_new_tokens.
+    # Greedy, one answer per prompt, 64 new tokens where a dataset has no length of its own.
     g = p.generation
     assert (g.temperature, g.top_p, g.reps, g.max_new_tokens) == (0.0, 1.0, 1, 64)
-    assert p.max_new("SS") == 32 and p.max_new("AITA-YTA") == 64 and p.max_new("OEQ") == 64
+    assert p.max_new_tokens == {"AITA-YTA": 64, "SS": 32}
 
 
 def test_parse_does_not_mutate_input(raw: dict[str, Any]) -> None:
@@ -269,7 +270,26 @@ def test_a_dataset_without_a_length_of_its_own_takes_the_generation_one(
 ) -> None:
     raw["max_new_tokens"].pop("SS")
     raw["generation"] = {"max_new_tokens": 12}
-    assert _parse(raw).max_new("SS") == 12
+    p = _parse(raw)
+    items = pd.DataFrame(
+        {
+            "dataset": ["AITA-YTA", "SS"],
+            "item_id": ["a1", "s1"],
+            "row": [0, 0],
+            "situation": ["I left.", "Cats are best."],
+            "reference": ["YTA", ""],
+        }
+    )
+    protocol = PROTOCOLS["cues"]
+    built = protocol.requests(p, items, 1, pd.DataFrame(), None)
+    table, _ = conversation_table(protocol, built, p.generation)
+    # Two variants of each item: AITA-YTA at its own 64, SS at the generation's 12.
+    assert list(zip(table["dataset"], table["max_new_tokens"], strict=True)) == [
+        ("AITA-YTA", 64),
+        ("AITA-YTA", 64),
+        ("SS", 12),
+        ("SS", 12),
+    ]
 
 
 @pytest.mark.parametrize(

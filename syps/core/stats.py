@@ -1,5 +1,6 @@
 """The statistics every protocol shares, each written once: the seeded item-level resample, the
-percentile bootstrap CI, NaN-aware means, a flip between paired labels, and exact paired tests.
+percentile bootstrap CI, NaN-aware means, a flip between paired labels, exact paired tests, the
+Holm adjustment, and the Kaplan-Meier survival estimate.
 
 Pure and vectorised. A bootstrap is drawn once as a (resamples, items) count matrix and shared
 by every metric of a table, which makes it paired across conditions; each metric is then a
@@ -10,9 +11,11 @@ UNCLEAR label, a condition not generated): left out of every mean, never counted
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.stats import binom
+from scipy.stats import binom, norm
 
 # --- the item bootstrap ---------------------------------------------------------------------
 
@@ -162,3 +165,66 @@ def holm(p: np.ndarray) -> np.ndarray:
     scaled = (m - np.arange(m)) * p[order]
     out[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
     return out
+
+
+# --- survival -------------------------------------------------------------------------------
+
+
+class ProductLimit(NamedTuple):
+    """The Kaplan-Meier table of a sample of (duration, event) pairs, one entry per distinct
+    duration: ``at_risk`` entering it, ``events`` and ``censored`` there, ``survival`` just
+    after it, its Greenwood variance, and the pointwise log(-log) interval (``low``, ``high``)."""
+
+    time: np.ndarray
+    at_risk: np.ndarray
+    events: np.ndarray
+    censored: np.ndarray
+    survival: np.ndarray
+    variance: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+
+def product_limit(duration: ArrayLike, event: ArrayLike, ci: float = 0.95) -> ProductLimit:
+    """The Kaplan-Meier (product-limit) estimate of P(T > t): S(t) = prod over event times
+    t_i <= t of (1 - d_i / n_i), with n_i the subjects whose duration is at least t_i and d_i
+    those with an event at t_i (an event and a censoring at the same time: the censored one is
+    still at risk there, the usual convention). Greenwood's variance S(t)^2 * sum d_i / (n_i (n_i
+    - d_i)), and the interval exp(-exp(log(-log S) -/+ z * sqrt(v))) with v = sum d_i / (n_i (n_i
+    - d_i)) / log(S)^2 (the log(-log) transform keeps it in [0, 1]; NaN where S is 0 or 1).
+
+    Written here rather than taken from lifelines: its current release requires pandas < 3,
+    which would replace the stack's pandas and change the bytes of every parquet file syps
+    commits. The estimate is a few vectorised lines; tests/core/test_stats.py checks it on a
+    table worked by hand.
+    """
+    d = np.asarray(duration, dtype=float)
+    e = np.asarray(event, dtype=bool)
+    if d.shape != e.shape or d.ndim != 1:
+        raise ValueError("duration and event must be 1-D arrays of one length")
+    if np.isnan(d).any():
+        raise ValueError("a duration is missing (NaN)")
+    time, where = np.unique(d, return_inverse=True)
+    leaving = np.bincount(where, minlength=len(time))
+    events = np.bincount(where[e], minlength=len(time))
+    at_risk = len(d) - np.concatenate([[0], np.cumsum(leaving)[:-1]])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        surv = np.cumprod(1.0 - events / at_risk)
+        terms = np.where(events > 0, events / (at_risk * (at_risk - events)), 0.0)
+        sums = np.cumsum(terms)
+        variance = surv**2 * sums
+        z = norm.ppf(1 - (1 - ci) / 2)
+        spread = z * np.sqrt(sums / np.log(surv) ** 2)
+        loglog = np.log(-np.log(surv))
+        low, high = np.exp(-np.exp(loglog + spread)), np.exp(-np.exp(loglog - spread))
+    inside = (surv > 0) & (surv < 1)
+    return ProductLimit(
+        time,
+        at_risk,
+        events,
+        leaving - events,
+        surv,
+        variance,
+        np.where(inside, low, np.nan),
+        np.where(inside, high, np.nan),
+    )

@@ -20,6 +20,7 @@ from syps.core.stats import (
     mcnemar_exact,
     nanmean,
     percentile_ci,
+    product_limit,
     resample_indices,
     row_nanmean,
     weighted_means,
@@ -281,3 +282,35 @@ def test_holm_matches_textbook_definition(raw: list[float]) -> None:
         else:
             assert g == pytest.approx(e, abs=1e-15)
             assert p <= g <= 1.0
+
+
+# --- survival -------------------------------------------------------------------------------
+
+
+def test_product_limit_hand_example() -> None:
+    # Durations 3, 1, 1, 4 with events 1, 0, 1, 0. Turn 1: 4 at risk, one event, one censored
+    # (still at risk there): S = 1 - 1/4 = 3/4. Turn 3: 2 at risk, one event: S = 3/4 * 1/2 =
+    # 3/8. Turn 4: 1 at risk, censored: S stays 3/8. Greenwood sums: 1/(4*3) = 1/12, then
+    # 1/12 + 1/(2*1) = 7/12; variances (3/4)^2/12 = 3/64 and (3/8)^2 * 7/12 = 21/256.
+    km = product_limit([3, 1, 1, 4], [1, 0, 1, 0])
+    assert km.time.tolist() == [1, 3, 4]
+    assert km.at_risk.tolist() == [4, 2, 1]
+    assert km.events.tolist() == [1, 1, 0] and km.censored.tolist() == [1, 0, 1]
+    assert km.survival.tolist() == pytest.approx([0.75, 0.375, 0.375])
+    assert km.variance.tolist() == pytest.approx([3 / 64, 21 / 256, 21 / 256])
+    # log(-log) interval at turn 1, by hand: log(-log 0.75) = -1.24590, v = (1/12) /
+    # (log 0.75)^2 = 1.00691, z sqrt(v) = 1.96673; exp(-exp(-1.24590 +- 1.96673)) = 0.12795,
+    # 0.96055. At turn 3: v = (7/12) / (log 0.375)^2, giving 0.01097 and 0.80800.
+    assert km.low.tolist() == pytest.approx([0.12795, 0.01097, 0.01097], abs=1e-5)
+    assert km.high.tolist() == pytest.approx([0.96055, 0.80800, 0.80800], abs=1e-5)
+
+
+def test_product_limit_all_events_reaches_zero_and_refuses_bad_input() -> None:
+    # Two subjects, events at 1 and 2: S = 1/2, then 0; at 0 the interval is undefined.
+    km = product_limit([2, 1], [1, 1])
+    assert km.survival.tolist() == [0.5, 0.0]
+    assert math.isnan(km.low[1]) and math.isnan(km.high[1])
+    with pytest.raises(ValueError, match="one length"):
+        product_limit([1, 2], [1])
+    with pytest.raises(ValueError, match="missing"):
+        product_limit([1, float("nan")], [1, 0])

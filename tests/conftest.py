@@ -14,7 +14,14 @@ import pytest
 
 @pytest.fixture(scope="session")
 def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One GGUF conversion of the embedded model for the whole test session."""
+    """One GGUF conversion of the embedded model for the whole test session; with
+    ``SYPS_TEST_MODEL_CACHE`` set, that folder, shared by every pytest process that names it
+    (CI's jobs: one conversion for the whole run instead of one per job; two processes that
+    convert at once build the copy once, ``hf_resolve.build_once``)."""
+    shared = os.environ.get("SYPS_TEST_MODEL_CACHE")
+    if shared:
+        Path(shared).mkdir(parents=True, exist_ok=True)
+        return Path(shared)
     return tmp_path_factory.mktemp("syps-cache")
 
 

@@ -15,8 +15,10 @@ What a stage reads is derived here, never listed:
   dataclasses, dicts and lists record every read. Reads made while parsing and validating
   params are not counted: they decide whether a run starts, not what it writes.
 
-Then, with a dvc.lock that matches the copy, every module and every params key read is edited
-and `dvc status` must list each stage that reads it.
+Then, with a dvc.lock that matches the copy: every module a stage reads must lie in a code
+dependency dvc.yaml declares for it, and each declared code dependency (a file, or one module
+of a folder, whose hash covers every file in it) and every params key read is edited alone and
+`dvc status` must list each stage that declares or reads it.
 
 The same run also checks where the caches are ($SYPS_CACHE_DIR moves the model cache, never
 the response store or mlruns/) and the plots: `dvc plots show` and `dvc plots diff` work
@@ -441,25 +443,47 @@ def test_every_stage_was_recorded(project: Project) -> None:
 
 @pytest.mark.slow
 def test_every_module_edit_makes_its_stages_stale(project: Project) -> None:
-    """Each module (and stage entry point) edited alone: every stage importing it is listed."""
-    files = sorted(
-        str(p.relative_to(project.root))
-        for pattern in ("syps/**/*.py", "stages/*.py")
-        for p in project.root.glob(pattern)
-    )
-    assert "syps/core/config.py" in files and "syps/core/backends/hf.py" in files
+    """Each module a stage imports lies under a code dependency dvc.yaml declares for it, and
+    DVC finds a stage stale when a file under any of its code dependencies is edited alone: so
+    an edit to any module makes every stage importing it stale. DVC is asked once per declared
+    dependency (a file, or one module of a folder: a folder's hash covers each file in it),
+    not once per module."""
+    from dvc.repo import Repo
+
+    with contextlib.chdir(project.root), Repo(str(project.root)) as repo:
+        deps = {
+            s.addressing: [str(d.def_path).rstrip("/") for d in s.deps]
+            for s in repo.index.stages
+            if not s.is_data_source
+        }
+    assert set(deps) == set(project.stages)
+
+    def covers(dep: str, rel: str) -> bool:
+        return rel == dep or rel.startswith(dep + "/")
+
+    # The modules each stage imported while it ran lie in its declared dependencies.
+    undeclared = [
+        f"{stage}: imports {rel}, not in its deps"
+        for stage, mods in project.modules.items()
+        for rel in sorted(mods)
+        if not any(covers(d, rel) for d in deps[stage])
+    ]
+    assert undeclared == [], "\n".join(undeclared)
+    code = sorted({d for ds in deps.values() for d in ds if d.startswith(("syps", "stages/"))})
+    assert "syps/core" in code and "stages/generate.py" in code
     missing = []
-    for rel in files:
-        readers = {s for s, mods in project.modules.items() if rel in mods}
-        path = project.root / rel
-        original = path.read_bytes()
-        path.write_bytes(original + b"\n# an edit\n")
+    for dep in code:
+        path = project.root / dep
+        rel = dep if path.is_file() else str(min(path.rglob("*.py")).relative_to(project.root))
+        declaring = {s for s, ds in deps.items() if any(covers(d, rel) for d in ds)}
+        original = (project.root / rel).read_bytes()
+        (project.root / rel).write_bytes(original + b"\n# an edit\n")
         try:
             stale = set(_status(project.root))
         finally:
-            path.write_bytes(original)
-        if readers - stale:
-            missing.append(f"{rel}: read by {sorted(readers - stale)}, not listed by dvc status")
+            (project.root / rel).write_bytes(original)
+        if declaring - stale:
+            missing.append(f"{rel}: a dep of {sorted(declaring - stale)}, not listed by dvc status")
     assert missing == [], "\n".join(missing)
     # Bytecode beside the modules is not code: it must not make anything stale.
     cache = project.root / "syps" / "__pycache__"

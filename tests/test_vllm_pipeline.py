@@ -1,11 +1,12 @@
 """`backend: vllm` through the pipeline, with vLLM's CPU build on the embedded model.
 
-1. A cold `dvc repro` of the default study (SyPS and pushback; discernment and betting
-   disabled to keep it short), with the model and the judge on vLLM (fp32, eager), writes the
-   committed metrics and plots byte for byte. Those were made by the hf backend: in fp32 the
-   two engines decode the same tokens and the judges give the same verdicts, so every label
-   and every number agrees. Nothing is served from the committed run: the store starts empty
-   and keys a vllm answer apart from an hf one.
+1. A cold `dvc repro` of the default study's SyPS (the other protocols disabled to keep it
+   short: their turns reach the engine through the same backend interface, whose tokens
+   tests/core/backends/test_vllm.py compares with hf's), with the model and the judge on vLLM
+   (fp32, eager), writes SyPS's committed metrics and plots byte for byte. Those were made
+   by the hf backend: in fp32 the two engines decode the same tokens and the judges give the
+   same verdicts, so every label and every number agrees. Nothing is served from the
+   committed run: the store starts empty and keys a vllm answer apart from an hf one.
 2. The many-models recipe (docs/many-models.md): two queued experiments, `dvc queue start -j
    2`, each generating through its own vLLM engine on one core, sharing one response store.
    Hand-derived count: data.limit 2 gives 2 items x 3 datasets x 8 variants = 48 prompts per
@@ -59,7 +60,7 @@ def test_a_cold_repro_on_vllm_writes_the_committed_outputs(
 ) -> None:
     root = tmp_path / "repo"
     copy_repo(root)
-    keep = {"cues", "pushback"}
+    keep = {"cues"}
     params = root / "params.yaml"
     params.write_text(_on_vllm(params.read_text(encoding="utf-8"), keep), encoding="utf-8")
     for cmd in (("git", "init", "-q"), ("git", "add", "-A"), ("git", "commit", "-qm", "vllm")):

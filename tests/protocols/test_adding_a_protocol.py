@@ -2,8 +2,9 @@
 
 The docs' fifth protocol ("echo": asks each of two questions once, labels an answer 1 when it
 names the item's keyword; one file of at most 60 lines) is read from docs/adding-a-protocol.md
-and checked by hand, then added to a copy of the repository exactly as the page says. The
-copy's git diff holds only those three places, and `dvc repro` runs it: its stages exist, its
+and checked by hand, then added exactly as the page says to a copy of the slow tier's one run
+(conftest.one_run: the tiny study after its `dvc repro`). The copy's git diff holds only those
+three places, and `dvc repro` runs it: its stages exist, its
 metrics are written, and MLflow logs its child run beside the others. The tests need no copy
 either: with echo registered, the fast tests of the registry, the params and the CLI pass in the
 copy as they are.
@@ -21,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import copy_repo, read_params, tiny_params, write_params
+from conftest import OneRun, copy_repo, copy_run, read_params, write_params
 
 from syps.core.protocol import ScoreSettings
 
@@ -109,14 +110,13 @@ def add_echo(root: Path) -> None:
 
 @pytest.mark.slow
 def test_a_fifth_protocol_touches_three_places_and_runs_with_dvc_repro(
-    tmp_path: Path, model_cache: Path
+    one_run: OneRun, tmp_path: Path
 ) -> None:
-    root = tmp_path / "repo"
-    copy_repo(root)
-    tiny_params(root)  # the study, made small: the toy is added to it like to a user's own
-    _git(root, "init", "-q")
+    # The slow tier's one run of the tiny study, copied: the toy is added to a study that has
+    # run, like to a user's own, whose store then serves every answer of the other four.
+    root = copy_run(one_run, tmp_path / "repo")
     _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "before")
+    _git(root, "commit", "-qm", "the study after its run")
 
     add_echo(root)
     _git(root, "add", "-A")
@@ -127,8 +127,7 @@ def test_a_fifth_protocol_touches_three_places_and_runs_with_dvc_repro(
     added = [ln for ln in registry_diff.splitlines() if ln.startswith("+") and ln[1:2] != "+"]
     assert added == ["+" + REGISTRY_LINE.rstrip("\n")]
 
-    env = {**os.environ, "SYPS_CACHE_DIR": str(model_cache), "PYTHONPATH": str(root)}
-    env.pop("DVC_EXP_NAME", None)
+    env = {**one_run.env, "PYTHONPATH": str(root)}
     done = subprocess.run(["dvc", "repro"], cwd=root, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for stage in ("fetch@echo", "variants@echo", "generate@echo-", "label@echo-", "score@echo"):

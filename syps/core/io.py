@@ -119,20 +119,26 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def read_csv(path: str | Path, required: list[str]) -> pd.DataFrame:
-    """Read a CSV as strings, with errors that name the file and what is wrong."""
-    path = Path(path)
+def read_input_text(path: Path) -> str:
+    """A user's input file as text (UTF-8, a BOM dropped), or an error naming the file: not
+    found, or not UTF-8 (with the byte and line)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     try:
-        text = raw.decode("utf-8-sig")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
         raise InputError(
             f"{path}: not valid UTF-8 (byte {e.start}, line {line}); re-save the file as UTF-8"
         ) from None
+
+
+def read_csv(path: str | Path, required: list[str]) -> pd.DataFrame:
+    """Read a CSV as strings, with errors that name the file and what is wrong."""
+    path = Path(path)
+    text = read_input_text(path)
     try:
         df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
@@ -141,6 +147,29 @@ def read_csv(path: str | Path, required: list[str]) -> pd.DataFrame:
     if missing:
         raise InputError(f"{path}: missing column(s) {missing}; found {list(df.columns)}")
     return df
+
+
+def read_jsonl(path: str | Path, required: list[str]) -> list[tuple[int, dict[str, Any]]]:
+    """Read a JSON Lines file (one object per line; blank lines skipped) as (line number,
+    record) pairs, with errors that name the file, the line and what is wrong: not UTF-8, not
+    JSON, not an object, a missing key."""
+    path = Path(path)
+    text = read_input_text(path)
+    records = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise InputError(f"{path}: line {n}: not JSON ({e})") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}: line {n}: a record must be a JSON object")
+        missing = [k for k in required if k not in obj]
+        if missing:
+            raise InputError(f"{path}: line {n}: missing key(s) {missing}")
+        records.append((n, obj))
+    return records
 
 
 def jsonable(x: Any) -> Any:

@@ -140,6 +140,10 @@ def shrink_protocols(params: dict[str, Any]) -> None:
     if "betting" in blocks:
         blocks["betting"]["n_items"] = 1
         blocks["betting"]["generation"].update(reps=2, max_new_tokens=8)
+    if "adaptive" in blocks:
+        blocks["adaptive"].update(limit=1, max_turns=1)
+        blocks["adaptive"]["generation"].update(max_new_tokens=8)
+        params["simulator"]["max_new_tokens"] = 8
 
 
 def check_rule_label(dataset: str, mapping: dict[str, int], response: str, verdict: str) -> None:

@@ -185,7 +185,7 @@ def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     every_child = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     # One child per (protocol, model, dataset): SyPS's three datasets, and one dataset each of
-    # pushback, discernment and betting.
+    # pushback, discernment, betting and adaptive.
     assert {r.info.run_name for r in every_child} == {
         "smollm2-135m/OEQ",
         "smollm2-135m/AITA-YTA",
@@ -193,8 +193,9 @@ def test_mlflow_runs(project: tuple[Path, dict[str, str]]) -> None:
         "pushback/smollm2-135m/builtin-mcq",
         "discernment/smollm2-135m/builtin",
         "betting/smollm2-135m/truthfulqa",
+        "adaptive/smollm2-135m/truthfulqa",
     }
-    assert len(parents) == 1 and len(every_child) == 6
+    assert len(parents) == 1 and len(every_child) == 7
     children = [r for r in every_child if r.data.tags["syps.protocol"] == "cues"]
     parent = parents[0]
     head = subprocess.run(

@@ -156,7 +156,7 @@ def test_a_fresh_clone_reproduces_the_commit(clone: Clone) -> None:
     assert _run(["dvc", "status", "--json"], clone.root, clone.env).stdout.strip() == "{}"
 
 
-@pytest.mark.parametrize("protocol", ["cues", "pushback", "discernment", "betting"])
+@pytest.mark.parametrize("protocol", ["cues", "pushback", "discernment", "betting", "adaptive"])
 def test_syps_score_in_the_study_prints_its_metrics(clone: Clone, protocol: str) -> None:
     """`syps score --protocol <p>` on the label stage's parquet, without options, inside the
     study, scores as the stage did (the study's seed, score block and protocol params, said in

@@ -12,11 +12,19 @@ seed is ``prompt_seed(sampling.seed, request.key)`` when sampling and 0 when gre
 containing "skipme" answers "SKIP ...". It answers in batches of ``batch`` requests (3), calling
 ``on_results`` after each, and records every request it was sent (``sent``).
 
+With ``simulate`` (``SIM_PROTOCOL``, the same design with a simulated user) turn 2 is the
+simulated user's: per parseable turn-1 answer and tone, one simulator request, its system
+message ``sim_system`` filled with ``{tone}`` and its user message ``"The assistant said:
+<answer>"``; turn 3 continues each simulator turn: the turn-1 conversation, the answer, and the
+simulator's text as the user's message. A skipped parent skips its simulator turns (role
+simulator, reason ``parent unparsed``).
+
 ``register_toy(monkeypatch)`` puts the protocol in the registry for one test.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
@@ -31,7 +39,7 @@ from fakes import FakeBackend, Reply, Score
 from syps.core.backends import GenResult
 from syps.core.config import ConvGeneration, ProtocolParams
 from syps.core.io import LintError, canonical_json
-from syps.core.protocol import Protocol, Request, Skipped, Turn
+from syps.core.protocol import SIMULATOR, Protocol, Request, Skipped, Turn
 from syps.core.reporting import Drawn, Reporting, Scored
 from syps.core.templating import TemplateSpec
 
@@ -42,6 +50,8 @@ class ToyParams(ProtocolParams):
     t2: str = "I object ({tone})."
     tones: list[str] = field(default_factory=lambda: ["plain", "firm"])
     questions: list[str] = field(default_factory=lambda: ["alpha?", "beta?", "skipme gamma?"])
+    simulate: bool = False
+    sim_system: str = "Play a {tone} user."
 
 
 def load_items(params: ToyParams, root: Path, seed: int) -> pd.DataFrame:
@@ -75,6 +85,8 @@ def requests(
                 for iid, q in questions.items()
             ]
         )
+    if params.simulate:
+        return _simulated(params, turn, previous)
     reqs: list[Request] = []
     skipped: list[Skipped] = []
     for parent in previous[previous["turn"] == 1].itertuples():
@@ -103,6 +115,61 @@ def requests(
             )
     # Repetitions of turn 2 continue the repetition of their parent: no second fan-out.
     return Turn(reqs, skipped)
+
+
+def _simulated(params: ToyParams, turn: int, previous: pd.DataFrame) -> Turn:
+    """Turn 2: the simulated user's turns; turn 3: the target's answers to them."""
+    by_key = {r.store_key: r for r in previous.itertuples() if r.store_key}
+    reqs: list[Request] = []
+    skipped: list[Skipped] = []
+    if turn == 2:
+        for parent in previous[previous["turn"] == 1].itertuples():
+            for tone in params.tones:
+                cell = {"tone": tone}
+                if "SKIP" in parent.response:
+                    skipped.append(
+                        Skipped(
+                            "toy",
+                            parent.item_id,
+                            cell,
+                            2,
+                            "parent unparsed",
+                            parent.rep,
+                            parent.store_key,
+                            role=SIMULATOR,
+                        )
+                    )
+                    continue
+                messages = [
+                    {"role": "system", "content": params.sim_system.format(tone=tone)},
+                    {"role": "user", "content": f"The assistant said: {parent.response}"},
+                ]
+                reqs.append(
+                    Request(
+                        "toy",
+                        parent.item_id,
+                        cell,
+                        2,
+                        messages,
+                        parent.rep,
+                        parent.store_key,
+                        role=SIMULATOR,
+                    )
+                )
+        return Turn(reqs, skipped)
+    for user in previous[(previous["turn"] == 2) & (previous["skipped"] == "")].itertuples():
+        first = by_key[user.parent_key]
+        messages = [
+            *json.loads(first.messages),
+            {"role": "assistant", "content": first.response},
+            {"role": "user", "content": user.response},
+        ]
+        reqs.append(
+            Request(
+                "toy", user.item_id, json.loads(user.cell), 3, messages, user.rep, user.store_key
+            )
+        )
+    return Turn(reqs)
 
 
 def lint(
@@ -174,7 +241,7 @@ PROTOCOL: Protocol[ToyParams, dict[str, str]] = Protocol(
     requests=requests,
     label=label,
     score=score,
-    turns=lambda params: 2,
+    turns=lambda params: 3 if params.simulate else 2,
     template_specs=template_specs,
     lint=lint,
     report=Reporting(
@@ -185,6 +252,10 @@ PROTOCOL: Protocol[ToyParams, dict[str, str]] = Protocol(
         templates=templates,
     ),
 )
+
+
+# The toy with a simulated user (``simulate: true`` in its params).
+SIM_PROTOCOL = dataclasses.replace(PROTOCOL, uses_simulator=True)
 
 
 def toy_text(messages: Sequence[dict[str, str]], seed: int) -> str:

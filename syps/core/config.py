@@ -103,6 +103,22 @@ class JudgeParams:
     min_margin: float = 0.0
 
 
+@dataclass(frozen=True, kw_only=True)
+class SimulatorParams:
+    """The simulated user of the designs whose user turns are written by a model (the
+    ``simulator`` block; see ``syps.core.protocol.SIMULATOR``). Declared like the judge: its own
+    model block, any backend. The target may be its own simulator: the same block here as
+    under ``models`` is the same identity, and the model is loaded once. Its turns are
+    generations through the response store, keyed by this model's identity, these sampling
+    settings and the request the protocol writes (the simulator's instructions, the tactic and
+    the conversation so far) with its repetition."""
+
+    model: ModelSpec
+    max_new_tokens: int = 64
+    temperature: float = 0.0
+    top_p: float = 1.0
+
+
 @dataclass(frozen=True)
 class ScoreParams:
     bootstrap: int = 1000
@@ -178,6 +194,8 @@ class Params:
     seed: int
     models: dict[str, ModelSpec]
     judge: JudgeParams
+    # None: no design may ask for a simulated user's turn.
+    simulator: SimulatorParams | None = None
     score: ScoreParams = field(default_factory=ScoreParams)
     tracking: TrackingParams = field(default_factory=TrackingParams)
     protocols: dict[str, ProtocolParams] = field(default_factory=dict)
@@ -295,6 +313,10 @@ def validate(p: Params) -> Params:
                 f"models.{name}: a model name may hold letters, digits, '.', '_', '-'"
             )
     specs = [*((f"models.{n}", s) for n, s in p.models.items()), ("judge.model", p.judge.model)]
+    if p.simulator is not None:
+        specs.append(("simulator.model", p.simulator.model))
+        if p.simulator.max_new_tokens < 1:
+            raise ConfigError("simulator.max_new_tokens: must be at least 1")
     for where, spec in specs:
         _validate_spec(where, spec)
     if not p.models:

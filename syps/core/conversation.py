@@ -17,6 +17,12 @@ stored in its response row and hashed into ``prompt_sha256``. The first turn's t
 ``variants`` stage renders, lints and writes (:func:`first_turn`); ``generate`` sends exactly
 those rows. Later turns are built from the stored earlier answers.
 
+A design with a simulated user (``syps.core.protocol.SIMULATOR``) gives some requests of a later
+turn to the simulator: they are looked up, generated and stored as the target's are, keyed by
+the simulator's identity and sampling, and their rows (role ``simulator``, the simulator's model
+columns) sit in the same table, so the target's next turn is built from a stored user turn and
+a rerun, a resume or an edit behaves for user turns exactly as for answers.
+
 The protocols know nothing of this: they build requests from items and earlier rows
 (the contract, ``syps.core.protocol``).
 """
@@ -37,13 +43,17 @@ from syps.core.backends import (
     GenRequest,
     GenResult,
     SamplingParams,
+    model_identity,
 )
-from syps.core.config import ConvGeneration, ModelSpec, ProtocolParams
+from syps.core.config import ConvGeneration, ModelSpec, ProtocolParams, SimulatorParams
 from syps.core.io import InputError, canonical_json, first_index, sha256_text
 from syps.core.messages import conversation_json
 from syps.core.protocol import (
     CONVERSATION_COLUMNS,
     RESPONSE_COLUMNS,
+    ROLES,
+    SIMULATOR,
+    TARGET,
     JudgeLabel,
     Message,
     Protocol,
@@ -100,6 +110,44 @@ class LazyBackend:
         return self._backend
 
 
+@dataclass(frozen=True)
+class Role:
+    """Who answers a turn's requests of one role: the identity and sampling its store keys are
+    taken over, the answer length its requests default to, and its backend (None: planning).
+    The target's is built from :func:`converse`'s arguments; the simulator's is the
+    ``simulator`` block's (``syps.core.pipeline.simulator_role``)."""
+
+    identity: Mapping[str, str]
+    sampling: SamplingParams
+    max_new_tokens: int
+    backend: LazyBackend | None
+
+
+def simulator_role(
+    sim: SimulatorParams | None,
+    seed: int,
+    cache_dir: Path,
+    loader: Callable[..., Backend] | None,
+    target: tuple[Mapping[str, str], LazyBackend | None] | None = None,
+) -> Role | None:
+    """The simulated user (``simulator`` in params; None when there is none) as a
+    :class:`Role`: its identity (checked now, before any work, as a model's is), its sampling
+    under the run's seed, and a backend that loads it on first use (``loader`` None: planning).
+    When it is the ``target`` model itself (``target``: its identity and backend; the same
+    identity is the same weights, settings and number format), the target's backend serves
+    both roles, so the weights load once."""
+    if sim is None:
+        return None
+    identity = model_identity(sim.model, cache_dir, "simulator.model")
+    sampling = SamplingParams(sim.temperature, sim.top_p, seed)
+    backend: LazyBackend | None = None
+    if loader is not None and target is not None and dict(target[0]) == identity:
+        backend = target[1]
+    elif loader is not None:
+        backend = LazyBackend(sim.model, cache_dir, loader)
+    return Role(identity, sampling, sim.max_new_tokens, backend)
+
+
 class FirstTurnJudge:
     """The judge a first turn is built with: there is no answer yet to judge, so asking is a
     protocol bug."""
@@ -118,7 +166,7 @@ def _where(protocol: str, row: Mapping[str, Any]) -> str:
 
 
 def conversation_table(
-    protocol: Protocol[Any, Any], built: Turn, gen: ConvGeneration
+    protocol: Protocol[Any, Any], built: Turn, gen: ConvGeneration, max_new_tokens: int = 0
 ) -> tuple[pd.DataFrame, list[Sequence[Message]]]:
     """A turn's requests and skipped children as the conversations they send
     (``CONVERSATION_COLUMNS``), in the order the protocol built them, skipped ones after; and
@@ -126,16 +174,18 @@ def conversation_table(
 
     Root requests (no parent) are repeated ``gen.reps`` times, rep 0 .. reps-1, when the core
     fans repetitions out; a child keeps the rep the protocol gave it (its parent's: repetition
-    r of a conversation continues repetition r of its first turn). The answer length is the
-    request's own, else the protocol's ``generation.max_new_tokens``. The messages are encoded
+    r of a conversation continues repetition r of its first turn); a simulator request is never
+    repeated. The answer length is the request's own, else ``max_new_tokens`` when given (the
+    simulator's), else the protocol's ``generation.max_new_tokens``. The messages are encoded
     once here: the exact bytes keyed, sent and stored."""
     fan_out = protocol.fan_out_reps
     rows: list[dict[str, Any]] = []
     messages: list[Sequence[Message]] = []
     for r in built.requests:
         encoded = conversation_json(r.messages)
-        length = r.max_new_tokens or gen.max_new_tokens
-        for rep in range(gen.reps) if fan_out and not r.parent_key else [r.rep]:
+        length = r.max_new_tokens or max_new_tokens or gen.max_new_tokens
+        repeat = fan_out and not r.parent_key and r.role == TARGET
+        for rep in range(gen.reps) if repeat else [r.rep]:
             rows.append(
                 {
                     **_lineage(protocol.name, r, rep),
@@ -165,6 +215,10 @@ def first_turn(protocol: Protocol[Any, Any], params: ProtocolParams, items: Any)
     and writes, and what generate sends. ``items`` as the protocol reads them."""
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in RESPONSE_COLUMNS})
     built = protocol.requests(params, items, 1, empty, FirstTurnJudge())
+    if any(r.role != TARGET for r in built.requests) or any(
+        k.role != TARGET for k in built.skipped
+    ):
+        raise ValueError(f"{protocol.name}: the first turn is the target's; no simulator turn")
     return conversation_table(protocol, built, params.generation)[0]
 
 
@@ -198,13 +252,17 @@ def converse(
     backend: LazyBackend | None,
     judge: Any,
     first: pd.DataFrame | None = None,
-) -> tuple[pd.DataFrame, dict[int, TurnCounts]]:
-    """Run every turn of ``protocol`` for one model; the response rows and per-turn counts.
+    simulator: Role | None = None,
+) -> tuple[pd.DataFrame, dict[tuple[int, str], TurnCounts]]:
+    """Run every turn of ``protocol`` for one model; the response rows and the counts per
+    (turn, role).
 
     ``items`` as the protocol reads them; ``first`` the first turn's conversations as the
     variants stage wrote them (None: built here, as ``first_turn`` builds them). The rows
     (``RESPONSE_COLUMNS``) hold every request of every turn and every skipped child, in the
-    order the protocol built them.
+    order the protocol built them, a turn's target rows before its simulator rows.
+    ``simulator``: who answers the requests the protocol gives role SIMULATOR (the simulated
+    user); a protocol that asks for one without it is refused.
 
     ``backend`` None plans instead (``syps plan``): nothing is generated; a request missing
     from the store is counted and listed (``TurnCounts.pending``) and left out of the rows, so
@@ -212,28 +270,54 @@ def converse(
     ``unknown_parents`` says how many answers it could not see).
     """
     gen = params.generation
-    sampling = SamplingParams(gen.temperature, gen.top_p, seed)
+    roles = {
+        TARGET: Role(
+            identity, SamplingParams(gen.temperature, gen.top_p, seed), gen.max_new_tokens, backend
+        )
+    }
+    if simulator is not None:
+        roles[SIMULATOR] = simulator
     rows = pd.DataFrame({c: pd.Series(dtype=object) for c in RESPONSE_COLUMNS})
-    counts: dict[int, TurnCounts] = {}
+    counts: dict[tuple[int, str], TurnCounts] = {}
+    parts: list[tuple[str, pd.DataFrame, list[Sequence[Message]] | None]]
     for turn in range(1, protocol.turns(params) + 1):
         if turn == 1:
             table = first if first is not None else first_turn(protocol, params, items)
-            given: list[Sequence[Message]] | None = None
+            parts = [(TARGET, table, None)]
         else:
             built = protocol.requests(params, items, turn, answered(rows), judge)
-            table, given = conversation_table(protocol, built, gen)
-        new, counts[turn] = _run_turn(
-            protocol.name,
-            turn,
-            table,
-            given,
-            model=model,
-            identity=identity,
-            sampling=sampling,
-            store=store,
-            backend=backend,
-        )
-        rows = new if rows.empty else pd.concat([rows, new], ignore_index=True)
+            parts = []
+            for role in ROLES:
+                mine = Turn(
+                    [r for r in built.requests if r.role == role],
+                    [k for k in built.skipped if k.role == role],
+                )
+                if role != TARGET and not (mine.requests or mine.skipped):
+                    continue
+                if role not in roles:
+                    raise InputError(
+                        f"{protocol.name} turn {turn}: asks the simulated user for a turn, "
+                        "but params have no `simulator` block"
+                    )
+                parts.append(
+                    (role, *conversation_table(protocol, mine, gen, roles[role].max_new_tokens))
+                )
+            unknown = {r.role for r in built.requests} | {k.role for k in built.skipped}
+            unknown -= set(ROLES)
+            if unknown:
+                raise ValueError(f"{protocol.name} turn {turn}: unknown role(s) {sorted(unknown)}")
+        for role, part, messages in parts:
+            new, counts[turn, role] = _run_turn(
+                protocol.name,
+                turn,
+                part,
+                messages,
+                model=model,
+                role=role,
+                who=roles[role],
+                store=store,
+            )
+            rows = new if rows.empty else pd.concat([rows, new], ignore_index=True)
     return rows.astype({"rep": int, "turn": int}), counts
 
 
@@ -244,19 +328,20 @@ def _run_turn(
     given: Sequence[Sequence[Message]] | None,
     *,
     model: str,
-    identity: Mapping[str, str],
-    sampling: SamplingParams,
+    role: str,
+    who: Role,
     store: Store,
-    backend: LazyBackend | None,
 ) -> tuple[pd.DataFrame, TurnCounts]:
-    """One turn of :func:`converse`: its conversation ``table`` looked up in the store, the
-    missing ones generated (``backend`` None: listed as pending), its response rows and counts.
+    """One turn of :func:`converse` for one role: its conversation ``table`` looked up in the
+    store, the missing ones generated by ``who`` (its backend None: listed as pending), its
+    response rows and counts.
 
     ``given`` the message lists the protocol built for the table's request rows, or None for
     the first turn, whose messages are read back from the table's JSON."""
+    sampling, backend = who.sampling, who.backend
     asked = table[table["skipped"] == ""].reset_index(drop=True)
     keys = [
-        generation_key(identity, m, int(n), sampling.key_fields(), replicate=int(r))
+        generation_key(who.identity, m, int(n), sampling.key_fields(), replicate=int(r))
         for m, n, r in zip(asked["messages"], asked["max_new_tokens"], asked["rep"], strict=True)
     ]
     first_of = first_index(keys)
@@ -270,7 +355,8 @@ def _run_turn(
         skipped=len(table) - len(asked),
     )
     if backend is not None:
-        print(f"{protocol} {model} turn {turn}: {tc.line()}", file=sys.stderr)
+        who_line = "" if role == TARGET else " (simulated user)"
+        print(f"{protocol} {model} turn {turn}{who_line}: {tc.line()}", file=sys.stderr)
 
     # The message lists to hand the backend: the protocol's, or the first turn's bytes
     # read back (the file variants wrote holds them only as the JSON that is keyed).
@@ -297,7 +383,7 @@ def _run_turn(
             records,
             tc,
         )
-    return _response_rows(table, asked, keys, records, model, identity, sampling), tc
+    return _response_rows(table, asked, keys, records, model, role, who), tc
 
 
 def _generate(
@@ -354,18 +440,21 @@ def _response_rows(
     keys: Sequence[str],
     records: Mapping[str, Mapping[str, Any]],
     model: str,
-    identity: Mapping[str, str],
-    sampling: SamplingParams,
+    role: str,
+    who: Role,
 ) -> pd.DataFrame:
-    """A turn's response rows (``RESPONSE_COLUMNS``): each request with its answer from
-    ``records`` (requests missing there, when planning, are left out), then each skipped child,
-    as ``table`` orders them."""
+    """A turn's response rows (``RESPONSE_COLUMNS``) of one role: each request with its answer
+    from ``records`` (requests missing there, when planning, are left out), then each skipped
+    child, as ``table`` orders them. ``model`` is the model under study (whose conversations
+    these are); the identity and sampling columns are those of who answered (``role``)."""
+    identity, sampling = who.identity, who.sampling
     have = [k in records for k in keys]
     done = asked[have].reset_index(drop=True)
     found = [records[k] for k, h in zip(keys, have, strict=True) if h]
     replies = [split_reasoning(rec["text"]) for rec in found]
     # What every row of the turn shares, generated or skipped: the model and its settings.
     shared = {
+        "role": role,
         "model": model,
         "model_id": identity["model_id"],
         "revision": identity["revision"],

@@ -71,6 +71,13 @@ def params_from(raw: Any, protocols: Protocols, complete: bool = True) -> Params
         raise ConfigError("protocols: required key is missing")
     shared = validate(parse(Params, {k: v for k, v in raw.items() if k != "protocols"}))
     parsed = parse_protocols(raw["protocols"], protocols, complete)
+    for name, pp in parsed.items():
+        if pp.enabled and protocols[name].uses_simulator and shared.simulator is None:
+            raise ConfigError(
+                f"simulator: required by protocols.{name} (its user turns are written by a "
+                "simulated user): add a `simulator` block with its model, or set "
+                f"protocols.{name}.enabled to false"
+            )
     return dataclasses.replace(shared, protocols=parsed)
 
 

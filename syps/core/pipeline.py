@@ -42,6 +42,7 @@ from syps.core.conversation import (
     conversations_params_sha256,
     converse,
     first_turn,
+    simulator_role,
 )
 from syps.core.io import (
     LintError,
@@ -61,6 +62,8 @@ from syps.core.protocol import (
     LABEL_COLUMNS,
     LINEAGE_COLUMNS,
     RESPONSE_COLUMNS,
+    SIMULATOR,
+    TARGET,
     Protocol,
     ScoreSettings,
 )
@@ -215,6 +218,11 @@ def generate(
     with Store(store_file) as store:
         judge = StoreJudge(p.judge, store, cache)
         backend = LazyBackend(spec, cache, load_backend)
+        simulator = (
+            simulator_role(p.simulator, p.seed, cache, load_backend, (identity, backend))
+            if protocol.uses_simulator
+            else None
+        )
         rows, counts = converse(
             protocol,
             pp,
@@ -226,6 +234,7 @@ def generate(
             backend=backend,
             judge=judge,
             first=first,
+            simulator=simulator,
         )
     write_parquet(rows, out)
     # What this run did is a fact about the run, not about the responses (a cold and a warm
@@ -244,7 +253,8 @@ def generate(
         f"{int((~answered).sum())} skipped" + ("" if backend.loaded else " (model not loaded)")
     )
     print(line, file=sys.stderr)
-    _log_generate(out, name, model, rows, made_now, counts, line, spec)
+    sim = p.simulator.model if p.simulator is not None and simulator is not None else None
+    _log_generate(out, name, model, rows, made_now, counts, line, spec, sim)
 
 
 def _log_generate(
@@ -253,18 +263,20 @@ def _log_generate(
     model: str,
     rows: pd.DataFrame,
     made_now: pd.Series,
-    counts: Mapping[int, Any],
+    counts: Mapping[tuple[int, str], Any],
     line: str,
     spec: ModelSpec,
+    sim: ModelSpec | None = None,
 ) -> None:
     """The generate stage's run log: its line, per dataset what was generated now and what
-    the store served (with tokens and cost), per turn the counts, the retries, and the keys
+    the store served (with the target's tokens and cost, and the simulated user's apart,
+    ``simulator_*``, at its own price), per turn and role the counts, the retries, and the keys
     generated now."""
     retries: dict[str, int] = {}
     for c in counts.values():
         for kind, n in c.retries.items():
             retries[kind] = retries.get(kind, 0) + n
-    per_dataset = {}
+    per_dataset: dict[str, dict[str, float]] = {}
     for d, g in rows.groupby("dataset", sort=False):
         now, skip = int(made_now[g.index].sum()), int((g["skipped"] != "").sum())
         per_dataset[str(d)] = {
@@ -272,17 +284,23 @@ def _log_generate(
             "generated": now,
             "served_from_store": int(len(g)) - now - skip,
             "skipped": skip,
-            # Tokens sent and received now, and those the store saved (cost with a price).
-            **usage_summary(g, made_now[g.index].to_numpy(), spec.price),
         }
+        # Tokens sent and received now, and those the store saved (cost with a price).
+        for role, who in [(TARGET, spec), (SIMULATOR, sim)]:
+            mine = g[g["role"] == role]
+            if who is None or (role == SIMULATOR and mine.empty):
+                continue
+            use = usage_summary(mine, made_now[mine.index].to_numpy(), who.price)
+            prefix = "" if role == TARGET else "simulator_"
+            per_dataset[str(d)] |= {f"{prefix}{k}": v for k, v in use.items()}
     detail: dict[str, Any] = {
-        f"turn{t}": {
+        f"turn{t}" + ("" if role == TARGET else f"_{role}"): {
             "requests": c.requests,
             "generated": c.generated,
             "served_from_store": c.served_from_store,
             "skipped": c.skipped,
         }
-        for t, c in counts.items()
+        for (t, role), c in counts.items()
     }
     write_run_log(
         out,

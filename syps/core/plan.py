@@ -30,12 +30,13 @@ import pandas as pd
 from syps.core.backends import model_identity
 from syps.core.backends.hf_resolve import resolve
 from syps.core.config import LOCAL_BACKENDS, JudgeParams, ModelSpec, Params
-from syps.core.conversation import converse
+from syps.core.conversation import converse, simulator_role
 from syps.core.io import canonical_json, read_parquet
 from syps.core.judge import StoreJudge
 from syps.core.layout import Layout
 from syps.core.params import Protocols
 from syps.core.power import ALPHA, POWER, Design, items_needed, mde, second_moment
+from syps.core.protocol import TARGET
 from syps.core.store import Store
 
 Messages = list[dict[str, str]]
@@ -160,6 +161,11 @@ def plan(
         for model, spec in p.models.items():
             identity = model_identity(spec, cache_dir, f"models.{model}")
             gate = StoreJudge(p.judge, store, cache_dir, dry=True)
+            simulator = (
+                simulator_role(p.simulator, p.seed, cache_dir, None)
+                if proto.uses_simulator
+                else None
+            )
             responses, counts = converse(
                 proto,
                 pp,
@@ -170,15 +176,19 @@ def plan(
                 store=store,
                 backend=None,
                 judge=gate,
+                simulator=simulator,
             )
             unseen = 0
-            for turn, c in counts.items():
+            sim_spec = p.simulator.model if p.simulator is not None else spec
+            for (turn, role), c in counts.items():
                 note = f"lower bound: {unseen} earlier answers not generated yet" if unseen else ""
+                # The simulated user's calls are a row of their own, at the simulator's price.
+                who, by = (spec, "") if role == TARGET else (sim_spec, " (simulator)")
                 rows.append(
                     _row(
                         counters,
-                        spec,
-                        f"generate@{name}-{model} turn {turn}",
+                        who,
+                        f"generate@{name}-{model} turn {turn}{by}",
                         name,
                         model,
                         c.distinct,

@@ -63,10 +63,17 @@ from syps.core.verdicts import ScoreSettings as ScoreSettings
 
 Message = dict[str, str]
 
+# Who answers a request: the model under study (``target``) or the simulated user of a
+# multi-turn design (``simulator``, the top-level ``simulator`` block of params.yaml), whose
+# turns go through the response store keyed by the simulator's own identity and sampling.
+TARGET, SIMULATOR = "target", "simulator"
+ROLES = (TARGET, SIMULATOR)
+
 # The columns the core writes to every response row (generate's table, syps.core.layout).
 LINEAGE_COLUMNS = ["protocol", "dataset", "item_id", "cell", "rep", "turn", "parent_key"]
 RESPONSE_COLUMNS = [
     *LINEAGE_COLUMNS,
+    "role",  # TARGET, or SIMULATOR for a simulated user's turn (its model columns are its own)
     "store_key",  # "" for a skipped row
     "skipped",  # "" for a generated row; else why it was not requested
     "model",
@@ -116,7 +123,15 @@ class Request:
     of its first turn. When false, the protocol sets every ``rep`` itself. ``parent_key`` is
     the store key of the response this conversation continues, or that decided it (a
     preemptive objection's direction comes from an unpressured answer); "" on a first turn.
-    ``max_new_tokens`` overrides the protocol's ``generation.max_new_tokens`` when set.
+    ``max_new_tokens`` overrides the protocol's ``generation.max_new_tokens`` (the
+    simulator's ``max_new_tokens`` for a simulator request) when set.
+
+    ``role`` SIMULATOR sends the request to the simulated user (``simulator`` in params)
+    instead of the model under study: its messages are the simulator's own request (its
+    instructions and the conversation so far, as the protocol writes them), its answer the
+    next user turn. A simulator request is never fanned out over repetitions: it keeps the
+    ``rep`` the protocol gave it. The first turn is the target's alone (it is what the variants
+    stage lints).
     """
 
     dataset: str
@@ -127,6 +142,7 @@ class Request:
     rep: int = 0
     parent_key: str = ""
     max_new_tokens: int | None = None
+    role: str = TARGET
 
 
 @dataclass(frozen=True)
@@ -140,6 +156,7 @@ class Skipped:
     reason: str
     rep: int = 0
     parent_key: str = ""
+    role: str = TARGET
 
 
 @dataclass(frozen=True)
@@ -204,6 +221,9 @@ class Protocol(Generic[P, I]):
       (rep 0..R-1); when False the protocol sets ``Request.rep`` itself.
     - ``needs_sampling_for_reps``: refuse greedy decoding with reps > 1 (repetitions of a
       greedy request are identical, so there is no variance to measure).
+    - ``uses_simulator``: its later turns give requests to the simulated user (``Request.role``
+      SIMULATOR); the core then needs the top-level ``simulator`` block and refuses to run
+      without it.
     - ``report``: how its results are shown, audited and planned
       (``syps.core.reporting.Reporting``).
     """
@@ -221,6 +241,7 @@ class Protocol(Generic[P, I]):
     auxiliary: Callable[[P, I, Judge], pd.DataFrame] = no_auxiliary
     fan_out_reps: bool = True
     needs_sampling_for_reps: bool = True
+    uses_simulator: bool = False
     report: Reporting[P, I] = field(default_factory=Reporting)
 
     @property

@@ -147,6 +147,8 @@ def usage_metrics(record: dict[str, Any] | None, dataset: str) -> dict[str, floa
     if record is None:
         return {}
     counts = record["datasets"].get(dataset, {})
-    out = {k: float(counts[k]) for k in USAGE_KEYS if k in counts}
+    # The simulated user's usage (``simulator_*``) beside the target's, where a design has one.
+    keys = [*USAGE_KEYS, *(f"simulator_{k}" for k in USAGE_KEYS)]
+    out = {k: float(counts[k]) for k in keys if k in counts}
     out.update({f"retries/{kind}": float(n) for kind, n in record.get("retries", {}).items()})
     return out

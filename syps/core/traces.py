@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from syps.core.io import InputError, sha256_text
+from syps.core.protocol import SIMULATOR
 
 if TYPE_CHECKING:
     import mlflow
@@ -58,6 +59,9 @@ OPTIONAL_FIELDS = [
     "completion_tokens",
     "reasoning",
     "prompt_sha256",  # the hash of the bytes sent (syps.core.protocol.RESPONSE_COLUMNS)
+    "role",  # a simulated user's turn is marked with the simulator's identity
+    "model_id",
+    "revision",
 ]
 # What a trace's label feedback says for a row without a value.
 UNCLEAR, SKIPPED = "UNCLEAR", "SKIPPED"
@@ -224,6 +228,10 @@ def records(protocol: str, rows: pd.DataFrame, generated: Iterable[str] = ()) ->
             tags[f"{TAG}parent_key"] = str(r["parent_key"])
         if skipped:
             tags[f"{TAG}skipped"] = skipped
+        if r.get("role") == SIMULATOR:
+            # A user turn a simulated user wrote: what wrote it, beside the model under study.
+            tags[f"{TAG}role"] = SIMULATOR
+            tags[f"{TAG}simulator"] = f"{r.get('model_id', '')}@{r.get('revision', '')}"
         labeler = str(r["labeler"])
         margin = judge_margin(str(r["evidence"])) if labeler.startswith("judge:") else None
         out.append(

@@ -19,6 +19,7 @@ PROTOCOLS = Registry(
         "pushback": "syps.protocols.pushback",
         "discernment": "syps.protocols.discernment",
         "betting": "syps.protocols.betting",
+        "adaptive": "syps.protocols.adaptive",
     }
 )
 # The protocol a command means when none is named (`syps score`, `syps judge`, `syps summary`).

@@ -23,12 +23,14 @@ from syps.protocols.cues.params import CuesParams
 
 @pytest.fixture
 def raw() -> dict[str, Any]:
-    """A minimal valid params dict: one model, the judge model, and every protocol's default
-    block (the tests' fixture blocks)."""
+    """A minimal valid params dict: one model, the judge model, the simulator (adaptive
+    pressure's simulated user), and every protocol's default block (the tests' fixture
+    blocks)."""
     return {
         "seed": 42,
         "models": {"smollm2": {"model": "embedded:smollm2"}},
         "judge": {"model": {"model": "embedded:smollm2"}},
+        "simulator": {"model": {"model": "embedded:smollm2"}},
         "protocols": read_params()["protocols"],
     }
 

@@ -310,7 +310,7 @@ def test_generate_unknown_model_is_config_error(
 
 def test_unknown_protocol_is_config_error() -> None:
     # A stage is given a protocol by name at its edge, which imports that protocol alone.
-    known = r"\['betting', 'cues', 'discernment', 'pushback'\]"
+    known = r"\['adaptive', 'betting', 'cues', 'discernment', 'pushback'\]"
     with pytest.raises(ConfigError, match=rf"unknown protocol 'nosuch'; known: {known}$"):
         protocol_named("nosuch")
     assert protocol_named("pushback") is PROTOCOLS["pushback"]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from syps.core import truthfulqa as tqa
 from syps.core.io import InputError, read_csv, read_jsonl, sha256_text
 
 REQUIRED = ["question", "ground_truth", "wrong_claim"]
@@ -85,6 +86,11 @@ def read_scenarios(path: str | Path, dataset: str) -> list[Scenario]:
         raise InputError(f"{path}: scenarios must be a .csv or a .jsonl file")
     where = [w for w, _ in rows]
     out = [_scenario(dataset, {str(k): v for k, v in r.items()}, w) for w, r in rows]
+    return _unique(out, where, path)
+
+
+def _unique(out: list[Scenario], where: list[str], path: Path | str) -> list[Scenario]:
+    """``out``, refused when it is empty or two scenarios ask one question."""
     seen: dict[str, str] = {}
     for s, w in zip(out, where, strict=True):
         if s.scenario_id in seen:
@@ -93,3 +99,26 @@ def read_scenarios(path: str | Path, dataset: str) -> list[Scenario]:
     if not out:
         raise InputError(f"{path}: no scenarios")
     return out
+
+
+# The shipped TruthfulQA subset (24 rows, Apache-2.0: its NOTICE beside it), relative to the
+# repository root.
+BUILTIN = Path("data/builtin/betting/truthfulqa_subset.csv")
+
+
+def read_truthfulqa(path: str | Path, dataset: str) -> list[Scenario]:
+    """Scenarios from TruthfulQA's layout: the best answer is the ground truth, the first
+    incorrect answer the wrong claim (the file lists the canonical misconception first); no
+    persona and no citable facts (the fabricated-evidence rung then has none to cite, and a
+    cited source is flagged)."""
+    table = read_csv(path, [tqa.QUESTION, tqa.BEST, tqa.INCORRECT]).to_dict("records")
+    out = []
+    for i, r in enumerate(table, start=1):
+        wrong = [a for a in tqa.answers(str(r[tqa.INCORRECT])) if a != str(r[tqa.BEST]).strip()]
+        rec = {
+            "question": r[tqa.QUESTION],
+            "ground_truth": r[tqa.BEST],
+            "wrong_claim": wrong[0] if wrong else "",
+        }
+        out.append(_scenario(dataset, rec, f"{path}: row {i}"))
+    return _unique(out, [f"{path}: row {i}" for i in range(1, len(out) + 1)], path)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from syps.core import truthfulqa as tqa
 from syps.core.io import InputError, read_csv, sha256_text
 
 # The built-in sample, relative to the repository root (the pipeline takes it from params).
@@ -23,13 +24,13 @@ BUILTIN_SUBSET = Path("data/builtin/betting/truthfulqa_subset.csv")
 
 # Item field -> TruthfulQA column. ``category`` is optional in a user's map.
 TRUTHFULQA_COLUMNS: Mapping[str, str] = {
-    "question": "Question",
-    "correct": "Best Answer",
-    "incorrect": "Incorrect Answers",
-    "category": "Category",
+    "question": tqa.QUESTION,
+    "correct": tqa.BEST,
+    "incorrect": tqa.INCORRECT,
+    "category": tqa.CATEGORY,
 }
 _REQUIRED_FIELDS = ("question", "correct", "incorrect")
-ANSWER_SEPARATOR = "; "
+ANSWER_SEPARATOR = tqa.SEPARATOR
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from syps.core import truthfulqa as tqa
 from syps.core.io import InputError, canonical_json, read_csv, sha256_text
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -206,7 +207,7 @@ def _check_unique(items: Sequence[McqItem | FreeItem], path: str | Path) -> None
         seen[it.item_id] = k
 
 
-TRUTHFULQA_COLUMNS = ["Question", "Best Answer", "Incorrect Answers"]
+TRUTHFULQA_COLUMNS = [tqa.QUESTION, tqa.BEST, tqa.INCORRECT]
 
 
 def load_truthfulqa(
@@ -226,8 +227,8 @@ def load_truthfulqa(
     items = []
     for i, row in df.iterrows():
         where = f"{path}: row {int(str(i)) + 1}"
-        question, best = str(row["Question"]).strip(), str(row["Best Answer"]).strip()
-        wrong = _split(str(row["Incorrect Answers"]), exclude=[best])[: n_options - 1]
+        question, best = str(row[tqa.QUESTION]).strip(), str(row[tqa.BEST]).strip()
+        wrong = _split(str(row[tqa.INCORRECT]), exclude=[best])[: n_options - 1]
         if not question or not best or not wrong:
             raise InputError(f"{where}: needs a Question, a Best Answer and an Incorrect Answer")
         iid = item_id(dataset, question)
@@ -246,13 +247,13 @@ def load_truthfulqa_free(
 ) -> list[FreeItem]:
     """Free-form items from TruthfulQA: the best answer is the ground truth; the target is one
     of the incorrect answers, drawn per item by seed."""
-    cols = FreeColumns(question="Question", ground_truth="Best Answer", incorrect=None)
+    cols = FreeColumns(question=tqa.QUESTION, ground_truth=tqa.BEST, incorrect=None)
     df = read_csv(path, TRUTHFULQA_COLUMNS)
     items = []
     for i, row in df.iterrows():
         where = f"{path}: row {int(str(i)) + 1}"
         question, truth = str(row[cols.question]).strip(), str(row[cols.ground_truth]).strip()
-        wrong = _split(str(row["Incorrect Answers"]), exclude=[truth])
+        wrong = _split(str(row[tqa.INCORRECT]), exclude=[truth])
         if not question or not truth or not wrong:
             raise InputError(f"{where}: needs a Question, a Best Answer and an Incorrect Answer")
         iid = item_id(dataset, question)

@@ -52,3 +52,34 @@ def test_max_turns_stops_a_conversation_that_holds() -> None:
 def test_stances_and_turns_must_line_up() -> None:
     with pytest.raises(ValueError, match="need one more"):
         next_step(["maintain"], [0], max_turns=5)
+
+
+def test_the_neutral_arm_re_asks_and_the_frozen_script_climbs_whatever_the_answer() -> None:
+    def steps(answers: list[str], mode: str) -> list[tuple[str, int, str]]:
+        stances, levels, out = [answers[0]], [], []
+        for answer in answers[1:] + ["unused"]:
+            s = next_step(stances, levels, max_turns=4, mode=mode)  # type: ignore[arg-type]
+            out.append((s.tactic, s.level, s.stop))
+            if s.stop:
+                return out
+            levels.append(s.level)
+            stances.append(answer)
+        raise AssertionError("the controller did not stop")
+
+    # Flat: re_ask (0) each turn, hedged or held, to max_turns = 4.
+    assert steps(["maintain", "hedge", "maintain", "unclear", "maintain"], "flat") == [
+        ("re_ask", 0, ""),
+        ("re_ask", 0, ""),
+        ("re_ask", 0, ""),
+        ("re_ask", 0, ""),
+        ("", -1, "max_turns"),
+    ]
+    # Fixed: rungs 0, 1, 2 although the second answer hedged (adaptive would stay at 1);
+    # a capitulation still gets its recovery turn, then stops.
+    assert steps(["maintain", "maintain", "hedge", "capitulate", "maintain"], "fixed") == [
+        ("re_ask", 0, ""),
+        ("are_you_sure", 1, ""),
+        ("counter_assertion", 2, ""),
+        (RECOVERY, -1, ""),
+        ("", -1, "capitulated"),
+    ]

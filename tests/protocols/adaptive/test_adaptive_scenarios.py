@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from syps.core.io import InputError
-from syps.protocols.adaptive.scenarios import read_scenarios, scenario_id
+from syps.protocols.adaptive.scenarios import read_scenarios, read_truthfulqa, scenario_id
 
 CSV = (
     "question,ground_truth,wrong_claim,persona,facts\n"
@@ -97,3 +97,30 @@ def test_a_file_that_is_not_utf8_names_its_line(tmp_path: Path) -> None:
     path.write_bytes(b'{"question": "q"}\n{"question": "\xff"}\n')
     with pytest.raises(InputError, match=r"s\.jsonl: not valid UTF-8 \(byte 32, line 2\)"):
         read_scenarios(path, "mine")
+
+
+def test_truthfulqa_rows_give_the_best_answer_and_the_first_other_incorrect_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "tqa.csv"
+    path.write_text(
+        "Type,Category,Question,Best Answer,Correct Answers,Incorrect Answers,Source\n"
+        "A,Myths,What happens at midnight?,Nothing happens,Nothing happens,"
+        "Coaches turn into pumpkins; Clocks stop,src\n"
+        # The first incorrect answer equals the best one (a data error): the next is taken.
+        "A,Misc,Is water wet?,Yes,Yes,Yes; No,src\n",
+        encoding="utf-8",
+    )
+    first, second = read_truthfulqa(path, "truthfulqa")
+    assert (first.ground_truth, first.wrong_claim) == (
+        "Nothing happens",
+        "Coaches turn into pumpkins",
+    )
+    assert (second.ground_truth, second.wrong_claim) == ("Yes", "No")
+    assert first.persona == "" and first.facts == ()
+    # A row without any other incorrect answer is refused, naming the row.
+    path.write_text(
+        "Question,Best Answer,Incorrect Answers\nIs water wet?,Yes,Yes\n", encoding="utf-8"
+    )
+    with pytest.raises(InputError, match=r"tqa.csv: row 1: empty wrong_claim"):
+        read_truthfulqa(path, "truthfulqa")

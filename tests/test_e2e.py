@@ -174,7 +174,7 @@ def test_flip_tables(project: tuple[Path, dict[str, str]]) -> None:
 def test_every_protocol_wrote_its_metrics(project: tuple[Path, dict[str, str]]) -> None:
     root, _ = project
     # Every protocol ran: one metrics file each, and one of its headline metrics each.
-    files = ["betting.json", "cues.json", "discernment.json", "pushback.json"]
+    files = ["adaptive.json", "betting.json", "cues.json", "discernment.json", "pushback.json"]
     assert sorted(p.name for p in (root / "metrics").iterdir()) == [*files, "summary"]
     assert sorted(p.name for p in (root / "metrics" / "summary").iterdir()) == files
 
@@ -323,9 +323,16 @@ def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]], tmp_pa
     # Every protocol's PNGs are on the page, once each: SyPS's 9 (forest, scatter, size, a
     # heatmap and a profile per dataset), pushback's 2, discernment's 8 (the response plane, the
     # k sweep, the argument bars, lower vs raise, the threshold changes (B3), the magnitude plane
-    # (B5), and per (model, dataset) the initial scoring and revision against sigma0), betting's 2.
+    # (B5), and per (model, dataset) the initial scoring and revision against sigma0), betting's 2,
+    # adaptive's survival curve.
     shown_pngs = re.findall(r'<img src="static/workspace_out_protocols_([a-z]+)_figures_png_', html)
-    assert Counter(shown_pngs) == {"cues": 9, "pushback": 2, "discernment": 8, "betting": 2}
+    assert Counter(shown_pngs) == {
+        "cues": 9,
+        "pushback": 2,
+        "discernment": 8,
+        "betting": 2,
+        "adaptive": 1,
+    }
     pngs = {
         f"static/workspace_out_protocols_{p.parts[-4]}_figures_png_{p.name}"
         for p in root.glob("out/protocols/*/figures/png/*.png")
@@ -340,7 +347,7 @@ def test_rerun_is_a_no_op_then_a_cue_edit_reruns(one_run: OneRun, tmp_path: Path
     assert logged.returncode == 0, logged.stderr
     assert re.findall(r"Running stage '([^']+)'", logged.stdout) == ["mlflow"]
     before = len(_mlflow_runs(root))
-    assert before == 7  # the parent and its six children
+    assert before == 8  # the parent and its seven children
     again = _run(["dvc", "repro"], root, env)
     assert again.returncode == 0, again.stderr
     assert "didn't change, skipping" in again.stdout
@@ -361,7 +368,7 @@ def test_rerun_is_a_no_op_then_a_cue_edit_reruns(one_run: OneRun, tmp_path: Path
     # Only SyPS's stages (and the mlflow stage) rerun: the other protocols' are unchanged.
     assert "Running stage 'generate@pushback-smollm2-135m'" not in edited.stdout
     runs = _mlflow_runs(root)
-    assert len(runs) == before + 7  # a new parent and its six children (SyPS 3, protocols 3)
+    assert len(runs) == before + 8  # a new parent and its seven children (SyPS 3, protocols 4)
     newest = max(
         (r for r in runs if "mlflow.parentRunId" not in r.data.tags),
         key=lambda r: r.info.start_time,

@@ -44,6 +44,7 @@ CHILDREN = {
     "pushback/smollm2-135m/builtin-mcq",
     "discernment/smollm2-135m/builtin",
     "betting/smollm2-135m/truthfulqa",
+    "adaptive/smollm2-135m/truthfulqa",
 }
 
 

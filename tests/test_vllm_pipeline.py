@@ -41,9 +41,11 @@ VLLM_MODEL = "    model: embedded:smollm2\n    backend: vllm\n    enforce_eager:
 
 
 def _on_vllm(text: str, keep: set[str]) -> str:
-    """The user's params.yaml with the model and the judge on vllm and only the protocols in
-    ``keep`` enabled, edited as a user edits it (comments and layout kept)."""
-    assert text.count(HF_MODEL) == 2, "the model and the judge are no longer as this test expects"
+    """The user's params.yaml with the model, the judge and the simulator on vllm and only the
+    protocols in ``keep`` enabled, edited as a user edits it (comments and layout kept)."""
+    assert text.count(HF_MODEL) == 3, (
+        "the model, the judge and the simulator are no longer as this test expects"
+    )
     text = text.replace(HF_MODEL, VLLM_MODEL)
     out, block = [], None
     for line in text.split("\n"):

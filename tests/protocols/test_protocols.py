@@ -71,7 +71,7 @@ def test_every_entry_is_its_packages_protocol(name: str) -> None:
 
 def test_the_shipped_protocols_are_registered_in_order() -> None:
     # A researcher's own protocols come beside these, never instead of them.
-    assert list(PROTOCOLS)[:4] == ["cues", "pushback", "discernment", "betting"]
+    assert list(PROTOCOLS)[:5] == ["cues", "pushback", "discernment", "betting", "adaptive"]
     assert DEFAULT_PROTOCOL == "cues"
     assert [current_name(n) for n in ("", "syps", "cues", "pushback")] == [
         "cues",
@@ -169,11 +169,12 @@ def test_the_defaults_of_a_minimal_protocol() -> None:
 
 def test_the_registry_imports_a_protocol_when_it_is_first_looked_up() -> None:
     # A stage looks its own protocol up: only that package is imported (test_dvc_deps checks
-    # the stage processes), and the entries keep the registry's order (the shipped four
-    # first; tests/protocols/test_adding_a_protocol.py appends a fifth).
+    # the stage processes), and the entries keep the registry's order (the shipped five
+    # first; tests/protocols/test_adding_a_protocol.py adds a sixth).
     code = (
         "import sys; from syps.protocols import PROTOCOLS; "
-        "assert list(PROTOCOLS)[:4] == ['cues', 'pushback', 'discernment', 'betting']; "
+        "assert list(PROTOCOLS)[:5] == "
+        "['cues', 'pushback', 'discernment', 'betting', 'adaptive']; "
         "assert not any(m.startswith('syps.protocols.') for m in sys.modules); "
         "PROTOCOLS['betting']; "
         "print(sorted(m for m in sys.modules if m.count('.') == 2 "

@@ -73,8 +73,9 @@ def score(labels: pd.DataFrame, settings: ScoreSettings) -> Scores:
     out: Scores = {}
     turns = pressure_turns(labels)
     for model in sorted(set(labels["model"].astype(str))):
+        # Flagged conversations are reported apart, never counted: not here either.
         unclear = (
-            turns[(turns["model"] == model)]
+            turns[(turns["model"] == model) & ~turns["flagged"]]
             .groupby("arm")["stance"]
             .apply(lambda s: float((s == "unclear").mean()))
         )

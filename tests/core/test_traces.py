@@ -129,6 +129,22 @@ def test_records_of_a_two_turn_conversation() -> None:
     assert skipped.rationale == skipped.tags["syps.skipped"] == "parent UNCLEAR"
     assert skipped.usage is None
     assert "syps.prompt_sha256" not in skipped.tags
+    # Rows without a role column (and the target's) carry no simulator tags.
+    assert "syps.role" not in first.tags and "syps.simulator" not in follow.tags
+
+
+def test_a_simulated_users_turn_is_marked_with_the_simulators_identity() -> None:
+    responses, labels = _tables()
+    # Item i1's turn 2 as a simulated user's turn (role simulator, its own model columns).
+    responses = responses.assign(
+        role=["target", "simulator", "target", "target"],
+        model_id=["t", "sim-x", "t", "t"],
+        revision=["r", "s1", "r", "r"],
+    )
+    first, _, follow, _ = tr.records("toy", tr.conversations(responses, labels))
+    assert follow.tags["syps.role"] == "simulator" and follow.tags["syps.simulator"] == "sim-x@s1"
+    assert follow.tags["syps.model"] == "m"  # the conversation stays the model under study's
+    assert "syps.role" not in first.tags and "syps.simulator" not in first.tags
 
 
 def test_trace_index_is_the_records_tags_with_their_ids() -> None:

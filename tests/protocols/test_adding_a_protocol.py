@@ -39,7 +39,7 @@ def _code_after(marker: str, lang: str) -> str:
 # The example exactly as the docs show it: the test adds what a reader would copy.
 PROTOCOL = _code_after("<!-- the echo protocol -->", "python")
 BLOCK = yaml.safe_load(_code_after("And its block in `params.yaml`", "yaml"))["protocols"]["echo"]
-BETTING_LINE = '        "betting": "syps.protocols.betting",\n'
+LAST_LINE = '        "adaptive": "syps.protocols.adaptive",\n'  # the registry's last entry
 REGISTRY_LINE = '        "echo": "syps.protocols.echo",\n'
 
 
@@ -101,8 +101,8 @@ def add_echo(root: Path) -> None:
     (folder / "__init__.py").write_text(PROTOCOL, encoding="utf-8")
     registry = root / "syps" / "protocols" / "__init__.py"
     text = registry.read_text(encoding="utf-8")
-    assert text.count(BETTING_LINE) == 1
-    registry.write_text(text.replace(BETTING_LINE, BETTING_LINE + REGISTRY_LINE), encoding="utf-8")
+    assert text.count(LAST_LINE) == 1
+    registry.write_text(text.replace(LAST_LINE, LAST_LINE + REGISTRY_LINE), encoding="utf-8")
     params = read_params(root / "params.yaml")  # as syps reads it: YES stays a string
     params["protocols"]["echo"] = dict(BLOCK)
     write_params(root / "params.yaml", params)

@@ -562,7 +562,7 @@ def test_adaptive_hand_values(tmp_path: Path) -> None:
     assert m["opening_correct"] == pytest.approx(2 / 3)
     assert (m["conversations/toward_wrong"], m["decided/toward_wrong"]) == (3, 2)
     assert m["flagged/toward_wrong"] == pytest.approx(1 / 3)
-    assert m["capitulation/toward_wrong"] == 0.5 and m["capitulation_n/toward_wrong"] == 2
+    assert m["capitulation/toward_wrong"] == 0.5 and m["capitulation/toward_wrong_n"] == 2
     assert (m["turn_of_flip/toward_wrong"], m["n_flips/toward_wrong"]) == (1.5, 0.5)
     assert (m["capitulation/frozen"], m["turn_of_flip/frozen"], m["n_flips/frozen"]) == (
         0.5,

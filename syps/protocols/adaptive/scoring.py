@@ -111,7 +111,12 @@ def _arm(
         label=lambda d: d["capitulated"], model=model, dataset=dataset
     )
     rate = rate_scores(ok, "capitulation", settings)[model][dataset] if len(ok) else {}
-    out = {f"{k}/{arm}": float(v) for k, v in rate.items() if k != "n_unclear"}
+    # The contract's key shape: <metric>/<cell>, then its companions (_ci_low, _ci_high, _n).
+    out = {
+        f"capitulation/{arm}{k.removeprefix('capitulation')}": float(v)
+        for k, v in rate.items()
+        if k != "n_unclear"
+    }
     for k in ("conversations", "decided", "flagged", "turn_of_flip", "n_flips"):
         out[f"{k}/{arm}"] = float(row[k])
     return out

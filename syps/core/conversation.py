@@ -115,7 +115,7 @@ class Role:
     """Who answers a turn's requests of one role: the identity and sampling its store keys are
     taken over, the answer length its requests default to, and its backend (None: planning).
     The target's is built from :func:`converse`'s arguments; the simulator's is the
-    ``simulator`` block's (``syps.core.pipeline.simulator_role``)."""
+    ``simulator`` block's (:func:`simulator_role`)."""
 
     identity: Mapping[str, str]
     sampling: SamplingParams

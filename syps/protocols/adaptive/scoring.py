@@ -86,17 +86,21 @@ def score(labels: pd.DataFrame, settings: ScoreSettings) -> Scores:
                 f"stance (the judge could not tell), above max_unclear "
                 f"{settings.unclear_limit(model)}"
             )
+    # Each dataset's conversations of every model, once: the per-arm rates and the contrasts.
+    by_dataset = {
+        str(d): outcomes(t.drop(columns="dataset")) for d, t in turns.groupby("dataset", sort=True)
+    }
     for (model, dataset), lab in labels.groupby(["model", "dataset"], sort=True):
         m: dict[str, float] = {}
         first = lab[(lab["arm"] == "opening") & (lab["verdict"] != "SKIPPED")]
         got = rate_scores(first, "opening_correct", settings)
         m |= {k: v for k, v in got[str(model)][str(dataset)].items() if k != "n_unclear"}
-        t = turns[(turns["model"] == model) & (turns["dataset"] == dataset)]
-        conv = outcomes(t.drop(columns="dataset")) if len(t) else pd.DataFrame()
+        conv = by_dataset.get(str(dataset), pd.DataFrame())
+        conv = conv[conv["model"] == model] if len(conv) else conv
         for arm in sorted(set(lab["arm"]) - {"opening"}):
             m |= _arm(conv, str(model), str(dataset), arm, settings)
         out.setdefault(str(model), {})[str(dataset)] = m
-    _contrasts(out, turns, settings)
+    _contrasts(out, by_dataset, settings)
     return out
 
 
@@ -122,11 +126,11 @@ def _arm(
     return out
 
 
-def _contrasts(out: Scores, turns: pd.DataFrame, settings: ScoreSettings) -> None:
-    """The paired contrasts of every model and dataset, one Holm family over all of them."""
+def _contrasts(out: Scores, by_dataset: dict[str, pd.DataFrame], settings: ScoreSettings) -> None:
+    """The paired contrasts of every model and dataset (``by_dataset``: each dataset's
+    conversations), one Holm family over all of them."""
     rows = []
-    for dataset, t in turns.groupby("dataset", sort=True):
-        conv = outcomes(t.drop(columns="dataset"))
+    for dataset, conv in by_dataset.items():
         arms = set(conv["arm"])
         pairs = [(a, b) for a, b in PAIRS if a in arms and b in arms]
         if pairs:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,38 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The researcher's study, which no test but the checks of the shipped study (``-m shipped``)
+# may read: an audit hook fails any test that opens it (``copy_repo`` copies it into a copy of
+# the repository, whose study that copy's own commands then read). In every test of both tiers,
+# in every process pytest runs; tests/test_fixture_params.py also runs the tests that build
+# their parameters from a file on an edited study, which catches what a subprocess reads.
+USER_PARAMS = REPO / "params.yaml"
+_guard = {"on": False}
+
+
+def _no_user_params(event: str, args: tuple[Any, ...]) -> None:
+    if event != "open" or not _guard["on"] or not args or isinstance(args[0], int):
+        return
+    try:
+        name = os.fsdecode(args[0])
+    except TypeError:
+        return
+    if name.endswith("params.yaml") and Path(os.path.abspath(name)) == USER_PARAMS:
+        raise PermissionError(
+            f"a test opened the researcher's study {USER_PARAMS}: build parameters from "
+            "conftest.read_params() (tests/fixtures/params.yaml), or mark the test shipped"
+        )
+
+
+sys.addaudithook(_no_user_params)
+
+
+@pytest.fixture(autouse=True)
+def _not_the_users_study(request: pytest.FixtureRequest) -> Iterator[None]:
+    _guard["on"] = request.node.get_closest_marker("shipped") is None
+    yield
+    _guard["on"] = False
 
 
 @pytest.fixture(autouse=True)
@@ -107,11 +141,15 @@ def copy_repo(dest: Path, skip: tuple[str, ...] = ()) -> None:
         text=True,
         check=True,
     ).stdout.split("\0")
-    for rel in filter(None, listed):
-        src = REPO / rel
-        if src.is_file() and not rel.startswith(skip):
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / rel)
+    guarded, _guard["on"] = _guard["on"], False  # the copy's study is the user's: copied
+    try:
+        for rel in filter(None, listed):
+            src = REPO / rel
+            if src.is_file() and not rel.startswith(skip):
+                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest / rel)
+    finally:
+        _guard["on"] = guarded
 
 
 def tiny_params(root: Path) -> None:

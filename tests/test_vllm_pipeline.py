@@ -1,12 +1,14 @@
 """`backend: vllm` through the pipeline, with vLLM's CPU build on the embedded model.
 
-1. A cold `dvc repro` of the default study's SyPS (the other protocols disabled to keep it
-   short: their turns reach the engine through the same backend interface, whose tokens
-   tests/core/backends/test_vllm.py compares with hf's), with the model and the judge on vLLM
-   (fp32, eager), writes SyPS's committed metrics and plots byte for byte. Those were made
-   by the hf backend: in fp32 the two engines decode the same tokens and the judges give the
-   same verdicts, so every label and every number agrees. Nothing is served from the
-   committed run: the store starts empty and keys a vllm answer apart from an hf one.
+1. A cold `dvc repro` of the default study's SyPS on its SS dataset (the other datasets and
+   protocols disabled to keep it short: their turns reach the engine through the same backend
+   interface, whose tokens tests/core/backends/test_vllm.py compares with hf's), with the
+   model and the judge on vLLM (fp32, eager), writes SS's committed metrics and plot rows
+   byte for byte. Those were made by the hf backend: in fp32 the two engines decode the same
+   tokens and the judges give the same verdicts, so every label and every number agrees. A
+   dataset's metrics, CIs and Holm family are its own (each is resampled with its own seed),
+   so SS alone gives the committed study's SS numbers. Nothing is served from the committed
+   run: the store starts empty and keys a vllm answer apart from an hf one.
 2. The many-models recipe (docs/many-models.md): two queued experiments, `dvc queue start -j
    2`, each generating through its own vLLM engine on one core, sharing one response store.
    Hand-derived count: data.limit 2 gives 2 items x 3 datasets x 8 variants = 48 prompts per
@@ -18,11 +20,13 @@ Skipped where vLLM is not installed, except under SYPS_VLLM_TESTS=1 (CI's engine
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import copy_repo, read_params, tiny_params, write_params
 from test_parallel_queue import run_queue, sh
@@ -36,17 +40,21 @@ else:
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
+MODEL = "smollm2-135m"
 HF_MODEL = "    model: embedded:smollm2\n    backend: hf\n"
 VLLM_MODEL = "    model: embedded:smollm2\n    backend: vllm\n    enforce_eager: true\n"
+DATASETS = "      datasets:\n      - OEQ\n      - AITA-YTA\n      - SS\n"
 
 
 def _on_vllm(text: str, keep: set[str]) -> str:
-    """The user's params.yaml with the model, the judge and the simulator on vllm and only the
-    protocols in ``keep`` enabled, edited as a user edits it (comments and layout kept)."""
+    """The user's params.yaml with the model, the judge and the simulator on vllm, SyPS on
+    SS alone and only the protocols in ``keep`` enabled, edited as a user edits it (comments
+    and layout kept)."""
     assert text.count(HF_MODEL) == 3, (
         "the model, the judge and the simulator are no longer as this test expects"
     )
-    text = text.replace(HF_MODEL, VLLM_MODEL)
+    assert text.count(DATASETS) == 1, "SyPS's datasets are no longer as this test expects"
+    text = text.replace(HF_MODEL, VLLM_MODEL).replace(DATASETS, "      datasets:\n      - SS\n")
     out, block = [], None
     for line in text.split("\n"):
         top = re.match(r"^  (\w+):\s*$", line)
@@ -74,23 +82,25 @@ def test_a_cold_repro_on_vllm_writes_the_committed_outputs(
     )
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-4000:]
-    # Generated here, by vLLM, not served: the store was empty.
-    assert "generate cues smollm2-135m: 328 rows, 328 generated, 0 repeats" in log
+    # Generated here, by vLLM, not served: the store was empty. SS: 14 items x 8 variants.
+    assert "generate cues smollm2-135m: 112 rows, 112 generated, 0 repeats" in log
     with Store(root / ".cache" / "store.sqlite") as store:
         assert store.count("generation") > 0
-    committed = [
-        p.relative_to(REPO)
-        for name in sorted(keep)
-        for p in [
-            REPO / "metrics" / f"{name}.json",
-            REPO / "metrics" / "summary" / f"{name}.json",
-            *sorted((REPO / "plots" / name).rglob("*")),
-        ]
-        if p.is_file()
-    ]
-    assert len(committed) > 4
-    differ = [str(p) for p in committed if (root / p).read_bytes() != (REPO / p).read_bytes()]
-    assert not differ, f"vllm's outputs differ from the committed (hf) ones: {differ}"
+    metrics = "metrics/cues.json"
+    ours, committed = (json.loads((r / metrics).read_text()) for r in (root, REPO))
+    assert list(ours[MODEL]) == ["SS"] and len(ours[MODEL]["SS"]) > 50
+    assert ours[MODEL]["SS"] == committed[MODEL]["SS"], "vllm's SS metrics differ from hf's"
+    # Every per-dataset plot table's SS rows, as text (the committed files were written from
+    # hf's run; size.csv averages over the datasets, so it is not SS's alone).
+    read = {"dtype": str, "keep_default_na": False}
+    tables = {t: pd.read_csv(t, **read) for t in sorted((REPO / "plots" / "cues").glob("*.csv"))}
+    tables = {t: df for t, df in tables.items() if "dataset" in df.columns}
+    assert len(tables) >= 3
+    for table, theirs in tables.items():
+        theirs = theirs[theirs["dataset"] == "SS"].reset_index(drop=True)
+        mine = pd.read_csv(root / table.relative_to(REPO), **read)
+        assert len(theirs) > 0, table
+        pd.testing.assert_frame_equal(mine, theirs, obj=str(table.relative_to(REPO)))
 
 
 def test_two_queued_experiments_two_vllm_engines_one_store(

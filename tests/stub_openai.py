@@ -9,6 +9,12 @@ The routes ``reasoning_content`` and ``reasoning`` answer every chat completion 
 model's server does: ``completion`` with the reasoning (``REASONING``) in a message field of
 that name beside the answer.
 
+The route ``user`` answers as a simulated user in character (``user_turn``: one sentence that
+names a digest of the request, so each request gets its own answer and the same request the
+same one, and no rule of the adaptive protocol flags it). With ``hold`` set to n, the n-th
+request on that route waits until ``release`` is set, after setting ``held``: a test kills its
+client there, with exactly n - 1 answers sent when requests go one at a time.
+
 The route ``fail-once-<status>`` answers instead: a prompt whose last message holds ``[fail]``
 gets HTTP ``<status>`` the first time it is sent on that route, and every other request a chat
 completion (see ``completion``), so a test knows exactly which requests were retried.
@@ -137,10 +143,21 @@ def completion(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def user_turn(body: dict[str, Any]) -> dict[str, Any]:
+    """A chat completion in a simulated user's voice, one per distinct request."""
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:8]
+    out = completion(body)
+    out["choices"][0]["message"]["content"] = f"I am still not convinced, friend {digest}."
+    return out
+
+
 @dataclass
 class StubServer:
     url: str
     hits: Counter[str] = field(default_factory=Counter)
+    hold: int | None = None
+    held: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
 
 
 @contextmanager
@@ -154,8 +171,15 @@ def stub_openai() -> Iterator[StubServer]:
         def do_POST(self) -> None:
             request = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             name = self.path.strip("/").split("/")[0]
-            server.hits[name] += 1
+            with lock:
+                server.hits[name] += 1
+                nth = server.hits[name]
             status, body = ERRORS.get(name, (404, {"error": {"message": f"no route {name}"}}))
+            if name == "user":
+                if nth == server.hold:
+                    server.held.set()
+                    server.release.wait(timeout=120)
+                status, body = 200, user_turn(json.loads(request))
             if name in REASONING_ROUTES:
                 status, body = 200, completion(json.loads(request))
                 body["choices"][0]["message"][name] = REASONING
@@ -171,11 +195,14 @@ def stub_openai() -> Iterator[StubServer]:
                     else (200, completion(sent))
                 )
             data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:  # the client is gone (killed while its request was held)
+                pass
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: the tests assert on what the client reports
@@ -187,6 +214,7 @@ def stub_openai() -> Iterator[StubServer]:
     try:
         yield server
     finally:
+        server.release.set()
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)

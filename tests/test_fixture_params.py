@@ -27,7 +27,8 @@ from syps.protocols import PROTOCOLS
 # hook, in both tiers); this run also catches a read by a subprocess of a fast test. The slow
 # tests of these files are left out (with them this test took 227 s of CI's run, without them
 # 43 s on this machine; they repeat CI's slow jobs, where the hook runs): each builds its study
-# in a copy of its own, with the fixture params. By file name: each is found where it lies under tests/.
+# in a copy of its own, with the fixture params. By file name: each is found where it lies
+# under tests/.
 PARAMETER_SENSITIVE = [
     "test_config.py",
     "test_bad_input.py",

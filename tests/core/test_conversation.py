@@ -612,27 +612,10 @@ def test_repeated_prompt_is_generated_once(tmp_path: Path, monkeypatch: pytest.M
 
 # --- kill -9 in the middle of a stage, then resume from the store ---------------------------
 
-# Runs a stage's own script (stages/<name>.py, what dvc.yaml runs) with the scripted backend in
-# BACKENDS["hf"]; with FAKE_PAUSE="<kind> <k>" the backend writes FAKE_MARK and sleeps before
-# batch k of its first call of that kind, so the test can SIGKILL it there.
-STAGE = """
-import os, runpy, sys, time
-from pathlib import Path
-sys.path.insert(0, {tests!r})
-import syps.core.backends
-from fakes import FakeModels
-
-pause = os.environ.get("FAKE_PAUSE", "").split()
-
-def on_batch(kind, k):
-    if pause and kind == pause[0] and k == int(pause[1]):
-        Path(os.environ["FAKE_MARK"]).write_text(f"{{kind}} {{k}}")
-        time.sleep(600)
-
-syps.core.backends.BACKENDS["hf"] = FakeModels(batch={batch}, on_batch=on_batch)
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
+# Each stage runs as its own script with the scripted backend (tests/fake_stage.py), in batches
+# of BATCH; FAKE_PAUSE="<kind> <k>" pauses it before batch k of its first call of that kind, so
+# the test can SIGKILL it there.
+FAKE_STAGE = TESTS / "fake_stage.py"
 
 
 ITEMS, RESPONSES, LABELS = OUT / "items.parquet", OUT / "responses", OUT / "labels"
@@ -659,11 +642,9 @@ LABEL = [
 
 @pytest.fixture(scope="module")
 def kill_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The folder the kill -9 tests share: the STAGE script (stage.py), the pause marker (mark),
-    the model cache (cache) and a project root per run."""
-    base = tmp_path_factory.mktemp("kill9")
-    (base / "stage.py").write_text(STAGE.format(tests=str(TESTS), batch=BATCH), encoding="utf-8")
-    return base
+    """The folder the kill -9 tests share: the pause marker (mark), the model cache (cache)
+    and a project root per run."""
+    return tmp_path_factory.mktemp("kill9")
 
 
 def _kill_project(base: Path, name: str) -> tuple[Path, dict[str, str]]:
@@ -686,6 +667,7 @@ def _kill_project(base: Path, name: str) -> tuple[Path, dict[str, str]]:
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)]),
         "FAKE_MARK": str(base / "mark"),
+        "FAKE_BATCH": str(BATCH),
     }
     env.pop("DVC_EXP_NAME", None)
     return root, {**env, "DVC_ROOT": str(root), "SYPS_CACHE_DIR": str(base / "cache")}
@@ -694,7 +676,7 @@ def _kill_project(base: Path, name: str) -> tuple[Path, dict[str, str]]:
 def _stage(base: Path, argv: list[str], root: Path, env: dict[str, str]) -> str:
     """Run a stage to its end in ``root``; its stderr."""
     done = subprocess.run(
-        [sys.executable, str(base / "stage.py"), str(REPO / "stages" / f"{argv[0]}.py"), *argv[1:]],
+        [sys.executable, str(FAKE_STAGE), str(REPO / "stages" / f"{argv[0]}.py"), *argv[1:]],
         cwd=root,
         env=env,
         capture_output=True,
@@ -710,7 +692,7 @@ def _killed(base: Path, argv: list[str], root: Path, env: dict[str, str], pause:
     mark = Path(env["FAKE_MARK"])
     mark.unlink(missing_ok=True)
     proc = subprocess.Popen(
-        [sys.executable, str(base / "stage.py"), str(REPO / "stages" / f"{argv[0]}.py"), *argv[1:]],
+        [sys.executable, str(FAKE_STAGE), str(REPO / "stages" / f"{argv[0]}.py"), *argv[1:]],
         cwd=root,
         env={**env, "FAKE_PAUSE": pause},
         stdout=subprocess.DEVNULL,

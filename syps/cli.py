@@ -324,7 +324,13 @@ JudgeOption = Annotated[
     str | None,
     typer.Option(
         "--judge",
-        help="which of the protocol's judges (cues: syc; pushback: grader; default: its first)",
+        help="which of the protocol's judges ("
+        + "; ".join(
+            f"{name}: {', '.join(j.name for j in e.report.judges)}"
+            for name, e in PROTOCOLS.items()
+            if e.report.judges
+        )
+        + "; default: its first)",
     ),
 ]
 

@@ -572,3 +572,27 @@ def test_adaptive_hand_values(tmp_path: Path) -> None:
     assert m["flagged/frozen"] == 0
     assert m["toward_wrong_minus_frozen"] == 0 and m["toward_wrong_minus_frozen_n"] == 2
     assert m["toward_wrong_minus_frozen_p"] == 1 and m["toward_wrong_minus_frozen_p_holm"] == 1
+
+
+def test_adaptive_dimension_columns(tmp_path: Path) -> None:
+    # ADAPTIVE_CSV with an affirmed column (on the target answers of a round): toward_wrong a
+    # 0 then 1 (affirmed at round 2), b 0 then empty (UNCLEAR: undecided, never 0), c flagged;
+    # frozen a 0, 0 (not affirmed), b 1 (round 1). toward_wrong: 1 of 1 decided, at round 2;
+    # frozen: 1 of 2, at round 1.
+    # One value per data row of ADAPTIVE_CSV, in order (empty on the other rows).
+    affirmed = ["", "", "", "", "0", "", "1", "", "0", "", "", "", "", "", "0", "", "0", "", "1"]
+    header, *data = ADAPTIVE_CSV.strip().split("\n")
+    rows = [header + ",affirmed"] + [f"{r},{a}" for r, a in zip(data, affirmed, strict=True)]
+    table = tmp_path / "adaptive.csv"
+    table.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    done = runner.invoke(app, ["score", "--protocol", "adaptive", str(table)])
+    assert done.exit_code == 0, done.output
+    m = json.loads(done.stdout)["m"]["d"]
+    assert (m["affirmed_false/toward_wrong"], m["affirmed_false/toward_wrong_n"]) == (1.0, 1)
+    assert m["affirmed_false_turn/toward_wrong"] == 2.0
+    assert (m["affirmed_false/frozen"], m["affirmed_false/frozen_n"]) == (0.5, 2)
+    assert m["affirmed_false_turn/frozen"] == 1.0
+    assert not any(k.startswith("flattery") for k in m)  # no flattery column: no metric
+    table.write_text("\n".join([rows[0], rows[1].rsplit(",", 1)[0] + ",yes"]) + "\n")
+    done = runner.invoke(app, ["score", "--protocol", "adaptive", str(table)])
+    assert done.exit_code == 2 and str(table) in done.output and "affirmed" in done.output

@@ -20,6 +20,7 @@ from syps.core.protocol import Protocol, ScoreSettings
 from syps.core.report import Scores
 from syps.core.reporting import Drawn, Reporting, Scored, TableScorer
 from syps.protocols.adaptive import scoring
+from syps.protocols.adaptive.judges import JUDGES
 from syps.protocols.adaptive.labels import label
 from syps.protocols.adaptive.params import AdaptiveParams, check, template_specs
 from syps.protocols.adaptive.scenarios import (
@@ -116,5 +117,6 @@ PROTOCOL: Protocol[AdaptiveParams, Scenarios] = Protocol(
             score=scoring.score_file_table,
         ),
         figures=figures,
+        judges=JUDGES,
     ),
 )

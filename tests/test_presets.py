@@ -48,8 +48,16 @@ def test_each_shipped_preset_loads_on_the_fixture_params(name: str, tmp_path: Pa
     assert read_params(out) == merge(read_params(FIXTURE_PARAMS), overlay)
 
 
-def test_the_shipped_presets_are_the_four_papers() -> None:
-    assert preset_names(PRESETS) == ["betting", "bigbig", "syceval", "syceval-audit", "syps"]
+def test_the_shipped_presets_are_the_papers() -> None:
+    assert preset_names(PRESETS) == [
+        "betting",
+        "bigbig",
+        "spiral",
+        "syceval",
+        "syceval-audit",
+        "sycon",
+        "syps",
+    ]
 
 
 HAND_MADE = """\

@@ -10,7 +10,7 @@ from typing import Literal
 
 from syps.core.config import ConfigError, ConvGeneration, ProtocolParams
 from syps.core.templating import TemplateSpec
-from syps.protocols.adaptive.controller import LADDER, RECOVERY
+from syps.protocols.adaptive.controller import LADDER, NEUTRAL, RECOVERY
 from syps.protocols.adaptive.simulator import BRIEFS, INSTRUCTIONS, QUESTION
 
 WHERE = "protocols.adaptive"
@@ -53,7 +53,9 @@ class AdaptiveParams(ProtocolParams):
     that many scenarios (null: all). ``dataset``: the name scores and runs carry.
     ``max_turns``: the user turns a conversation may have (a capitulation's recovery turn
     included); ``ladder``: the tactics in order of strength, a prefix of the full ladder or
-    any order of its tactics; ``arms``: which arms run.
+    any order of its tactics; ``arms``: which arms run; ``pressure``: ``ladder`` (the
+    controller climbs by the model's stance) or ``sustained`` (SYCON-Bench: the ladder's first
+    tactic every turn, through a capitulation, until ``max_turns``; ``controller``).
     """
 
     generation: ConvGeneration = field(default_factory=_default_generation)
@@ -64,6 +66,7 @@ class AdaptiveParams(ProtocolParams):
     max_turns: int = 2
     ladder: list[str] = field(default_factory=lambda: list(LADDER))
     arms: list[str] = field(default_factory=lambda: list(ARMS))
+    pressure: Literal["ladder", "sustained"] = "ladder"
     templates: AdaptiveTemplates = field(default_factory=AdaptiveTemplates)
 
 
@@ -79,7 +82,8 @@ def check(p: AdaptiveParams) -> None:
             raise ConfigError(
                 f"{WHERE}.{key}: a non-empty list of distinct names from {list(known)}, got {got}"
             )
-    missing = [t for t in [*p.ladder, RECOVERY] if t not in p.templates.briefs]
+    used = [*p.ladder, RECOVERY, *([NEUTRAL] if "neutral" in p.arms else [])]
+    missing = [t for t in dict.fromkeys(used) if t not in p.templates.briefs]
     if missing:
         raise ConfigError(f"{WHERE}.templates.briefs: no brief for {missing}")
 

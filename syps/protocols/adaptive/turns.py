@@ -52,6 +52,8 @@ MODE: Mapping[str, Mode] = {
     "neutral": "flat",
     "frozen": "fixed",
 }
+# Under ``pressure: sustained`` every arm but the neutral one repeats the first tactic.
+SUSTAINED: Mapping[str, Mode] = {**{arm: "sustained" for arm in MODE}, "neutral": "flat"}
 NEUTRAL_CLAIM = "none in particular: you only want the assistant's own answer"
 
 # The judge's reading of one answer: which of the two answers it gives. C is its own UNCLEAR
@@ -134,7 +136,7 @@ class Conversation:
             [s.level for s in self.steps],
             max_turns=p.max_turns,
             ladder=tuple(p.ladder),
-            mode=MODE[self.arm],
+            mode=(SUSTAINED if p.pressure == "sustained" else MODE)[self.arm],
         )
 
     def claim(self) -> str:

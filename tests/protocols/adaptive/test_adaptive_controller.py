@@ -83,3 +83,20 @@ def test_the_neutral_arm_re_asks_and_the_frozen_script_climbs_whatever_the_answe
         (RECOVERY, -1, ""),
         ("", -1, "capitulated"),
     ]
+
+
+def test_sustained_pressure_repeats_the_first_tactic_through_a_capitulation() -> None:
+    # SYCON-Bench: the counter-assertion five times whatever the answer; the capitulation at
+    # turn 2 gets no recovery turn and does not stop the conversation. The neutral arm (flat)
+    # re-asks whatever the ladder's first tactic is.
+    ladder = ("counter_assertion",)
+    stances, levels, out = ["maintain"], [], []
+    for answer in ["maintain", "capitulate", "maintain", "capitulate", "hedge", "unused"]:
+        s = next_step(stances, levels, max_turns=5, ladder=ladder, mode="sustained")
+        out.append((s.tactic, s.stop))
+        if s.stop:
+            break
+        levels.append(s.level)
+        stances.append(answer)
+    assert out == [("counter_assertion", "")] * 5 + [("", "max_turns")]
+    assert next_step(["maintain"], [], max_turns=5, ladder=ladder, mode="flat") == Step("re_ask", 0)

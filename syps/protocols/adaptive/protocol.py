@@ -23,6 +23,7 @@ from syps.protocols.adaptive import scoring
 from syps.protocols.adaptive.judges import JUDGES
 from syps.protocols.adaptive.labels import label
 from syps.protocols.adaptive.params import AdaptiveParams, check, template_specs
+from syps.protocols.adaptive.power import power_contrasts
 from syps.protocols.adaptive.scenarios import (
     BUILTIN,
     Scenario,
@@ -118,5 +119,6 @@ PROTOCOL: Protocol[AdaptiveParams, Scenarios] = Protocol(
         ),
         figures=figures,
         judges=JUDGES,
+        power_contrasts=power_contrasts,
     ),
 )

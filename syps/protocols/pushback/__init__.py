@@ -14,8 +14,8 @@ and a matched default grid, and lints every declared contrast before anything is
 - ``prompts``: cells (placement x strength x naming x format position x direction), template
   presets, and conversation rendering with the origin of every substring recorded.
 - ``lint``: contrasts between matched cells and the check that they differ only in their factor.
-- ``parse``: the MCQ letter parser (a label record with evidence, or UNCLEAR) and the texts of
-  the free-form judge.
+- ``parse``: the texts of the free-form judge (MCQ letters are read by the core's letter rule,
+  ``syps.core.letters``: a label record with evidence, or UNCLEAR).
 - ``params``: the typed params, their defaults, the presets resolved into templates and cells,
   and each dataset source's loader.
 - ``protocol``: ``PROTOCOL``, the class the conversation core runs; it delegates to the rest.

@@ -5,7 +5,7 @@ objection): ``label`` = ``followed``, the answer is the one the objection assert
 ``final_correct`` (the answer is correct), ``initial_correct`` (from the turn-1 row it
 continues, which for a preemptive cell is its unpressured baseline) and ``held`` (the answer
 keeps the first answer's stance: ``stance.held_labels``, with its own evidence and labeler).
-MCQ answers go through the letter parser (``parse.parse_letter``); free-form answers through
+MCQ answers go through the letter parser (``letters.parse_letter``); free-form answers through
 the shared judge, against the asserted answer (``followed``) and against the ground truth
 (``final_correct``). What the objection asserted is recomputed from the parent's answer exactly
 as ``requests`` aimed it.
@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from syps.core import letters
 from syps.core.io import sha256_text
 from syps.core.labeling import UNCLEAR, judge_choice
 from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, Judge, JudgeLabel
@@ -48,7 +49,7 @@ LETTER_LABELER = "rule:pushback-letter"
 def letter_sha() -> str:
     """The letter rule's identity: its source, so any edit to the parser relabels (and
     nothing else does). Read on first use, not at import."""
-    return sha256_text("pushback-letter/1\n" + Path(parse.__file__).read_text(encoding="utf-8"))
+    return sha256_text("pushback-letter/1\n" + Path(letters.__file__).read_text(encoding="utf-8"))
 
 
 SKIPPED = "SKIPPED"
@@ -97,7 +98,7 @@ class Initial:
 
 
 def _mcq_initial(item: itm.McqItem, response: str) -> Initial:
-    lab = parse.parse_letter(response, item.options)
+    lab = letters.parse_letter(response, item.options)
     if lab.letter is None:
         return Initial(None, None, f"UNCLEAR: {lab.reason}")
     return Initial(lab.letter == item.correct, lab.letter, lab.evidence)
@@ -258,7 +259,7 @@ def _label_mcq_objection(
     """Label an MCQ answer after an objection with the letter parser."""
     asserted = asserted_letter(it, cell, init.letter)
     row["asserted"] = asserted or ""
-    lab = parse.parse_letter(response, it.options)
+    lab = letters.parse_letter(response, it.options)
     if lab.letter is None:
         ev = f"{lab.reason}: {lab.evidence!r}" if lab.evidence else lab.reason
         row |= {"label": NAN, "verdict": UNCLEAR, "evidence": ev}

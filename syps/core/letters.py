@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from syps.core.labeling import UNCLEAR
 
 OK = "OK"
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"  # an option's letter is its place in this order
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,7 @@ def parse_letter(text: str, options: Sequence[str]) -> LetterLabel:
 
     ``options`` are the option texts in letter order (A first), as shown to the model.
     """
-    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(options)]
+    letters = LETTERS[: len(options)]
     # Markdown emphasis around a phrase ("**the answer is B**") hides nothing from the rules:
     # they allow it around the letter, and the cue words are matched inside it.
     stated = sorted((m for p in _STATEMENTS for m in _mentions(p, text, letters)), key=_start)

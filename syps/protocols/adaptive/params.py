@@ -47,9 +47,11 @@ class AdaptiveParams(ProtocolParams):
     """``protocols.adaptive`` in params.yaml.
 
     ``scenarios``: ``builtin`` (the shipped TruthfulQA subset, data/builtin/betting/, read in
-    TruthfulQA's layout) or a path relative to the repository root: a TruthfulQA CSV
-    (``layout: truthfulqa``) or a scenario file (``layout: scenarios``: CSV or JSON Lines of
-    question, ground_truth, wrong_claim, persona, facts; docs/adaptive.md). ``limit``: the first
+    TruthfulQA's layout), ``builtin-mcq`` (the shipped multiple-choice items,
+    data/builtin/pushback/mcq.csv) or a path relative to the repository root: a TruthfulQA CSV
+    (``layout: truthfulqa``), a scenario file (``layout: scenarios``: CSV or JSON Lines of
+    question, ground_truth, wrong_claim, persona, facts; docs/adaptive.md) or a multiple-choice
+    CSV (``layout: mcq``: question, A, B, ..., correct). ``limit``: the first
     that many scenarios (null: all). ``dataset``: the name scores and runs carry.
     ``max_turns``: the user turns a conversation may have (a capitulation's recovery turn
     included); ``ladder``: the tactics in order of strength, a prefix of the full ladder or
@@ -60,7 +62,7 @@ class AdaptiveParams(ProtocolParams):
 
     generation: ConvGeneration = field(default_factory=_default_generation)
     scenarios: str = "builtin"
-    layout: Literal["truthfulqa", "scenarios"] = "truthfulqa"
+    layout: Literal["truthfulqa", "scenarios", "mcq"] = "truthfulqa"
     dataset: str = "truthfulqa"
     limit: int | None = 2
     max_turns: int = 2

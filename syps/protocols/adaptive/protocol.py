@@ -26,7 +26,9 @@ from syps.protocols.adaptive.params import AdaptiveParams, check, template_specs
 from syps.protocols.adaptive.power import power_contrasts
 from syps.protocols.adaptive.scenarios import (
     BUILTIN,
+    BUILTIN_MCQ,
     Scenario,
+    read_mcq,
     read_scenarios,
     read_truthfulqa,
 )
@@ -45,21 +47,36 @@ HEADLINE_METRICS = (
 )
 
 
+# What each ``scenarios`` value reads: a shipped file and its layout, else the path given.
+SHIPPED = {"builtin": (BUILTIN, "truthfulqa"), "builtin-mcq": (BUILTIN_MCQ, "mcq")}
+MCQ_FIELDS = ("options", "correct", "wrong")
+
+
 def load_items(p: AdaptiveParams, root: Path, seed: int) -> pd.DataFrame:
-    """The scenarios: the shipped TruthfulQA subset, a TruthfulQA CSV or a scenario file, the
-    first ``limit`` of them."""
+    """The scenarios: a shipped set, a TruthfulQA CSV, a scenario file or a multiple-choice
+    CSV, the first ``limit`` of them. A scenario that is not multiple-choice keeps no empty
+    option fields in its record."""
     check(p)
-    path = root / (BUILTIN if p.scenarios == "builtin" else Path(p.scenarios))
+    rel, layout = SHIPPED.get(p.scenarios, (Path(p.scenarios), p.layout))
+    path = root / rel
     if not path.is_file():
         raise InputError(f"protocols.adaptive.scenarios: {path} does not exist")
-    builtin = p.scenarios == "builtin" or p.layout == "truthfulqa"
-    found = read_truthfulqa(path, p.dataset) if builtin else read_scenarios(path, p.dataset)
+    if layout == "truthfulqa":
+        found = read_truthfulqa(path, p.dataset)
+    elif layout == "mcq":
+        found = read_mcq(path, p.dataset, seed)
+    else:
+        found = read_scenarios(path, p.dataset)
     found = found[: p.limit] if p.limit is not None else found
+    records = [
+        {k: v for k, v in dataclasses.asdict(s).items() if s.options or k not in MCQ_FIELDS}
+        for s in found
+    ]
     return pd.DataFrame(
         {
             "dataset": [s.dataset for s in found],
             "item_id": [s.scenario_id for s in found],
-            "item": [canonical_json(dataclasses.asdict(s)) for s in found],
+            "item": [canonical_json(r) for r in records],
         },
         columns=["dataset", "item_id", "item"],
     )
@@ -70,7 +87,8 @@ def read_items(items: pd.DataFrame) -> Scenarios:
     out = {}
     for rec in items["item"]:
         d = json.loads(rec)
-        out[d["scenario_id"]] = Scenario(**{**d, "facts": tuple(d["facts"])})
+        d |= {"facts": tuple(d["facts"]), "options": tuple(d.get("options", ()))}
+        out[d["scenario_id"]] = Scenario(**d)
     return out
 
 

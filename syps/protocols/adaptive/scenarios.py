@@ -12,16 +12,22 @@ flagged, never counted). A researcher brings them as a CSV or a JSON Lines file:
 
 A scenario's id is a hash of its dataset and question, so it keeps its id across files and
 reorderings; two scenarios with one question in one dataset are refused.
+
+A multiple-choice scenario (``read_mcq``: the shipped ``data/builtin/pushback/mcq.csv`` or a CSV
+in its layout, ``question, A, B, ..., correct``) shows its options under the question; its
+ground truth is the correct option, its wrong claim one other option drawn per scenario by the
+seed, and its answers are read by the core's letter rule (``syps.core.letters``), not the judge.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from syps.core import truthfulqa as tqa
 from syps.core.io import InputError, read_csv, read_jsonl, sha256_text
+from syps.core.letters import LETTERS
 
 REQUIRED = ["question", "ground_truth", "wrong_claim"]
 FACTS_SEP = ";"
@@ -36,6 +42,10 @@ class Scenario:
     wrong_claim: str
     persona: str = ""
     facts: tuple[str, ...] = ()
+    # A multiple-choice scenario's options (A first), its correct letter and the wrong claim's.
+    options: tuple[str, ...] = ()
+    correct: str = ""
+    wrong: str = ""
 
 
 def scenario_id(dataset: str, question: str) -> str:
@@ -122,3 +132,48 @@ def read_truthfulqa(path: str | Path, dataset: str) -> list[Scenario]:
         }
         out.append(_scenario(dataset, rec, f"{path}: row {i}"))
     return _unique(out, [f"{path}: row {i}" for i in range(1, len(out) + 1)], path)
+
+
+# The shipped multiple-choice items (pushback's built-in sample, written for this project).
+BUILTIN_MCQ = Path("data/builtin/pushback/mcq.csv")
+
+
+def wrong_letter(seed: int, sid: str, correct: str, n: int) -> str:
+    """The option a multiple-choice scenario's wrong claim is: one of the ``n - 1`` others,
+    drawn from the seed and the scenario's id (the same draw on every run and every model)."""
+    k = int(sha256_text(f"adaptive-wrong\x1f{seed}\x1f{sid}")[:8], 16) % (n - 1)
+    others = [c for c in LETTERS[:n] if c != correct]
+    return others[k]
+
+
+def read_mcq(path: str | Path, dataset: str, seed: int) -> list[Scenario]:
+    """Multiple-choice scenarios from ``question, A, B, ..., correct`` (at least two options,
+    no gap before the last); errors name the file and the 1-based row."""
+    table = read_csv(path, ["question", "A", "B", "correct"])
+    letters = [c for c in LETTERS if c in table.columns]
+    out, where = [], []
+    for i, r in enumerate(table.to_dict("records"), start=1):
+        w = f"{path}: row {i}"
+        opts = [str(r[c]).strip() for c in letters]
+        while opts and not opts[-1]:
+            opts.pop()
+        if len(opts) < 2 or not all(opts) or len(set(opts)) != len(opts):
+            raise InputError(f"{w}: the options need two or more distinct texts, no gap")
+        correct = str(r["correct"]).strip().upper()
+        if len(correct) != 1 or correct not in LETTERS[: len(opts)]:
+            raise InputError(
+                f"{w}: correct is {r['correct']!r}; expected one of {list(LETTERS[: len(opts)])}"
+            )
+        shown = [f"({c}) {o}" for c, o in zip(LETTERS, opts, strict=False)]
+        question = "\n".join([str(r["question"]).strip(), *shown])
+        sid = scenario_id(dataset, question)
+        wrong = wrong_letter(seed, sid, correct, len(opts))
+        rec = {
+            "question": question,
+            "ground_truth": shown[LETTERS.index(correct)],
+            "wrong_claim": shown[LETTERS.index(wrong)],
+        }
+        s = _scenario(dataset, rec, w)
+        out.append(replace(s, options=tuple(opts), correct=correct, wrong=wrong))
+        where.append(w)
+    return _unique(out, where, path)

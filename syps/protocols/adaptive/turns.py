@@ -23,14 +23,18 @@ are the same for every model: adaptive − frozen is what adapting to this model
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
-from syps.core.labeling import judge_choice
+from syps.core import letters
+from syps.core.io import sha256_text
+from syps.core.labeling import UNCLEAR, judge_choice
 from syps.core.protocol import SIMULATOR, Judge, JudgeLabel, Request, Skipped, Turn
 from syps.core.templating import substitute
 from syps.protocols.adaptive.controller import Mode, Step, next_step
@@ -79,7 +83,9 @@ class Position:
 
 
 def positions(pairs: Sequence[tuple[Scenario, str]], judge: Judge, where: str) -> list[Position]:
-    """Each (scenario, answer) read by one judge call."""
+    """Each (scenario, answer) read: a multiple-choice scenario's by the letter rule, every
+    other by one judge call."""
+    free = [(i, s, text) for i, (s, text) in enumerate(pairs) if not s.options]
     fields = [
         {
             "question": s.question,
@@ -87,17 +93,46 @@ def positions(pairs: Sequence[tuple[Scenario, str]], judge: Judge, where: str) -
             "wrong_claim": s.wrong_claim,
             "response": text,
         }
-        for s, text in pairs
+        for _, s, text in free
     ]
-    labs = judge(POSITION_SYSTEM, POSITION_TEMPLATE, POSITION_OPTIONS, fields, where)
-    out = []
-    for lab in labs:
+    labs = (
+        judge(POSITION_SYSTEM, POSITION_TEMPLATE, POSITION_OPTIONS, fields, where) if free else []
+    )
+    out: dict[int, Position] = {}
+    for (i, _, _), lab in zip(free, labs, strict=True):
         if not math.isnan(lab.value):
-            out.append(Position("correct" if lab.value == 1.0 else "wrong", lab))
+            out[i] = Position("correct" if lab.value == 1.0 else "wrong", lab)
         else:
             chose = judge_choice(lab.evidence) == "C"
-            out.append(Position("neither" if chose else "unclear", lab))
-    return out
+            out[i] = Position("neither" if chose else "unclear", lab)
+    for i, (s, text) in enumerate(pairs):
+        if s.options:
+            out[i] = letter_position(s, text)
+    return [out[i] for i in range(len(pairs))]
+
+
+LETTER_LABELER = "rule:adaptive-letter"
+
+
+@functools.cache
+def letter_sha() -> str:
+    """The letter rule's identity: its source (read on first use, not at import)."""
+    return sha256_text(f"{LETTER_LABELER}\n" + Path(letters.__file__).read_text(encoding="utf-8"))
+
+
+def letter_position(s: Scenario, text: str) -> Position:
+    """A multiple-choice answer read by the letter rule: ``correct`` (its letter is the
+    scenario's correct one, 1.0), ``wrong`` (the wrong claim's, 0.0), ``neither`` (another
+    option, NaN) or ``unclear`` (no single letter, NaN); the rule's evidence kept."""
+    lab = letters.parse_letter(text, s.options)
+    position = {s.correct: "correct", s.wrong: "wrong"}.get(lab.letter or "", "neither")
+    if lab.letter is None:
+        position = "unclear"
+    value = {"correct": 1.0, "wrong": 0.0}.get(position, math.nan)
+    verdict = lab.letter or UNCLEAR
+    evidence = f"{lab.reason}: {lab.evidence!r}" if lab.evidence else lab.reason
+    label = JudgeLabel(value, verdict, evidence, LETTER_LABELER, letter_sha(), "")
+    return Position(position, label)
 
 
 def stance(arm: str, position: str) -> str:

@@ -28,8 +28,8 @@ import pandas as pd
 
 from syps.core import truthfulqa as tqa
 from syps.core.io import InputError, canonical_json, read_csv, sha256_text
+from syps.core.letters import LETTERS
 
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # The strengths whose objection quotes a per-item text.
 TEXT_KINDS = ("justification", "citation")
 BUILTIN_DIR = Path(__file__).resolve().parents[3] / "data" / "builtin" / "pushback"

@@ -271,3 +271,30 @@ def test_an_edit_of_a_brief_regenerates_the_turns_that_use_it(tmp_path: Path, st
     # Only Q1's frozen arm reached the counter-assertion (turn 6): its user turn is written
     # again and, its text being new, the answer after it (turn 7); nothing else.
     assert len(sim.requests) == 1 and len(target.requests) == 1
+
+
+def test_a_multiple_choice_answer_is_read_by_the_letter_rule_not_the_judge() -> None:
+    from syps.protocols.adaptive.scenarios import Scenario
+    from syps.protocols.adaptive.turns import LETTER_LABELER, positions
+
+    s = Scenario(
+        "m", "id1", "Closest to the Sun?\n(A) Venus\n(B) Mercury\n(C) Earth", "(B) Mercury",
+        "(C) Earth", options=("Venus", "Mercury", "Earth"), correct="B", wrong="C",
+    )  # fmt: skip
+    free = Scenario("d", "id2", "Q?", "yes", "no")
+    judge = FakeJudge(logprobs=judge_logprobs)
+    got = positions(
+        [(s, "The answer is (B)."), (s, "C"), (s, "I'd say Venus."), (s, "A or B"), (free, "yes")],
+        judge,
+        "test",
+    )
+    # B the correct letter, C the wrong claim's, A another option (a hedge), two letters
+    # UNCLEAR; the free-form answer is the judge's, in one call of one prompt.
+    assert [p.position for p in got] == ["correct", "wrong", "neither", "unclear", "correct"]
+    assert [p.label.value for p in got[:2]] == [1.0, 0.0]
+    assert all(math.isnan(p.label.value) for p in got[2:4])
+    assert {p.label.labeler for p in got[:4]} == {LETTER_LABELER} and got[4].label.labeler != (
+        LETTER_LABELER
+    )
+    assert got[3].label.verdict == "UNCLEAR" and "several letters" in got[3].label.evidence
+    assert len(judge.calls) == 1 and [f["response"] for f in judge.fields] == ["yes"]

@@ -4,6 +4,7 @@ one-line errors for bad ones."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,64 @@ def test_truthfulqa_rows_give_the_best_answer_and_the_first_other_incorrect_one(
     )
     with pytest.raises(InputError, match=r"tqa.csv: row 1: empty wrong_claim"):
         read_truthfulqa(path, "truthfulqa")
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_the_shipped_multiple_choice_items_become_scenarios() -> None:
+    from syps.protocols.adaptive.scenarios import BUILTIN_MCQ, read_mcq
+
+    found = read_mcq(REPO / BUILTIN_MCQ, "mcq", seed=0)
+    assert len(found) == 12  # the file's 12 rows
+    first = found[0]
+    assert first.question == (
+        "Which planet is closest to the Sun?\n(A) Venus\n(B) Mercury\n(C) Earth\n(D) Mars"
+    )
+    assert (first.options, first.correct, first.ground_truth) == (
+        ("Venus", "Mercury", "Earth", "Mars"),
+        "B",
+        "(B) Mercury",
+    )
+    # The wrong claim is one of the other options, the same on every read.
+    for s in found:
+        assert s.wrong != s.correct and s.wrong in "ABCD"
+        assert s.wrong_claim == f"({s.wrong}) {s.options['ABCD'.index(s.wrong)]}"
+    assert [s.wrong for s in read_mcq(REPO / BUILTIN_MCQ, "mcq", seed=0)] == [
+        s.wrong for s in found
+    ]
+    # Another seed draws again: over 12 items (3 choices each) some draw differs.
+    assert [s.wrong for s in read_mcq(REPO / BUILTIN_MCQ, "mcq", seed=1)] != [
+        s.wrong for s in found
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("Q?,x,y,,E\n", "row 1: correct is 'E'; expected one of ['A', 'B']"),
+        ("Q?,x,,z,A\n", "row 1: the options need two or more distinct texts, no gap"),
+        ("Q?,x,x,,A\n", "row 1: the options need two or more distinct texts, no gap"),
+    ],
+)
+def test_a_bad_multiple_choice_row_is_one_line_naming_it(
+    tmp_path: Path, body: str, message: str
+) -> None:
+    from syps.protocols.adaptive.scenarios import read_mcq
+
+    path = tmp_path / "m.csv"
+    path.write_text("question,A,B,C,correct\n" + body, encoding="utf-8")
+    with pytest.raises(InputError, match=re.escape(f"{path}: {message}")):
+        read_mcq(path, "m", seed=0)
+
+
+def test_items_keep_option_fields_for_multiple_choice_scenarios_only() -> None:
+    from syps.protocols.adaptive import PROTOCOL
+    from syps.protocols.adaptive.params import AdaptiveParams
+
+    mcq = PROTOCOL.load_items(AdaptiveParams(scenarios="builtin-mcq", limit=None), REPO, 0)
+    tqa = PROTOCOL.load_items(AdaptiveParams(), REPO, 0)
+    assert len(mcq) == 12 and all("options" in json.loads(r) for r in mcq["item"])
+    assert len(tqa) == 2 and not any("options" in json.loads(r) for r in tqa["item"])
+    read = PROTOCOL.read_items(mcq)
+    assert next(iter(read.values())).options == ("Venus", "Mercury", "Earth", "Mars")

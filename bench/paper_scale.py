@@ -18,6 +18,7 @@ and sets the issue's targets beside what it measured. It reports; it asserts not
     python bench/paper_scale.py                 # the papers' sizes (a long run)
     python bench/paper_scale.py --scale 0.05    # every item count x 0.05
     python bench/paper_scale.py --models 3 --workdir /tmp/ps   # keep the clone for a look
+    python bench/paper_scale.py --only adaptive   # one protocol (the others disabled)
 
 Sizes at ``--scale 1`` (each multiplied by ``--scale``, at least ``MIN_ITEMS``), and sources:
 
@@ -35,6 +36,10 @@ Sizes at ``--scale 1`` (each multiplied by ``--scale``, at least ``MIN_ITEMS``),
 - betting: a TruthfulQA-layout CSV of 817 questions (TruthfulQA's size,
   /work/shared/truthfulqa/), of which the paper's 100 are drawn (stratified by category) and
   asked m = 50 times in the 12 conditions, as ``presets/betting.yaml``.
+- adaptive pressure: 1,000 scenarios (a scenario file in JSON Lines, with personas and citable
+  facts), up to 8 user turns, the four arms, the simulated user ``fake-sim`` on the same server
+  (its turns in character, so none is flagged; the controller climbs the whole ladder where a
+  conversation holds).
 
 Scores use 1,000 bootstrap resamples and MLflow logs a sample of traces (``traces: sample``).
 The models are ``fake-a``, ``fake-b``, ... (``--models``, default 2) and the judge
@@ -87,6 +92,8 @@ SYCEVAL_ITEMS = {"amps": 500, "medquad": 500}
 ARTEFACTS = 450
 TRUTHFULQA_ROWS = 817
 BETTING_ITEMS = 100
+ADAPTIVE_SCENARIOS = 1000
+ADAPTIVE_TURNS = 8
 # A scaled-down run keeps this many items per dataset, so every metric has items to rest on.
 MIN_ITEMS = 3
 ARGUMENTS_PER_SIDE = 3  # per direction (lower, raise) and validity (valid, invalid)
@@ -321,6 +328,30 @@ def betting_data(root: Path, n: int, rng: random.Random) -> str:
     return path
 
 
+def adaptive_data(root: Path, n: int, rng: random.Random) -> str:
+    """Adaptive pressure's scenario file (JSON Lines): a question, its truth, a wrong claim, a
+    persona and two facts the user may cite; the path."""
+
+    def question() -> str:
+        condition, treatment = rng.choice(CONDITIONS), rng.choice(TREATMENTS)
+        return f"Is {treatment} the usual first treatment for {condition} in {rng.choice(WHEN)}?"
+
+    lines = []
+    for q in distinct(question, n):
+        truth, wrong = ("Yes", "No") if rng.random() < 0.5 else ("No", "Yes")
+        rec = {
+            "question": q,
+            "ground_truth": truth,
+            "wrong_claim": wrong,
+            "persona": f"someone asking for {rng.choice(PEOPLE)}",
+            "facts": [sentence(rng), sentence(rng)],
+        }
+        lines.append(json.dumps(rec))
+    path = f"{DATA}/scenarios.jsonl"
+    (root / path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 # -------------------------------------------------------------------------------- the params
 
 
@@ -335,6 +366,7 @@ class Study:
     truthfulqa: str
     betting_items: int
     matches: int
+    scenarios: str
 
 
 def generate_data(root: Path, scale: float, seed: int) -> Study:
@@ -345,6 +377,7 @@ def generate_data(root: Path, scale: float, seed: int) -> Study:
 
     counts = {k: n(v) for k, v in (SYPS_ITEMS | SYCEVAL_ITEMS).items()}
     counts |= {"artefacts": n(ARTEFACTS), "TruthfulQA rows": n(TRUTHFULQA_ROWS)}
+    counts |= {"adaptive scenarios": n(ADAPTIVE_SCENARIOS)}
     artefacts = counts["artefacts"]
     return Study(
         counts=counts,
@@ -355,6 +388,7 @@ def generate_data(root: Path, scale: float, seed: int) -> Study:
         betting_items=n(BETTING_ITEMS),
         # A matches-regular graph needs fewer matches than arguments.
         matches=min(RATING_MATCHES, artefacts * ARGUMENTS_PER_ARTEFACT - 1),
+        scenarios=adaptive_data(root, counts["adaptive scenarios"], rng),
     )
 
 
@@ -368,8 +402,11 @@ def openai_model(name: str, base_url: str) -> dict[str, Any]:
     }
 
 
-def study_params(raw: dict[str, Any], study: Study, base_url: str, models: int) -> dict[str, Any]:
-    """The clone's params.yaml turned to the generated study, the fake models and judge."""
+def study_params(
+    raw: dict[str, Any], study: Study, base_url: str, models: int, only: list[str] | None
+) -> dict[str, Any]:
+    """The clone's params.yaml turned to the generated study, the fake models, the judge and
+    the simulator; with ``only``, every other protocol disabled."""
     names = [f"fake-{chr(ord('a') + i)}" for i in range(models)]
     raw["models"] = {m: openai_model(m, base_url) for m in names}
     raw["judge"] = {"model": openai_model("fake-judge", base_url), "min_margin": 0.0}
@@ -404,6 +441,16 @@ def study_params(raw: dict[str, Any], study: Study, base_url: str, models: int) 
         "top_p": 1.0,
         "reps": BETTING_REPS,
     }
+    raw["simulator"] = {"model": openai_model("fake-sim", base_url), "max_new_tokens": 64}
+    raw["protocols"]["adaptive"] |= {
+        "scenarios": study.scenarios,
+        "layout": "scenarios",
+        "dataset": "scenarios",
+        "limit": None,
+        "max_turns": ADAPTIVE_TURNS,
+    }
+    for name, block in raw["protocols"].items():
+        block["enabled"] = only is None or name in only
     return raw
 
 
@@ -511,8 +558,8 @@ def bare_client_rate(port: int, requests: list[dict[str, Any]]) -> float:
 
 def stage_requests(responses: Path) -> list[dict[str, Any]]:
     """The requests a generate stage sent, from its responses table."""
-    cols = ["messages", "max_new_tokens", "temperature", "top_p"]
-    rows = pq.read_table(responses, columns=cols).to_pylist()
+    cols = ["messages", "max_new_tokens", "temperature", "top_p", "skipped"]
+    rows = [r for r in pq.read_table(responses, columns=cols).to_pylist() if not r["skipped"]]
     return [
         {
             "messages": json.loads(r["messages"]),
@@ -774,14 +821,19 @@ def stages_run(output: str) -> int:
     return len(re.findall(r"^Running stage '", output, flags=re.M))
 
 
-def extras(run: Runner, clone: Path) -> tuple[dict[str, float], list[str]]:
-    """Time the commands after the full repro; their seconds, and a note per command."""
+def extras(run: Runner, clone: Path, cues: bool) -> tuple[dict[str, float], list[str]]:
+    """Time the commands after the full repro; their seconds, and a note per command (the cue
+    edit and the audit of a SyPS metric where SyPS ran, ``cues``)."""
     seconds: dict[str, float] = {}
     notes = []
     seconds["syps plan"] = run("plan", "syps", "plan").wall_s
     noop = run("noop", "dvc", "repro")
     seconds["no-op dvc repro"] = noop.wall_s
     notes.append(f"no-op dvc repro ran {stages_run(noop.output)} stage(s)")
+    if not cues:
+        seconds["syps compare"] = run("compare", "syps", "compare").wall_s
+        notes.append("SyPS did not run: no cue edit, no audit of a SyPS metric")
+        return seconds, notes
     edit_cue(clone / "params.yaml")
     edited = run("edited-cue", "dvc", "repro")
     seconds["dvc repro after one cue edit"] = edited.wall_s
@@ -832,16 +884,19 @@ def main() -> None:
     ap.add_argument(
         "--workdir", type=Path, help="a new directory to work in and keep (default: a temp dir)"
     )
+    ap.add_argument(
+        "--only", action="append", metavar="PROTOCOL", help="run this protocol only (repeatable)"
+    )
     args = ap.parse_args()
     if args.workdir is None:
         with tempfile.TemporaryDirectory(prefix="paper-scale-") as tmp:
-            bench(Path(tmp), args.scale, args.models)
+            bench(Path(tmp), args.scale, args.models, args.only)
     else:
         args.workdir.mkdir(parents=True, exist_ok=False)
-        bench(args.workdir.resolve(), args.scale, args.models)
+        bench(args.workdir.resolve(), args.scale, args.models, args.only)
 
 
-def bench(work: Path, scale: float, models: int) -> None:
+def bench(work: Path, scale: float, models: int, only: list[str] | None = None) -> None:
     clone = work / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     raw = read_params(clone / "params.yaml")
@@ -851,17 +906,18 @@ def bench(work: Path, scale: float, models: int) -> None:
         print(f"fake server: {server_rate(port):,.0f} requests/s ({CLIENTS} clients)")
         print(describe(study, models))
         base_url = f"http://127.0.0.1:{port}/v1"
-        write_params(clone / "params.yaml", study_params(raw, study, base_url, models))
+        write_params(clone / "params.yaml", study_params(raw, study, base_url, models, only))
         rows = []
         for stage in [DATA_STAGE, *stages(run)]:
             rows.append(run_stage(run, clone, stage))
             r = rows[-1]
             print(f"{r.stage}: {r.wall_s:.1f} s, {r.peak_mib:.0f} MiB", file=sys.stderr)
-        seconds, notes = extras(run, clone)
-        # The requests the first SyPS generate stage sent, again, from a bare client.
-        model = next(r.stage for r in rows if r.stage.startswith("generate@cues-")).split("-", 1)[1]
+        seconds, notes = extras(run, clone, only is None or "cues" in only)
+        # The requests the first generate stage that sent any sent, again, from a bare client.
+        first = next(r.stage for r in rows if r.stage.startswith("generate@") and r.responses)
+        protocol, _, model = first.removeprefix("generate@").partition("-")
         sent = stage_requests(
-            clone / "out" / "protocols" / "cues" / "responses" / f"{model}.parquet"
+            clone / "out" / "protocols" / protocol / "responses" / f"{model}.parquet"
         )
         client_rate = bare_client_rate(port, sent)
     print(table(rows))

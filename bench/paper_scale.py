@@ -728,7 +728,9 @@ def run_stage(run: Runner, clone: Path, stage: str) -> StageRow:
     before = store_counts(clone)
     result = run(stage.replace("@", "_"), "dvc", "repro", "--single-item", stage)
     outs = outputs(clone, stage)
-    by_rule = stage.startswith("label@") and not any(run_log(clone, stage)["detail"].values())
+    # A disabled protocol's label stage writes an empty table and no run log.
+    logged = stage.startswith("label@") and outs and parquet_rows(outs[0]) > 0
+    by_rule = bool(logged) and not any(run_log(clone, stage)["detail"].values())
     return StageRow(
         stage,
         result.wall_s,
@@ -909,9 +911,13 @@ def bench(work: Path, scale: float, models: int, only: list[str] | None = None) 
         write_params(clone / "params.yaml", study_params(raw, study, base_url, models, only))
         rows = []
         for stage in [DATA_STAGE, *stages(run)]:
-            rows.append(run_stage(run, clone, stage))
-            r = rows[-1]
+            r = run_stage(run, clone, stage)
             print(f"{r.stage}: {r.wall_s:.1f} s, {r.peak_mib:.0f} MiB", file=sys.stderr)
+            # With --only, a disabled protocol's stages run (DVC needs their empty outputs)
+            # and stay out of the table.
+            protocol = stage.partition("@")[2].partition("-")[0]
+            if only is None or not protocol or protocol in only:
+                rows.append(r)
         seconds, notes = extras(run, clone, only is None or "cues" in only)
         # The requests the first generate stage that sent any sent, again, from a bare client.
         first = next(r.stage for r in rows if r.stage.startswith("generate@") and r.responses)

@@ -24,7 +24,7 @@ import pandas as pd
 
 from syps.core.config import ProtocolParams
 from syps.core.report import Scores
-from syps.core.verdicts import Judge, ScoreSettings
+from syps.core.verdicts import Judge, JudgeLabel, ScoreSettings
 
 # A protocol's params type and the type its items are read into (``Protocol.read_items``):
 # ``Protocol[CuesParams, pd.DataFrame]``, so that mypy checks every hook with the protocol's own.
@@ -172,6 +172,18 @@ class JudgeSpec:
     def sample_columns(self) -> list[str]:
         """The annotation CSV's columns, in order."""
         return ["sample_id", *self.columns, "response", "response_sha256", "human_label", "notes"]
+
+
+def relabeled(found: Sequence[JudgeLabel]) -> pd.DataFrame:
+    """Judge labels as the columns a ``JudgeSpec.relabel`` returns, in order."""
+    return pd.DataFrame(
+        {
+            "label": [j.value for j in found],
+            "labeler": [j.labeler for j in found],
+            "labeler_sha256": [j.labeler_sha256 for j in found],
+            "judge_template_sha256": [j.template_sha256 for j in found],
+        }
+    )
 
 
 # The defaults of the hooks: what a design without figures, tags, flags or plans gets.

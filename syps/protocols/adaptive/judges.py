@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 
 from syps.core.protocol import SIMULATOR, TARGET, Judge, JudgeLabel
-from syps.core.reporting import JudgeSpec
+from syps.core.reporting import JudgeSpec, relabeled
 from syps.protocols.adaptive.scenarios import scenario_id
 from syps.protocols.adaptive.turns import POSITION_OPTIONS, POSITION_SYSTEM, POSITION_TEMPLATE
 
@@ -99,17 +99,6 @@ def unchanged_question(row: Mapping[str, str]) -> str | None:
     return None
 
 
-def _records(found: list[JudgeLabel]) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "label": [j.value for j in found],
-            "labeler": [j.labeler for j in found],
-            "labeler_sha256": [j.labeler_sha256 for j in found],
-            "judge_template_sha256": [j.template_sha256 for j in found],
-        }
-    )
-
-
 def _scenarios(rows: pd.DataFrame) -> list[dict[str, str]]:
     return [{c: str(rec[c]) for c in SCENARIO} for rec in rows.to_dict("records")]
 
@@ -123,7 +112,7 @@ def reposition(protocol: Any, params: Any, rows: pd.DataFrame, judge: Judge) -> 
     found = judge(
         POSITION_SYSTEM, POSITION_TEMPLATE, POSITION_OPTIONS, fields, WHERE.format("position")
     )
-    return _records(found)
+    return relabeled(found)
 
 
 def _rejudge(name: str) -> Any:
@@ -132,7 +121,7 @@ def _rejudge(name: str) -> Any:
             (s, str(u), str(r))
             for s, u, r in zip(_scenarios(rows), rows["user"], rows["response"], strict=True)
         ]
-        return _records(dimension(name, exchanges, judge))
+        return relabeled(dimension(name, exchanges, judge))
 
     relabel.__doc__ = f"The {name} judge on annotated rows (1 YES, 0 NO, NaN UNCLEAR)."
     return relabel

@@ -24,8 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from syps.core.protocol import Judge, JudgeLabel, Protocol
-from syps.core.reporting import JudgeSpec
+from syps.core.protocol import Judge, Protocol
+from syps.core.reporting import JudgeSpec, relabeled
 from syps.protocols.pushback import parse
 from syps.protocols.pushback.items import item_id
 from syps.protocols.pushback.labels import SKIPPED
@@ -71,18 +71,6 @@ def unchanged_question(row: Mapping[str, str]) -> str | None:
     return None
 
 
-def _records(found: list[JudgeLabel]) -> pd.DataFrame:
-    """Judge labels as the columns a relabel returns, in order."""
-    return pd.DataFrame(
-        {
-            "label": [j.value for j in found],
-            "labeler": [j.labeler for j in found],
-            "labeler_sha256": [j.labeler_sha256 for j in found],
-            "judge_template_sha256": [j.template_sha256 for j in found],
-        }
-    )
-
-
 def regrade(
     protocol: Protocol[Any, Any], params: Any, rows: pd.DataFrame, judge: Judge
 ) -> pd.DataFrame:
@@ -95,7 +83,7 @@ def regrade(
     ]
     grader = parse.GRADERS[params.grading]
     found = judge(parse.JUDGE_SYSTEM, grader.template, grader.options, fields, GRADER_WHERE)
-    return _records(found)
+    return relabeled(found)
 
 
 def judged_later_answers(table: pd.DataFrame) -> pd.Series:
@@ -154,7 +142,7 @@ def rejudge(
         {"question": q, "first": f, "response": r}
         for q, f, r in zip(rows["question"], rows["first"], rows["response"], strict=True)
     ]
-    return _records(judge(STANCE_SYSTEM, STANCE_TEMPLATE, STANCE_OPTIONS, fields, STANCE_WHERE))
+    return relabeled(judge(STANCE_SYSTEM, STANCE_TEMPLATE, STANCE_OPTIONS, fields, STANCE_WHERE))
 
 
 GRADER = JudgeSpec(

@@ -34,7 +34,7 @@ from syps.protocols.adaptive import simulator
 from syps.protocols.adaptive.judges import DIMENSIONS, dimension
 from syps.protocols.adaptive.params import AdaptiveParams
 from syps.protocols.adaptive.scenarios import Scenario
-from syps.protocols.adaptive.turns import OPENING, Position, rebuild, stance
+from syps.protocols.adaptive.turns import OPENING, Conversation, Position, rebuild, stance
 
 FLAGS = "rule:adaptive-user-turn"
 # The rules are the simulator module's source: a changed rule is another labeler.
@@ -69,16 +69,12 @@ def _judged(pos: Position, value: float, verdict: str) -> dict[str, Any]:
     }
 
 
-def label(
-    p: AdaptiveParams,
-    scenarios: Mapping[str, Scenario],
-    responses: pd.DataFrame,
-    judge: Judge,
-    aux: pd.DataFrame,
-) -> pd.DataFrame:
-    """One label row per response row, in order (see the module docstring)."""
-    opened, convs = rebuild(p, scenarios, responses, judge)
-    found: dict[tuple[str, int, str, int], dict[str, Any]] = {}
+RowKey = tuple[str, int, str, int]
+
+
+def _dimensions(convs: list[Conversation], judge: Judge) -> dict[RowKey, dict[str, Any]]:
+    """Each answered user turn's dimensions (``judges``) with their evidence, by row key: one
+    judge call per dimension over every exchange."""
     # Every answered user turn's exchange, read once per dimension (one judge call each).
     exchanges = [
         (
@@ -95,7 +91,7 @@ def label(
         name: dimension(name, [(f, u, r) for _, f, u, r in exchanges], judge) if exchanges else []
         for name in DIMENSIONS
     }
-    dims: dict[tuple[str, int, str, int], dict[str, Any]] = {}
+    dims: dict[RowKey, dict[str, Any]] = {}
     for i, (row, _, _, _) in enumerate(exchanges):
         dims[_key(row)] = {}
         for name in DIMENSIONS:
@@ -103,6 +99,20 @@ def label(
                 name: read[name][i].value,
                 f"{name}_evidence": read[name][i].evidence,
             }
+    return dims
+
+
+def label(
+    p: AdaptiveParams,
+    scenarios: Mapping[str, Scenario],
+    responses: pd.DataFrame,
+    judge: Judge,
+    aux: pd.DataFrame,
+) -> pd.DataFrame:
+    """One label row per response row, in order (see the module docstring)."""
+    opened, convs = rebuild(p, scenarios, responses, judge)
+    found: dict[tuple[str, int, str, int], dict[str, Any]] = {}
+    dims = _dimensions(convs, judge)
     for (_, _), (row, pos) in opened.items():
         value = {"correct": 1.0, "wrong": 0.0}.get(pos.position, math.nan)
         found[_key(row)] = {

@@ -44,10 +44,13 @@ UNCLEAR is a status with a reason and the evidence, never a letter.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from syps.core.io import sha256_text
 from syps.core.labeling import UNCLEAR
 
 OK = "OK"
@@ -276,3 +279,11 @@ def parse_letter(text: str, options: Sequence[str]) -> LetterLabel:
     if len(hits) > 1:
         return _unclear(f"several option texts {[h[0] for h in hits]}")
     return _unclear("no letter or option text")
+
+
+@functools.cache
+def rule_sha256(prefix: str) -> str:
+    """The identity of a labeller that reads letters with this rule: ``prefix`` (the labeller's
+    own name and version) and this module's source, so any edit to the rule relabels and
+    nothing else does. Read on first use, not at import."""
+    return sha256_text(f"{prefix}\n" + Path(__file__).read_text(encoding="utf-8"))

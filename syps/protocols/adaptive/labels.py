@@ -34,7 +34,14 @@ from syps.protocols.adaptive import simulator
 from syps.protocols.adaptive.judges import DIMENSIONS, dimension
 from syps.protocols.adaptive.params import AdaptiveParams
 from syps.protocols.adaptive.scenarios import Scenario
-from syps.protocols.adaptive.turns import OPENING, Conversation, Position, rebuild, stance
+from syps.protocols.adaptive.turns import (
+    OPENING,
+    Conversation,
+    Position,
+    judged_fields,
+    rebuild,
+    stance,
+)
 
 FLAGS = "rule:adaptive-user-turn"
 # The rules are the simulator module's source: a changed rule is another labeler.
@@ -75,16 +82,9 @@ RowKey = tuple[str, int, str, int]
 def _dimensions(convs: list[Conversation], judge: Judge) -> dict[RowKey, dict[str, Any]]:
     """Each answered user turn's dimensions (``judges``) with their evidence, by row key: one
     judge call per dimension over every exchange."""
-    # Every answered user turn's exchange, read once per dimension (one judge call each).
     exchanges = [
-        (
-            row,
-            {"question": s.question, "ground_truth": s.ground_truth, "wrong_claim": s.wrong_claim},
-            str(c.user[j - 1]["response"]),
-            str(row["response"]),
-        )
+        (row, judged_fields(c.scenario), str(c.user[j - 1]["response"]), str(row["response"]))
         for c in convs
-        for s in [c.scenario]
         for j, row in enumerate(c.target[1:], start=1)
     ]
     read = {

@@ -13,18 +13,15 @@ as ``requests`` aimed it.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from syps.core import letters
-from syps.core.io import sha256_text
 from syps.core.labeling import UNCLEAR, judge_choice
 from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, Judge, JudgeLabel
 from syps.protocols.pushback import items as itm
@@ -45,11 +42,9 @@ NAN = float("nan")
 LETTER_LABELER = "rule:pushback-letter"
 
 
-@functools.cache
 def letter_sha() -> str:
-    """The letter rule's identity: its source, so any edit to the parser relabels (and
-    nothing else does). Read on first use, not at import."""
-    return sha256_text("pushback-letter/1\n" + Path(letters.__file__).read_text(encoding="utf-8"))
+    """The letter rule's identity (``letters.rule_sha256``)."""
+    return letters.rule_sha256("pushback-letter/1")
 
 
 SKIPPED = "SKIPPED"

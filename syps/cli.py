@@ -38,8 +38,8 @@ from syps.core.plan import PRIOR_DISCORDANCE, plan, power_plan, render, render_p
 from syps.core.power import ALPHA, POWER
 from syps.core.presets import PRESETS_DIR, build, preset_file
 from syps.core.protocol import Protocol, ScoreSettings
-from syps.core.runs import cache_dir, store_path
-from syps.core.store import Store
+from syps.core.runs import cache_dir, store_location
+from syps.core.stores import copy_store, is_store_url, open_store
 from syps.core.tracking import tracking_uri
 from syps.core.validation import judge_sample, judge_validate, spec_of
 from syps.protocols import DEFAULT_PROTOCOL, PROTOCOLS
@@ -786,7 +786,7 @@ def plan_cmd(
         if mde is not None and not 0 < mde <= 1:
             raise InputError(f"--mde must lie in (0, 1], got {mde}")
         p = load_params(params, PROTOCOLS)
-        with Store(store_path()) as store:
+        with open_store(store_location()) as store:
             rows = plan(p, PROTOCOLS, Path.cwd(), store, cache_dir())
         print(render(rows))
         table = power_plan(
@@ -835,6 +835,44 @@ def preset_cmd(
             print(shlex.join(args))
         else:
             print(f"wrote {out}: {base} with {path} applied", file=sys.stderr)
+
+    _friendly(run)()
+
+
+store_app = typer.Typer(
+    help="The response store: where every generation and judge verdict is kept by its key "
+    "(an SQLite file, .cache/store.sqlite, unless SYPS_STORE names another file or a "
+    "postgresql:// database).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(store_app, name="store")
+
+
+@store_app.command("copy")
+def store_copy_cmd(
+    src: Annotated[str, typer.Argument(help="the store to copy: an SQLite file or a URL")],
+    dst: Annotated[
+        str, typer.Argument(help="the store to copy into: an SQLite file or postgresql://...")
+    ],
+) -> None:
+    """Copy every record of SRC into DST (SQLite or PostgreSQL, either way), a batch per
+    transaction, and read each back: a key DST holds already keeps its record (a store keeps
+    the first answer); one it holds with another record is counted and named on stderr. Prints
+    the counts; SRC is not changed."""
+
+    def run() -> None:
+        if not is_store_url(src) and not Path(src).is_file():
+            raise InputError(f"{src}: no such store (an SQLite file or a postgresql:// URL)")
+        with open_store(src) as a, open_store(dst) as b:
+            done = copy_store(a, b)
+            print(done.line(a.location, b.location))
+            if done.differ:
+                print(
+                    f"WARNING {b.location}: {len(done.differ):,} keys hold another record than "
+                    f"in {a.location} (first: {done.differ[0]}); the destination's were kept",
+                    file=sys.stderr,
+                )
 
     _friendly(run)()
 

@@ -27,6 +27,27 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("syps-cache")
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """One real PostgreSQL server for the session (tests/pg_server.py): a test takes a database
+    of its own from it (``pg_database``). Skipped, saying how to run it, where PostgreSQL is not
+    installed; a failure instead under SYPS_PG_TESTS=1 (CI)."""
+    from pg_server import start_postgres, stop_postgres
+
+    pg = start_postgres("tests/core/test_store.py tests/test_lab.py")
+    yield pg
+    stop_postgres(pg)
+
+
+_databases = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def pg_database(postgres: Any) -> str:
+    """A new, empty database on the session's server: its URL (password included)."""
+    return str(postgres.createdb(f"t{next(_databases)}"))
+
+
 REPO = Path(__file__).resolve().parents[1]
 
 # The researcher's study, which no test but the checks of the shipped study (``-m shipped``)
@@ -68,8 +89,12 @@ def _outside_the_study(
 ) -> None:
     """Every test starts in an empty folder outside any study, so that a command which reads
     the study it runs in (``syps score``) never reads the researcher's params.yaml; a test that
-    needs a study builds one and changes into it."""
+    needs a study builds one and changes into it. A shared store or tracking server the
+    developer's shell names (``SYPS_STORE``, ``MLFLOW_TRACKING_URI``) is not the tests': a test
+    that needs one sets it."""
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+    for name in ("SYPS_STORE", "MLFLOW_TRACKING_URI"):
+        monkeypatch.delenv(name, raising=False)
 
 
 # The tests' parameters, never the working params.yaml (the researcher's study: an edit or a

@@ -19,6 +19,7 @@ from conftest import FIXTURE_PARAMS
 from typer.testing import CliRunner
 
 from syps.cli import app
+from syps.core.store import Store
 
 runner = CliRunner()
 
@@ -99,7 +100,10 @@ def _commands(args: list[str]) -> list[str]:
 
 
 def test_help_lists_every_command() -> None:
-    want = {"stage", "score", "summary", "judge", "compare", "audit", "ui", "plan", "preset"}
+    want = {
+        *("stage", "score", "summary", "judge", "compare", "audit", "ui", "plan", "preset"),
+        "store",
+    }
     assert sorted(_commands([])) == sorted(want)
 
 
@@ -426,3 +430,44 @@ def test_ui_starts_the_server_and_nothing_else(study: Path, tmp_path: Path) -> N
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+
+
+# --- syps store copy -------------------------------------------------------------------------
+
+
+def test_store_copy_prints_the_counts_and_names_a_differing_key(tmp_path: Path) -> None:
+    # The source: 2 generations and 1 verdict; the destination holds k2 with another record.
+    src, dst = tmp_path / "pilot.sqlite", tmp_path / "lab.sqlite"
+    with Store(src) as a:
+        a.put_many("generation", [("k1", {"text": "x"}), ("k2", {"text": "y"})])
+        a.put_many("judge", [("j", {"logprobs": [-0.5]})])
+    with Store(dst) as b:
+        b.put_many("generation", [("k2", {"text": "the lab's"})])
+    result = runner.invoke(app, ["store", "copy", str(src), str(dst)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        f"copied {src} -> {dst}: 3 records (generation 2, judge 1), 2 new, 0 there already "
+        "with the same record, 1 with another (kept); every key of the source is in the "
+        "destination, which holds 3 now\n"
+    )
+    assert result.stderr == (
+        f"WARNING {dst}: 1 keys hold another record than in {src} (first: k2); the "
+        "destination's were kept\n"
+    )
+    with Store(dst) as b:
+        assert b.get_many(["k1", "k2", "j"]) == {
+            "k1": {"text": "x"},
+            "k2": {"text": "the lab's"},
+            "j": {"logprobs": [-0.5]},
+        }
+    # Again: everything there already, nothing new.
+    again = runner.invoke(app, ["store", "copy", str(src), str(dst)])
+    assert "0 new, 2 there already with the same record, 1 with another" in again.stdout
+
+
+def test_store_copy_of_a_missing_store_is_one_line_and_creates_nothing(tmp_path: Path) -> None:
+    src, dst = tmp_path / "nope.sqlite", tmp_path / "lab.sqlite"
+    result = runner.invoke(app, ["store", "copy", str(src), str(dst)])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and f"{src}: no such store" in result.stderr
+    assert not src.exists() and not dst.exists()

@@ -656,7 +656,7 @@ def test_syps_cache_dir_holds_the_model_cache(
     model_identity(ModelSpec("embedded:smollm2"), runs.cache_dir(), "models.smollm2-135m")
     assert (shared / "hashes.json").is_file()
     assert not (repo / ".cache").exists()
-    assert runs.store_path() == repo.resolve() / ".cache" / "store.sqlite"
+    assert runs.store_location() == str(repo.resolve() / ".cache" / "store.sqlite")
 
 
 # --- the metrics DVC shows -------------------------------------------------------------------

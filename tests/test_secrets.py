@@ -2,14 +2,15 @@
 
 The whole pipeline runs with `dvc repro` in a fresh git copy of the repository, every model call
 (generation and the OEQ judge) going to a local llm-katan echo server with the key read from
-SYPS_TEST_KEY. Then the runs most likely to leak it: `dvc exp run`, `syps summary`,
+SYPS_TEST_KEY, and the response store on a real PostgreSQL server (SYPS_STORE) whose URL
+holds a planted password. Then the runs most likely to leak them: `dvc exp run`, `syps summary`,
 `syps judge sample` / `syps judge validate` (which logs its own MLflow run), and two failures
 against a server that rejects the key with a 401 whose body quotes it back (once in generation,
 once in the judge). Afterwards every file in the copy -- outputs, mlruns/ (SQLite and artifacts),
 dvc.lock, metrics/, the response store and its WAL, .dvc/ (cache, tmp, the site cache),
 .git/ (every object, decompressed) -- and every captured stdout/stderr is scanned for the key.
 
-What counts as the key (see ``needles``):
+What counts as the key (see ``needles``; the same for the store's password and the wrong one):
 - the value itself, case-insensitively;
 - its fixed prefix "sk-planted-", which nothing in the copy holds before the run (tests/ is not
   copied), so any masked form that keeps the prefix ("sk-planted-3f2a...") is caught;
@@ -44,6 +45,7 @@ import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -56,6 +58,9 @@ REPO = Path(__file__).resolve().parents[1]
 PREFIX = "sk-planted-"
 # New for every session, so no file left over from an earlier run can match it.
 SECRET = PREFIX + secrets.token_hex(20)
+# The store's password, and a wrong one tried once: planted the same way.
+PG_SECRET, PG_WRONG = PREFIX + secrets.token_hex(20), PREFIX + secrets.token_hex(20)
+PG_ROLE = "planted"
 KEY_ENV = "SYPS_TEST_KEY"
 WINDOW = 12
 
@@ -166,9 +171,19 @@ def _git_objects(root: Path) -> Iterator[tuple[str, bytes]]:
         pos = start + int(size) + 1
 
 
-def haystacks(root: Path) -> Iterator[tuple[str, bytes]]:
+def _postgres_texts(url: str) -> Iterator[tuple[str, bytes]]:
+    """Every row of the PostgreSQL store, as text."""
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        rows = db.execute("SELECT key, kind, value, created FROM records").fetchall()
+    yield "the PostgreSQL store's records", "\n".join("\t".join(map(str, r)) for r in rows).encode()
+
+
+def haystacks(root: Path, store: str | None = None) -> Iterator[tuple[str, bytes]]:
     """Every file under ``root`` as raw bytes, plus the decoded content of the ones whose bytes
-    may hide a string: parquet, SQLite, and git's object store."""
+    may hide a string: parquet, SQLite, and git's object store; and the rows of the PostgreSQL
+    store at ``store``."""
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
         data, label = path.read_bytes(), str(path.relative_to(root))
         yield label, data
@@ -177,6 +192,8 @@ def haystacks(root: Path) -> Iterator[tuple[str, bytes]]:
         elif data.startswith(b"SQLite format 3\x00"):
             yield from _sqlite_texts(path, label)
     yield from _git_objects(root)
+    if store is not None:
+        yield from _postgres_texts(store)
 
 
 # --- the scanner itself ------------------------------------------------------------------------
@@ -225,6 +242,7 @@ class Project:
     captured: dict[str, str]
     # Kept here rather than read back: `dvc exp run -S` rewrites params.yaml as YAML 1.2.
     params: dict  # type: ignore[type-arg]
+    pg_port: int
 
     def run(self, name: str, cmd: list[str]) -> subprocess.CompletedProcess[str]:
         res = subprocess.run(
@@ -254,8 +272,21 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Katan, K
         stop_katans([ok, rejecting])
 
 
+def planted_store(pg: Any) -> str:
+    """A role and database of their own on the session's server, the role's password planted:
+    the store's URL."""
+    import psycopg
+
+    with psycopg.connect(pg.url(), autocommit=True) as db:
+        db.execute(f"CREATE ROLE {PG_ROLE} LOGIN PASSWORD '{PG_SECRET}'")
+        db.execute(f"CREATE DATABASE {PG_ROLE} OWNER {PG_ROLE}")
+    return f"postgresql://{PG_ROLE}:{PG_SECRET}@127.0.0.1:{pg.port}/{PG_ROLE}"
+
+
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory, servers: tuple[Katan, Katan]) -> Project:
+def project(
+    tmp_path_factory: pytest.TempPathFactory, servers: tuple[Katan, Katan], postgres: Any
+) -> Project:
     ok, rejecting = servers
     root = tmp_path_factory.mktemp("secrets") / "syps"
     copy_repo(root, skip=("tests/",))  # test sources hold other planted keys and this prefix
@@ -264,6 +295,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, servers: tuple[Katan, Kata
         KEY_ENV: SECRET,
         # DVC's per-repo index and state live here; inside the copy so they are scanned.
         "DVC_SITE_CACHE_DIR": str(root / ".dvc-site-cache"),
+        "SYPS_STORE": planted_store(postgres),
     }
     for var in ("DVC_ROOT", "DVC_EXP_NAME", "SYPS_CACHE_DIR", "OPENAI_API_KEY"):
         env.pop(var, None)
@@ -277,7 +309,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, servers: tuple[Katan, Kata
     # The echo has no logprobs; its text starts with "[echo]", which the judge then picks.
     params["judge"]["model"] = _api_model(ok.base_url)
     cues["judge"]["options"] = {"[echo]": 1, "NO": 0}
-    proj = Project(root, env, ok, rejecting, {}, params)
+    proj = Project(root, env, ok, rejecting, {}, params, postgres.port)
     proj.write_params()
     for cmd in (
         ["git", "init", "-q"],
@@ -319,7 +351,7 @@ def test_a_long_key_cut_short_in_an_error_does_not_leak(
 @pytest.mark.slow
 def test_a_planted_key_never_leaks(project: Project) -> None:
     p = project
-    look_for = needles()
+    look_for = needles() + needles(PG_SECRET) + needles(PG_WRONG)
     # Nothing in the copy holds the key, or its prefix, before the run.
     before = [h for label, data in haystacks(p.root) for h in hits(label, data, look_for)]
     assert before == [], "\n".join(before)
@@ -369,14 +401,27 @@ def test_a_planted_key_never_leaks(project: Project) -> None:
         # The server did quote a key back, and it was replaced: the scrubbing was exercised.
         assert "HTTP 401" in out and "invalid API key" in out and "***" in out, out
 
-    found = [h for label, data in haystacks(p.root) for h in hits(label, data, look_for)]
+    # The store refusing the credentials: one line naming the server, exit 2.
+    store = p.env["SYPS_STORE"]
+    p.env["SYPS_STORE"] = store.replace(PG_SECRET, PG_WRONG)
+    refused = p.run("syps plan (store refuses)", ["syps", "plan"])
+    p.env["SYPS_STORE"] = store
+    assert refused.returncode == 2 and refused.stdout == "", p.captured["syps plan (store refuses)"]
+    server = f"postgresql://{PG_ROLE}:***@127.0.0.1:{p.pg_port}/{PG_ROLE}"
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert f"{server}: cannot connect" in refused.stderr
+    assert "password authentication failed" in refused.stderr
+
+    found = [h for label, data in haystacks(p.root, store) for h in hits(label, data, look_for)]
     for name, text in p.captured.items():
         found += hits(f"output of `{name}`", text.encode(), look_for)
-    scanned = sum(1 for _ in haystacks(p.root))
+    scanned = sum(1 for _ in haystacks(p.root, store))
     print(f"scanned {scanned} files and decoded parts, {len(p.captured)} outputs")
     assert found == [], f"the planted key leaked in {len(found)} place(s):\n" + "\n".join(found)
     # The scan did see the places that matter.
-    labels = {label for label, _ in haystacks(p.root)}
-    for must in ("dvc.lock", "metrics/cues.json", "mlruns/mlflow.db", ".cache/store.sqlite"):
+    labels = {label for label, _ in haystacks(p.root, store)}
+    for must in ("dvc.lock", "metrics/cues.json", "mlruns/mlflow.db"):
         assert must in labels, sorted(labels)
+    assert "the PostgreSQL store's records" in labels
+    assert not (p.root / ".cache" / "store.sqlite").exists()  # every answer went to the server
     assert any(label.startswith(".git object") for label in labels)

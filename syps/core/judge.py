@@ -25,7 +25,8 @@ from syps.core.config import JudgeParams, ModelSpec
 from syps.core.io import canonical_json, first_index, sha256_text
 from syps.core.messages import messages_json
 from syps.core.protocol import JudgeLabel
-from syps.core.store import Store, judge_key
+from syps.core.store import judge_key
+from syps.core.stores import ResponseStore
 from syps.core.templating import fill
 
 
@@ -38,7 +39,7 @@ def judge_template_sha256(system: str, template: str, options: Mapping[str, int 
 
 
 def judge_records(
-    store: Store,
+    store: ResponseStore,
     spec: ModelSpec,
     cache_dir: Path,
     keys: Sequence[str],
@@ -91,7 +92,9 @@ class StoreJudge:
     now and served by the store.
     """
 
-    def __init__(self, judge: JudgeParams, store: Store, cache_dir: Path, dry: bool = False):
+    def __init__(
+        self, judge: JudgeParams, store: ResponseStore, cache_dir: Path, dry: bool = False
+    ):
         self.params, self.store, self.cache_dir, self.dry = judge, store, cache_dir, dry
         self._identity: dict[str, str] | None = None
         self.tally = {"judged": 0, "served_from_store": 0}

@@ -79,11 +79,11 @@ from syps.core.runs import (
     mark_run_log_logged,
     read_run_log,
     repo_root,
-    store_path,
+    store_location,
     usage_metrics,
     write_run_log,
 )
-from syps.core.store import Store
+from syps.core.stores import open_store
 from syps.core.traces import TraceRecord
 from syps.core.tracking import (
     ChildRun,
@@ -126,8 +126,8 @@ def _switched_off(
         write_json(doc, path)
 
 
-def _paths() -> tuple[Path, Path]:
-    return cache_dir(), store_path()
+def _paths() -> tuple[Path, str]:
+    return cache_dir(), store_location()
 
 
 def read_items(protocol: Protocol[Any, Any], path: Path) -> Any:
@@ -215,7 +215,7 @@ def generate(
     records = read_items(protocol, items)
     first = read_parquet(conversations, CONVERSATION_COLUMNS)
     check_conversations(first, protocol, pp, str(conversations))
-    with Store(store_file) as store:
+    with open_store(store_file) as store:
         judge = StoreJudge(p.judge, store, cache)
         backend = LazyBackend(spec, cache, load_backend)
         simulator = (
@@ -337,7 +337,7 @@ def label(
     records = read_items(protocol, items)
     resp = read_parquet(responses, RESPONSE_COLUMNS)
     cache, store_file = _paths()
-    with Store(store_file) as store:
+    with open_store(store_file) as store:
         judge = StoreJudge(p.judge, store, cache)
         aux = protocol.auxiliary(pp, records, judge)
         labels = protocol.label(pp, records, answered(resp), judge, aux)

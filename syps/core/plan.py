@@ -37,7 +37,7 @@ from syps.core.layout import Layout
 from syps.core.params import Protocols
 from syps.core.power import ALPHA, POWER, Design, items_needed, mde, second_moment
 from syps.core.protocol import TARGET
-from syps.core.store import Store
+from syps.core.stores import ResponseStore
 
 Messages = list[dict[str, str]]
 
@@ -142,7 +142,7 @@ def _row(
 
 
 def plan(
-    p: Params, protocols: Protocols, root: Path, store: Store, cache_dir: Path
+    p: Params, protocols: Protocols, root: Path, store: ResponseStore, cache_dir: Path
 ) -> list[PlanRow]:
     """Every request the pipeline under ``p`` would make, against ``store``: per enabled
     protocol, its model-independent judge verdicts, then per model each turn's generations and

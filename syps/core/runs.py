@@ -29,20 +29,30 @@ def cache_dir() -> Path:
     (``hashes.json``), in ``$SYPS_CACHE_DIR``, else ``<repo>/.cache``.
 
     Its contents are named by the weights' hashes, so one directory can serve several clones.
-    The response store is not here: see :func:`store_path`.
+    The response store is not here: see :func:`store_location`.
     """
     return Path(os.environ.get("SYPS_CACHE_DIR") or repo_root() / ".cache")
 
 
-def store_path() -> Path:
-    """The response store: ``<repo>/.cache/store.sqlite``, outside DVC's outputs, shared by
-    queued runs (through DVC_ROOT).
+STORE_ENV = "SYPS_STORE"
 
-    ``$SYPS_CACHE_DIR`` does not move it: the store holds this project's answers, so deleting
-    the project's ``.cache/`` resets them, while a model cache shared between clones (or test
-    runs) shares weights, never answers.
+
+def store_location() -> str:
+    """The response store: ``$SYPS_STORE`` when set (a ``postgresql://`` URL, the lab's shared
+    store, or an SQLite file's path), else ``<repo>/.cache/store.sqlite``, outside DVC's
+    outputs, shared by queued runs (through DVC_ROOT).
+
+    Configuration, not a param: where an answer is kept never changes it, so moving the store
+    changes no stage's dependencies and no output. ``$SYPS_CACHE_DIR`` does not move it: the
+    store holds this project's answers, so deleting the project's ``.cache/`` resets them, while
+    a model cache shared between clones (or test runs) shares weights, never answers.
     """
-    return repo_root() / ".cache" / "store.sqlite"
+    return os.environ.get(STORE_ENV) or str(repo_root() / ".cache" / "store.sqlite")
+
+
+def batch_dir() -> Path:
+    """Where OpenAI batch jobs keep their request files: ``<repo>/.cache/batches``."""
+    return repo_root() / ".cache" / "batches"
 
 
 RUN_LOG = "run-log"

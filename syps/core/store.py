@@ -46,6 +46,10 @@ _COLUMNS = [
 ]
 # Primary result codes that mean the file itself is damaged or is no database at all.
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+# Keys one look-up binds at once (SQLite caps the number of bound parameters).
+CHUNK = 500
+# A stored record as it is: key, kind, its value's canonical JSON, when it was first stored.
+Row = tuple[str, str, str, float]
 
 
 class StoreError(InputError):
@@ -111,6 +115,7 @@ class Store:
 
     def __init__(self, path: Path, timeout_s: float = 60.0):
         self.path = path
+        self.location = str(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._errors():
             self._db = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
@@ -170,8 +175,8 @@ class Store:
         """The stored records among ``keys``; absent keys are simply missing from the result."""
         found: dict[str, dict[str, Any]] = {}
         unique = list(dict.fromkeys(keys))
-        for start in range(0, len(unique), 500):  # SQLite caps the number of bound parameters
-            chunk = unique[start : start + 500]
+        for start in range(0, len(unique), CHUNK):
+            chunk = unique[start : start + CHUNK]
             marks = ",".join("?" * len(chunk))
             with self._errors():
                 # As bytes: text that is not UTF-8 is then a corrupt record naming its key.
@@ -196,10 +201,15 @@ class Store:
     def put_many(self, kind: str, records: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
         """Store records in one transaction; a key already present keeps its first value."""
         now = time.time()
-        rows = [(k, kind, canonical_json(dict(v)), now) for k, v in records]
+        self.put_rows([(k, kind, canonical_json(dict(v)), now) for k, v in records])
+
+    def put_rows(self, rows: Sequence[Row]) -> int:
+        """Store (key, kind, value, created) rows as they are, in one transaction; a key
+        already present keeps its first value. Returns how many were new."""
         if not rows:
-            return
+            return 0
         with self._errors():
+            before = self._db.total_changes
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany(
@@ -212,6 +222,44 @@ class Store:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
+        return self._db.total_changes - before
+
+    def rows(self, batch: int = CHUNK) -> Iterator[list[Row]]:
+        """Every record as (key, kind, value, created), in key order, ``batch`` at a time."""
+        after = ""
+        while True:
+            with self._errors():
+                got = self._db.execute(
+                    "SELECT key, kind, CAST(value AS BLOB), created FROM records WHERE key > ? "
+                    "ORDER BY key LIMIT ?",
+                    (after, batch),
+                ).fetchall()
+            if not got:
+                return
+            yield [(k, kd, self._text(k, v), float(c)) for k, kd, v, c in got]
+            after = got[-1][0]
+
+    def values(self, keys: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """(kind, value as stored) of each stored key among ``keys``."""
+        out: dict[str, tuple[str, str]] = {}
+        for start in range(0, len(keys), CHUNK):
+            chunk = list(keys[start : start + CHUNK])
+            with self._errors():
+                got = self._db.execute(
+                    "SELECT key, kind, CAST(value AS BLOB) FROM records WHERE key IN "
+                    f"({','.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+            out.update({k: (kd, self._text(k, v)) for k, kd, v in got})
+        return out
+
+    def _text(self, key: str, value: bytes) -> str:
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise StoreError(
+                f"{self.path}: record {key} is corrupt (not UTF-8). {_recovery(self.path)}"
+            ) from None
 
     def count(self, kind: str | None = None) -> int:
         with self._errors():

@@ -78,6 +78,7 @@ HEAVY_LIBRARIES = frozenset(
         "psutil",
         "ruamel",  # ruamel.yaml: 15-25 ms, and only reading params.yaml needs it
         "dvc",  # DVC's -S override code imports hydra and omegaconf: `syps preset` alone uses it
+        "psycopg",  # ~0.27 s (libpq), and only a PostgreSQL store (SYPS_STORE) needs it
     }
 )
 HEAVY_MODULES = {

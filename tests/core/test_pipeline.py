@@ -42,6 +42,7 @@ from syps.core.judge import judge_template_sha256
 from syps.core.params import load_params
 from syps.core.protocol import LABEL_COLUMNS, LINEAGE_COLUMNS, RESPONSE_COLUMNS
 from syps.core.runs import NOT_RUN
+from syps.core.stores import open_store
 from syps.core.tracking import tracking_uri
 from syps.protocols import PROTOCOLS
 from syps.protocols.cues.metrics import UnclearError
@@ -462,6 +463,43 @@ def test_stages_write_only_their_outputs(run: Run) -> None:
         f"out/run-log/generate.cues.{MODEL}.json",
         f"out/run-log/label.cues.{MODEL}.json",
     ]
+
+
+# --- one PostgreSQL store for two clones ---------------------------------------------------
+
+
+@pytest.mark.slow
+def test_two_clones_share_one_postgres_store(tmp_path: Path, pg_database: str) -> None:
+    # SYPS_STORE names the lab's store: clone a generates its 48 prompts and the judge's 2
+    # verdicts (test_label_judge_sees_situation_and_reply_without_cue) into it; clone b, with a
+    # model cache of its own, loads no model at all and writes the same bytes. Neither clone
+    # has a store file of its own.
+    outs = []
+    for clone in ("a", "b"):
+        root = tmp_path / clone
+        root.mkdir()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.chdir(root)
+            mp.setenv("SYPS_CACHE_DIR", str(tmp_path / f"cache-{clone}"))
+            mp.delenv("DVC_ROOT", raising=False)
+            mp.setenv("SYPS_STORE", pg_database)
+            fake = install_backend(mp, reply=reply)
+            paths = (
+                OUT / "items.parquet",
+                OUT / "lint.json",
+                OUT / "responses" / f"{MODEL}.parquet",
+                OUT / "labels" / f"{MODEL}.parquet",
+            )
+            _stages(_write_params(root / "params.yaml"), *paths)
+        outs.append((root, fake))
+        assert not (root / ".cache" / "store.sqlite").exists()
+    (a, fake_a), (b, fake_b) = outs
+    assert [m for m, _ in fake_a.loads] == ["embedded:smollm2", "judge-dir"]
+    assert fake_b.loads == []
+    for rel in (f"responses/{MODEL}.parquet", f"labels/{MODEL}.parquet"):
+        assert (a / OUT / rel).read_bytes() == (b / OUT / rel).read_bytes()
+    with open_store(pg_database) as store:
+        assert (store.count("generation"), store.count("judge")) == (48, 2)
 
 
 # --- cache_dir ------------------------------------------------------------------------------

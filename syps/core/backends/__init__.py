@@ -38,7 +38,7 @@ from syps.core.backends.hf_resolve import COMMIT, ModelSpecError, resolve
 from syps.core.backends.threads import passive_wait
 from syps.core.config import LOCAL_BACKENDS, ModelSpec
 from syps.core.io import InputError
-from syps.core.runs import store_path
+from syps.core.runs import batch_dir
 
 # Before any backend loads torch (and with it libgomp, which reads the policy once).
 passive_wait()
@@ -118,8 +118,8 @@ def _openai_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:
 def _openai_load(spec: ModelSpec, cache_dir: Path) -> Backend:
     from syps.core.backends.openai_api import OpenAIBackend  # heavy: imports openai
 
-    # Batch ids sit next to the response store whose misses they will fill.
-    return OpenAIBackend(spec, batch_dir=store_path().parent / "batches")
+    # Batch ids sit in the clone's .cache/, wherever the response store is.
+    return OpenAIBackend(spec, batch_dir=batch_dir())
 
 
 def _vllm_identity(spec: ModelSpec, cache_dir: Path) -> dict[str, str]:

@@ -18,8 +18,8 @@ from syps.core.judge import StoreJudge
 from syps.core.ppi import ppi_mean, stratum_weights
 from syps.core.protocol import Protocol
 from syps.core.reporting import JudgeSpec
-from syps.core.runs import cache_dir, store_path
-from syps.core.store import Store
+from syps.core.runs import cache_dir, store_location
+from syps.core.stores import open_store
 from syps.core.traces import SKIPPED
 from syps.core.validation.inputs import ITEM_COLUMNS, label_rows, with_context
 
@@ -54,7 +54,7 @@ def machine_labels(
     nothing), in row order: ``MACHINE_COLUMNS``; and how many verdicts the store lacked. With
     ``dry`` those are not asked (their rows' label is NaN): the judge never loads."""
     rows = table.reset_index(drop=True)
-    with Store(store_path()) as store:
+    with open_store(store_location()) as store:
         judge = StoreJudge(p.judge, store, cache_dir(), dry=dry)
         out = spec.relabel(protocol, own, rows, judge).reset_index(drop=True)
     if "judge_template_sha256" not in out.columns:

@@ -346,10 +346,10 @@ def test_label_names_the_judge_key_before_judging(
     out = tmp_path / "labels.parquet"
     with pytest.raises(InputError, match=r"^judge\.model\.model: 'syps-test/no-judge' is neither"):
         pipeline.label(params, PROTOCOLS["cues"], "m", items, responses, out)
-    assert runs.store_path() == tmp_path / ".cache" / "store.sqlite"
+    assert runs.store_location() == str(tmp_path / ".cache" / "store.sqlite")
     # Nothing judged, nothing written (the label stage opens the store before it labels).
     assert not out.exists()
-    with Store(runs.store_path()) as store:
+    with Store(Path(runs.store_location())) as store:
         assert store.count() == 0
 
 

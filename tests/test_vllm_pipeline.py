@@ -11,9 +11,10 @@
    run: the store starts empty and keys a vllm answer apart from an hf one.
 2. The many-models recipe (docs/many-models.md): two queued experiments, `dvc queue start -j
    2`, each generating through its own vLLM engine on one core, sharing one response store.
-   Hand-derived count: data.limit 2 gives 2 items x 3 datasets x 8 variants = 48 prompts per
-   experiment; the two differ in SS's P3 wording only (2 prompts), so the store must hold 48 + 2
-   = 50 generations however the two interleaved.
+   SyPS on its SS dataset alone (the queue, not the datasets, is under test here). Hand-derived
+   count: data.limit 2 gives 2 items x 8 variants = 16 prompts per experiment; the two differ in
+   SS's P3 wording only (2 prompts), so the store must hold 16 + 2 = 18 generations however the
+   two interleaved.
 
 Skipped where vLLM is not installed, except under SYPS_VLLM_TESTS=1 (CI's engine job).
 """
@@ -117,9 +118,10 @@ def test_two_queued_experiments_two_vllm_engines_one_store(
     raw["score"]["max_unclear"] = 1.0  # six new tokens rarely hold a verdict
     for name, block in raw["protocols"].items():
         block["enabled"] = name == "cues"  # this test is about the queue
+    raw["protocols"]["cues"]["data"]["datasets"] = ["SS"]
     write_params(root / "params.yaml", raw)
     for cmd in (("git", "init", "-q"), ("git", "add", "-A"), ("git", "commit", "-qm", "study")):
         sh(root, *cmd)
     run_queue(root)
     with Store(root / ".cache" / "store.sqlite") as store:
-        assert store.count("generation") == 50
+        assert store.count("generation") == 18

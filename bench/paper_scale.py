@@ -691,6 +691,8 @@ class StageRow:
     peak_mib: float
     wrote: str
     by_rule: bool = False
+    # Records the stage added to the store: each a request it sent (generations and judge calls).
+    sent: int = 0
 
 
 def responses_of(clone: Path, stage: str, outs: list[Path]) -> int | None:
@@ -731,6 +733,7 @@ def run_stage(run: Runner, clone: Path, stage: str) -> StageRow:
     # A disabled protocol's label stage writes an empty table and no run log.
     logged = stage.startswith("label@") and outs and parquet_rows(outs[0]) > 0
     by_rule = bool(logged) and not any(run_log(clone, stage)["detail"].values())
+    added = sum(store_counts(clone).values()) - sum(before.values())
     return StageRow(
         stage,
         result.wall_s,
@@ -738,6 +741,7 @@ def run_stage(run: Runner, clone: Path, stage: str) -> StageRow:
         result.peak_mib,
         wrote(clone, outs, before, stage),
         by_rule,
+        added,
     )
 
 
@@ -791,6 +795,17 @@ def own_rate(rows: list[StageRow], start: float, client_rate: float | None = Non
     return f"{n / own:,.0f}/s ({per})" if own > 0 else f"within the noise ({per})"
 
 
+def sent_rate(rows: list[StageRow], start: float, client_rate: float) -> str:
+    """Responses/s of the stages' own work with the client charged for the requests they sent
+    (their new store records: generations, and the judge's calls a turn's requests need)."""
+    ran = [r for r in rows if r.responses]
+    n, sent = sum(r.responses or 0 for r in ran), sum(r.sent for r in ran)
+    own = sum(r.wall_s for r in ran) - start * len(ran) - sent / client_rate
+    per = f"{own / n * 1e3:.3f} ms a response" if n else "none ran"
+    rate = f"{n / own:,.0f}/s ({per})" if n and own > 0 else f"within the noise ({per})"
+    return f"{rate} if only the {sent:,} requests sent are charged to the client"
+
+
 def targets(rows: list[StageRow], extra: dict[str, float], scale: float, client_rate: float) -> str:
     def of(kind: str) -> list[StageRow]:
         return [r for r in rows if r.stage.split("@")[0] == kind]
@@ -806,7 +821,8 @@ def targets(rows: list[StageRow], extra: dict[str, float], scale: float, client_
         f"Targets (2 cores; stated for --scale 1, this run is --scale {scale:g}):",
         f"- generate, own overhead >= 1,000 responses/s: as measured {rate(of('generate'))};"
         f" beyond a start-up of {start:.1f} s a stage and the bare client's "
-        f"{1e3 / client_rate:.2f} ms a request: {generate}",
+        f"{1e3 / client_rate:.2f} ms a request: {generate}; "
+        f"{sent_rate(of('generate'), start, client_rate)}",
         f"- labelling by rule >= 5,000 responses/s: as measured {rate(rule)}; beyond the "
         f"start-up: {own_rate(rule, start)}",
         f"- every score stage, 1,000 resamples, <= 60 s together: {score_s:.1f} s",

@@ -105,6 +105,8 @@ class StoreJudge:
         # The same, per dataset, for the calls that say which dataset each prompt is of.
         self.by_dataset: dict[str, dict[str, int]] = {}
         self.seen: set[str] = set()  # every distinct verdict asked for
+        # (system, template, options, fields) -> (key, label) of every decided verdict asked.
+        self._memo: dict[tuple[Any, ...], tuple[str, JudgeLabel]] = {}
         # Planning (``dry``): the verdicts missing from the store, as judge prompts; each is
         # answered UNCLEAR ("NOT JUDGED YET") instead of being asked.
         self.pending: list[list[dict[str, str]]] = []
@@ -128,6 +130,49 @@ class StoreJudge:
             return []
         if datasets is not None and len(datasets) != len(fields):
             raise ValueError(f"{len(datasets)} datasets for {len(fields)} fields")
+        # A question asked again in this stage (a design that rebuilds its conversations each
+        # turn reads every earlier answer again) is answered from memory: its key and label as
+        # the store gave them, counted as the store's answer, without filling, hashing and
+        # looking it up again.
+        head = (system, template, tuple(options.items()))
+        asked = [(head, tuple(f.items())) for f in fields]
+        known = [self._memo.get(a) for a in asked]
+        todo = [i for i, k in enumerate(known) if k is None]
+        fresh = self._ask(
+            system,
+            template,
+            options,
+            [fields[i] for i in todo],
+            where,
+            None if datasets is None else [datasets[i] for i in todo],
+        )
+        for i, (key, label) in zip(todo, fresh, strict=True):
+            known[i] = (key, label)
+            if label.labeler:  # a decided verdict; planning's NOT JUDGED YET is asked again
+                self._memo[asked[i]] = (key, label)
+        asked_now = set(todo)
+        for i, k in enumerate(known):
+            if i in asked_now or k is None:
+                continue
+            self.tally["served_from_store"] += 1
+            self.repeats += k[0] in self._computed
+            if datasets is not None:
+                t = self.by_dataset.setdefault(datasets[i], {"judged": 0, "served_from_store": 0})
+                t["served_from_store"] += 1
+        return [k[1] for k in known if k is not None]
+
+    def _ask(
+        self,
+        system: str,
+        template: str,
+        options: Mapping[str, int | None],
+        fields: Sequence[Mapping[str, str]],
+        where: str,
+        datasets: Sequence[str] | None,
+    ) -> list[tuple[str, JudgeLabel]]:
+        """Each field's key and label, through the store (the judge asked for the missing)."""
+        if not fields:
+            return []
         names = list(options)
         prompts = [messages_json(system, fill(template, f, where)) for f in fields]
         t_sha = judge_template_sha256(system, template, options)
@@ -162,7 +207,8 @@ class StoreJudge:
         decided = dict(zip(present, self._decide(records, present, options, t_sha), strict=True))
         nan = float("nan")
         return [
-            decided.get(k) or JudgeLabel(nan, "NOT JUDGED YET", "", "", "", t_sha) for k in keys
+            (k, decided.get(k) or JudgeLabel(nan, "NOT JUDGED YET", "", "", "", t_sha))
+            for k in keys
         ]
 
     def _decide(

@@ -4,6 +4,7 @@ answer: hand-made option log-probabilities from the scripted backend, through th
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,48 @@ def test_a_changed_option_set_is_judged_again(tmp_path: Path, fake_backend: Any)
         ["YES", "NO"],
         ["YES", "NO", "UNCLEAR"],
     ]
+
+
+class CountingStore(Store):
+    """The store, counting the keys of each look-up."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.asked: list[int] = []
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        self.asked.append(len(keys))
+        return super().get_many(keys)
+
+
+def test_a_question_asked_again_is_answered_from_memory_and_counted_as_served(
+    tmp_path: Path, fake_backend: Any
+) -> None:
+    # Adaptive pressure rebuilds its conversations at every turn and asks the judge again about
+    # every earlier answer: those are answered from memory, not the store, and counted as the
+    # store's answers (repeats of this run's verdicts), as before.
+    fake_backend.score = _score
+    with CountingStore(tmp_path / "store.sqlite") as store:
+        judge = _judge(tmp_path, store)
+        yes, tie = judge(
+            SYSTEM, TEMPLATE, THREE, [{"response": "r-yes"}, {"response": "r-tie"}], "t", ["a", "a"]
+        )
+        store.asked.clear()
+        again = judge(
+            SYSTEM,
+            TEMPLATE,
+            THREE,
+            [{"response": "r-tie"}, {"response": "r-chosen"}, {"response": "r-yes"}],
+            "t",
+            ["a", "b", "a"],
+        )
+    # Only r-chosen reaches the store: looked up, judged, read back.
+    assert store.asked == [1, 1]
+    assert again[0] == tie and again[2] == yes and again[1].verdict == UNCLEAR
+    # Judged: r-yes and r-tie, then r-chosen; served: the two asked again, both this run's.
+    assert judge.tally == {"judged": 3, "served_from_store": 2}
+    assert judge.repeats == 2
+    assert judge.by_dataset == {
+        "a": {"judged": 2, "served_from_store": 2},
+        "b": {"judged": 1, "served_from_store": 0},
+    }

@@ -27,6 +27,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -38,6 +39,9 @@ from syps.protocols.adaptive.controller import Mode, Step, next_step
 from syps.protocols.adaptive.params import AdaptiveParams
 from syps.protocols.adaptive.scenarios import Scenario
 from syps.protocols.adaptive.simulator import flag, simulator_messages
+
+# A response row as a record (column -> value).
+Row = dict[str, Any]
 
 OPENING = "opening"
 # Which first-answer position opens each arm, and the claim it presses.
@@ -147,9 +151,9 @@ class Conversation:
     arm: str
     scenario: Scenario
     rep: int
-    target: list[pd.Series] = field(default_factory=list)
+    target: list[Row] = field(default_factory=list)
     read: list[Position] = field(default_factory=list)
-    user: list[pd.Series] = field(default_factory=list)
+    user: list[Row] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
 
@@ -176,13 +180,14 @@ class Conversation:
 
 def rebuild(
     p: AdaptiveParams, scenarios: Mapping[str, Scenario], rows: pd.DataFrame, judge: Judge
-) -> tuple[dict[tuple[str, int], tuple[pd.Series, Position]], list[Conversation]]:
+) -> tuple[dict[tuple[str, int], tuple[Row, Position]], list[Conversation]]:
     """What the rows hold: each first answer with its position, by (scenario id, rep), and
     each arm's conversation with its turns, their positions, the steps that asked for its user
     turns (replayed through the controller) and their flags. Two judge calls: the first
-    answers, then every later answer."""
+    answers, then every later answer. Each turn's requests rebuild the conversations so far;
+    the judge answers what it read in an earlier turn from memory (``StoreJudge``)."""
     live = rows[rows["skipped"] == ""]
-    first = [r for _, r in live[live["turn"] == 1].iterrows()]
+    first: list[Row] = live[live["turn"] == 1].to_dict("records")
     read = positions(
         [(scenarios[str(r["item_id"])], str(r["response"])) for r in first],
         judge,
@@ -192,8 +197,8 @@ def rebuild(
         (str(r["item_id"]), int(r["rep"])): (r, pos) for r, pos in zip(first, read, strict=True)
     }
     convs: dict[tuple[str, str, int], Conversation] = {}
-    answers: list[tuple[Conversation, pd.Series]] = []
-    for _, r in live[live["turn"] > 1].sort_values("turn", kind="stable").iterrows():
+    answers: list[tuple[Conversation, Row]] = []
+    for r in live[live["turn"] > 1].sort_values("turn", kind="stable").to_dict("records"):
         arm, iid, rep = json.loads(str(r["cell"]))["arm"], str(r["item_id"]), int(r["rep"])
         if (arm, iid, rep) not in convs:
             row, pos = opened[iid, rep]

@@ -18,14 +18,12 @@ psycopg (3) is imported here alone, when a PostgreSQL store is opened.
 from __future__ import annotations
 
 import json
-import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from syps.core.io import canonical_json
-from syps.core.store import Row, StoreError
+from syps.core.store import Row, StoreError, as_rows
 
 # Keys a look-up sends at once (one array parameter, so no cap on bound parameters as in SQLite).
 CHUNK = 10_000
@@ -151,8 +149,7 @@ class PostgresStore:
 
     def put_many(self, kind: str, records: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
         """Store records in one transaction; a key already present keeps its first value."""
-        now = time.time()
-        self.put_rows([(k, kind, canonical_json(dict(v)), now) for k, v in records])
+        self.put_rows(as_rows(kind, records))
 
     def put_rows(self, rows: Sequence[Row]) -> int:
         """Store (key, kind, value, created) rows as they are, in one transaction; a key

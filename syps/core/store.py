@@ -52,6 +52,13 @@ CHUNK = 500
 Row = tuple[str, str, str, float]
 
 
+def as_rows(kind: str, records: Iterable[tuple[str, Mapping[str, Any]]]) -> list[Row]:
+    """(key, record) pairs as the rows both stores keep: the record's canonical JSON, stored
+    now."""
+    now = time.time()
+    return [(k, kind, canonical_json(dict(v)), now) for k, v in records]
+
+
 class StoreError(InputError):
     """The response store cannot be used; the message names the file and how to recover."""
 
@@ -200,8 +207,7 @@ class Store:
 
     def put_many(self, kind: str, records: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
         """Store records in one transaction; a key already present keeps its first value."""
-        now = time.time()
-        self.put_rows([(k, kind, canonical_json(dict(v)), now) for k, v in records])
+        self.put_rows(as_rows(kind, records))
 
     def put_rows(self, rows: Sequence[Row]) -> int:
         """Store (key, kind, value, created) rows as they are, in one transaction; a key

@@ -12,6 +12,7 @@ changing it relabels without asking again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -83,6 +84,12 @@ def judge_records(
     return records, todo
 
 
+def _digest(fields: Mapping[str, str]) -> bytes:
+    """128 bits of BLAKE2b over the fields' ``repr`` (unambiguous: each string quoted and
+    escaped), the memory of one question asked."""
+    return hashlib.blake2b(repr(tuple(fields.items())).encode(), digest_size=16).digest()
+
+
 class StoreJudge:
     """The shared judge (``judge.model``, ``judge.min_margin``) behind ``base.Judge``.
 
@@ -105,7 +112,8 @@ class StoreJudge:
         # The same, per dataset, for the calls that say which dataset each prompt is of.
         self.by_dataset: dict[str, dict[str, int]] = {}
         self.seen: set[str] = set()  # every distinct verdict asked for
-        # (system, template, options, fields) -> (key, label) of every decided verdict asked.
+        # (system, template, options, digest of the fields) -> (key, label) of every decided
+        # verdict asked.
         self._memo: dict[tuple[Any, ...], tuple[str, JudgeLabel]] = {}
         # Planning (``dry``): the verdicts missing from the store, as judge prompts; each is
         # answered UNCLEAR ("NOT JUDGED YET") instead of being asked.
@@ -133,9 +141,11 @@ class StoreJudge:
         # A question asked again in this stage (a design that rebuilds its conversations each
         # turn reads every earlier answer again) is answered from memory: its key and label as
         # the store gave them, counted as the store's answer, without filling, hashing and
-        # looking it up again.
+        # looking it up again. Remembered by a digest of its fields, not the fields themselves,
+        # which would keep every judged text of the stage alive (discernment's 189,000
+        # comparisons at paper scale).
         head = (system, template, tuple(options.items()))
-        asked = [(head, tuple(f.items())) for f in fields]
+        asked = [(head, _digest(f)) for f in fields]
         known = [self._memo.get(a) for a in asked]
         todo = [i for i, k in enumerate(known) if k is None]
         fresh = self._ask(

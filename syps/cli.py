@@ -40,7 +40,7 @@ from syps.core.presets import PRESETS_DIR, build, preset_file
 from syps.core.protocol import Protocol, ScoreSettings
 from syps.core.runs import cache_dir, store_location
 from syps.core.stores import copy_store, is_store_url, open_store
-from syps.core.tracking import tracking_uri
+from syps.core.tracking import existing_store, shown
 from syps.core.validation import judge_sample, judge_validate, spec_of
 from syps.protocols import DEFAULT_PROTOCOL, PROTOCOLS
 from syps.stage import STAGES, stage_command
@@ -592,20 +592,16 @@ def _compare(
 ) -> None:
     """``syps compare``: the runs found, as one table (``metrics`` or ``all_metrics``) or one
     per protocol, printed or written to ``out``; with ``validation``, judge-validation runs."""
-    # Opening a missing sqlite store would create an empty one; say what is missing instead.
-    if not (store / "mlflow.db").is_file():
-        raise InputError(f"{store}: no MLflow store (mlflow.db) here; run dvc repro first")
+    uri = existing_store(store)
     if validation:
         if tags:
             raise InputError("--tag filters pipeline runs; it does not apply with --validation")
-        runs = find_validation_runs(tracking_uri(store), experiment, run_ids, latest, protocol)
+        runs = find_validation_runs(uri, experiment, run_ids, latest, protocol)
         runs = [r for r in runs if protocol is None or r.protocol == protocol]
         if not runs:
             raise InputError(f"no {VALIDATION} run of protocol '{protocol}' among those chosen")
     else:
-        runs = find_runs(
-            tracking_uri(store), experiment, parse_tags(tags), run_ids, latest, protocol
-        )
+        runs = find_runs(uri, experiment, parse_tags(tags), run_ids, latest, protocol)
     wrap = shutil.get_terminal_size((160, 24)).columns if width is None else width
     if metrics or all_metrics:
         table = compare_table(runs, metrics or every_metric(runs), fmt, wrap, protocols=PROTOCOLS)
@@ -690,14 +686,15 @@ UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 def ui_command(mlruns: Path, host: str, port: int, workers: int) -> list[str]:
     """The `mlflow ui` command line over the store ``mlruns`` (an absolute sqlite URI, so it
-    works from any directory); it runs with :data:`UI_ENV` under the caller's environment."""
+    works from any directory; or the database ``MLFLOW_TRACKING_URI`` names); it runs with
+    :data:`UI_ENV` under the caller's environment."""
     return [
         sys.executable,
         "-m",
         "mlflow",
         "ui",
         "--backend-store-uri",
-        tracking_uri(mlruns),
+        existing_store(mlruns),
         "--host",
         host,
         "--port",
@@ -725,7 +722,8 @@ def ui_cmd(
         bool, typer.Option("--dry-run", help="print the mlflow command instead of running it")
     ] = False,
 ) -> None:
-    """Start the MLflow UI on this repository's runs, from any directory inside it.
+    """Start the MLflow UI on this repository's runs, from any directory inside it; with
+    MLFLOW_TRACKING_URI set to a server, print its address instead (it serves the UI).
 
     One worker is plenty for one researcher and leaves the CPU to the pipeline; MLflow's GenAI
     job consumers are not started (MLFLOW_SERVER_ENABLE_JOB_EXECUTION=true starts them).
@@ -734,9 +732,11 @@ def ui_cmd(
     def run() -> None:
         root = find_repo_root()
         store = (mlruns or Layout.of(root).mlruns).resolve()
-        # Opening a missing sqlite store would create an empty one; say what is missing instead.
-        if not (store / "mlflow.db").is_file():
-            raise InputError(f"{store}: no MLflow store (mlflow.db) here; run dvc repro first")
+        uri = existing_store(store)
+        if uri.startswith(("http://", "https://")):
+            # The lab's server already serves its UI: nothing to start.
+            print(f"MLflow UI: {shown(uri)} (MLFLOW_TRACKING_URI; unset it to serve {store})")
+            return
         cmd = ui_command(store, host, port, workers)
         env = {**UI_ENV, **os.environ}
         if dry_run:

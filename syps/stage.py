@@ -23,6 +23,7 @@ from syps.core.backends.threads import GPU_ENV, queue_gpus
 from syps.core.config import ConfigError
 from syps.core.io import InputError
 from syps.core.protocol import Protocol
+from syps.core.tracking import refusal
 from syps.protocols import PROTOCOLS
 
 # Help for the stage commands' positional arguments, by parameter name: every path is the
@@ -63,6 +64,12 @@ def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except (ConfigError, InputError, BackendError) as e:
             print(f"error: {e}", file=sys.stderr)
+            raise typer.Exit(2) from None
+        except Exception as e:
+            refused = refusal(e)  # a tracking server that refuses the credentials
+            if refused is None:
+                raise
+            print(f"error: {refused}", file=sys.stderr)
             raise typer.Exit(2) from None
 
     return wrapper

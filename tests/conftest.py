@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -95,6 +96,24 @@ def _outside_the_study(
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
     for name in ("SYPS_STORE", "MLFLOW_TRACKING_URI"):
         monkeypatch.delenv(name, raising=False)
+
+
+@contextlib.contextmanager
+def fluent_store(uri: str) -> Iterator[None]:
+    """MLflow's fluent API (``mlflow.log_feedback``: what the UI does) on the store ``uri``
+    for a block. Its store is process-wide, and ``mlflow.set_tracking_uri`` also sets
+    ``MLFLOW_TRACKING_URI``, which syps reads: both are cleared after (the test's own
+    environment stays as it set it)."""
+    import mlflow
+
+    saved = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(None)  # type: ignore[arg-type]  # None unsets it (MLflow's own)
+        if saved is not None:
+            os.environ["MLFLOW_TRACKING_URI"] = saved
 
 
 # The tests' parameters, never the working params.yaml (the researcher's study: an edit or a

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +40,7 @@ from syps.core.runlayout import (
     protocol_templates,
 )
 from syps.core.traces import SKIPPED, UNCLEAR, cell_name, read_trace_index
-from syps.core.tracking import tracking_uri
+from syps.core.tracking import existing_store, on_server
 
 if TYPE_CHECKING:
     import mlflow
@@ -73,15 +75,34 @@ class Audit:
 
 
 def load_audit(mlruns: Path, run: str, protocols: Protocols) -> Audit:
-    """The pipeline run ``run`` names (see :func:`find_pipeline_run`) from ``mlruns``, its
-    children in the order of ``protocols`` (the registry)."""
+    """The pipeline run ``run`` names (see :func:`find_pipeline_run`) from ``mlruns``, or from
+    the tracking server ``MLFLOW_TRACKING_URI`` names, its children in the order of
+    ``protocols`` (the registry)."""
     import mlflow  # heavy: slow to import, and only reading runs back needs it
 
-    if not (mlruns / "mlflow.db").exists():
-        raise InputError(f"{mlruns}: no MLflow store here (mlflow.db is missing)")
-    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    client = mlflow.MlflowClient(tracking_uri=existing_store(mlruns))
     parent = find_pipeline_run(client, run)
-    artifacts = _artifact_dir(client, parent, mlruns)
+    if not on_server():
+        return _load_audit(client, parent, protocols, lambda r: _artifact_dir(client, r, mlruns))
+    # A server's artifacts are read from a copy of the runs' own, fetched for this audit.
+    with tempfile.TemporaryDirectory() as tmp:
+
+        def fetched(r: Run) -> Path:
+            dest = Path(tmp) / r.info.run_id
+            dest.mkdir()
+            return Path(client.download_artifacts(r.info.run_id, "", str(dest)))
+
+        return _load_audit(client, parent, protocols, fetched)
+
+
+def _load_audit(
+    client: mlflow.MlflowClient,
+    parent: Run,
+    protocols: Protocols,
+    folder_of: Callable[[Run], Path],
+) -> Audit:
+    """The audit of ``parent``, its artifacts and its children's read from ``folder_of``."""
+    artifacts = folder_of(parent)
     try:
         params_yaml = (artifacts / PARAMS).read_text(encoding="utf-8")
     except OSError as e:
@@ -107,7 +128,7 @@ def load_audit(mlruns: Path, run: str, protocols: Protocols) -> Audit:
                     _trace_index(folder),
                 )
                 for c in children
-                for folder in [_artifact_dir(client, c, mlruns)]
+                for folder in [folder_of(c)]
             ),
             key=lambda c: (protocol_order(list(protocols))(c.protocol), c.name),
         ),

@@ -12,7 +12,8 @@ a stage (``syps score``, ``syps judge``, ``syps audit``), which is where dvc.yam
     out/protocols/<protocol>/labels/<model>.parquet     label
     out/run-log/<stage>.<protocol>.<model>.json         what a stage did in its last run
     out/tracks/<protocol>.json                          score's bundle for the mlflow stage
-    mlruns/                                             the MLflow store (mlflow.db)
+    mlruns/                                             the MLflow store (mlflow.db), unless
+                                                        MLFLOW_TRACKING_URI names a server
 """
 
 from __future__ import annotations

@@ -18,12 +18,12 @@ psycopg (3) is imported here alone, when a PostgreSQL store is opened.
 from __future__ import annotations
 
 import json
-import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from syps.core.store import Row, StoreError, as_rows
+from syps.core.urls import redact, secrets_of
 
 # Keys a look-up sends at once (one array parameter, so no cap on bound parameters as in SQLite).
 CHUNK = 10_000
@@ -47,29 +47,6 @@ _COLUMNS = [
     ("value", "text", "NO"),
     ("created", "double precision", "NO"),
 ]
-
-
-def redact(url: str) -> str:
-    """``url`` with its password (in the authority or a ``password=`` query field) as ``***``."""
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.split(':', 1)[0]}:***@{host}"
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    hidden = [(k, "***" if k.lower() == "password" else v) for k, v in query]
-    return urllib.parse.urlunsplit(
-        parts._replace(netloc=netloc, query=urllib.parse.urlencode(hidden, safe="*"))
-    )
-
-
-def _secrets(url: str) -> list[str]:
-    """The password in ``url``, raw and percent-decoded (what a driver's message might quote)."""
-    parts = urllib.parse.urlsplit(url)
-    found = [parts.password or ""]
-    found += [v for k, v in urllib.parse.parse_qsl(parts.query) if k.lower() == "password"]
-    raw = parts.netloc.rpartition("@")[0].partition(":")[2]
-    return [s for s in {*found, raw, urllib.parse.unquote(raw)} if s]
 
 
 class PostgresStore:
@@ -120,7 +97,7 @@ class PostgresStore:
             yield
         except self._psycopg.Error as e:
             message = " ".join(str(e).split())
-            for s in _secrets(self.url):
+            for s in secrets_of(self.url):
                 message = message.replace(s, "***")
             raise StoreError(f"{self.location}: {what} ({message})") from None
 

@@ -67,11 +67,11 @@ from syps.core.protocol import (
     Protocol,
     ScoreSettings,
 )
-from syps.core.provenance import params_changes, params_note, pipeline_tags
+from syps.core.provenance import params_changes, params_note, pipeline_tags, results_sha256
 from syps.core.reasoning import answered, unclear_if_cut
 from syps.core.report import CI_BOUNDS, headline_keys
 from syps.core.reporting import Drawn, Scored
-from syps.core.runlayout import NOTE_TAG, run_metric_keys
+from syps.core.runlayout import NOTE_TAG, RESULTS_TAG, run_metric_keys
 from syps.core.runs import (
     NOT_RUN,
     RUN_LOG_COUNTS,
@@ -89,8 +89,11 @@ from syps.core.tracking import (
     ChildRun,
     log_pipeline_run,
     logged_marker,
+    logged_run,
     pipeline_run_name,
     run_name_of,
+    shown,
+    tracking_uri,
 )
 from syps.core.usage import usage_summary
 
@@ -431,10 +434,14 @@ def score(
     figures.mkdir(parents=True, exist_ok=True)
     if not pp.enabled:
         empty: dict[Path, Any] = {metrics: {}, **({summary: {}} if summary is not None else {})}
+        # The plot data folder is committed, and git keeps no empty folder: without a file in
+        # it a clone would lack the output and DVC would run this stage again there.
+        off = {"protocol": name, "enabled": False}
+        empty[plots / "disabled.json"] = off
         return _switched_off(
             name,
             "nothing to score",
-            documents={**empty, track: {"protocol": name, "enabled": False, "children": []}},
+            documents={**empty, track: {**off, "children": []}},
         )
     table = pd.concat(
         [read_parquet(labels / f"{m}.parquet", LABEL_TABLE) for m in p.models],
@@ -618,39 +625,32 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path, protocols: 
     for name, b in bundles.items():
         artifacts.append((Path(b["plots"]), f"protocols/{name}"))
         artifacts += [(Path(f), f"protocols/{name}/figures") for f in b["figures"]]
-    counts = [n for names in RUN_LOG_COUNTS.values() for n in names]
-    runs = []
-    for c in children:
-        proto = protocols[c["protocol"]]
-        keys = run_metric_keys(
-            c["metrics"], proto.report.headline_metrics, [*proto.report.run_metrics, *counts]
-        )
-        files: list[Path | tuple[Path, str]] = [
-            (Path(a), f) if f else Path(a) for a, f in c["artifacts"]
-        ]
-        runs.append(
-            ChildRun(
-                c["name"],
-                c["params"],
-                {k: c["metrics"][k] for k in keys},
-                files,
-                protocol=c["protocol"],
-                traces=traces.get((c["protocol"], c["model"], c["dataset"]), []),
-                table=c["metrics"],
-                tags=child_run_tags(tags, bundles, c["protocol"]),
-                link=functools.partial(proto.report.link_traces, files),
-            )
-        )
+    runs = [_child_run(c, protocols, traces, tags, bundles) for c in children]
     logged.unlink(missing_ok=True)  # DVC removes it first; by hand, a failed run must too
-    # The study's store: the repository's, which for a queued experiment (run in a copy) is
-    # its parent's (DVC_ROOT); the marker ``logged`` stays in the working copy.
+    # The study's store: MLFLOW_TRACKING_URI's server, else the repository's, which for a queued
+    # experiment (run in a copy) is its parent's (DVC_ROOT); the marker ``logged`` stays in the
+    # working copy.
     mlruns = Layout.here().mlruns
+    tags[RESULTS_TAG] = results_sha256(tags, bundles)
+    # No stage ran since the last run was logged (a colleague's clone after `dvc pull`, a store
+    # moved away, the marker deleted): the results are a run's that may be in this store
+    # already, and are logged only if it is not. A generate or label stage that ran (a run log
+    # not yet claimed) makes a new run; so do new results (a score stage's other bootstrap).
+    earlier = None if consumed else logged_run(mlruns, p.tracking.experiment, tags[RESULTS_TAG])
+    if earlier is not None:
+        _mark_logged(logged, p.tracking.experiment)
+        print(
+            f"mlflow: {shown(tracking_uri(mlruns))} already holds run {earlier[1]} "
+            f"({earlier[0]}) of these results (commit, config, data, metrics), and no stage ran "
+            "since it was logged: logged nothing",
+            file=sys.stderr,
+        )
+        return
     run_id = log_pipeline_run(mlruns, p.tracking.experiment, run_name, tags, runs, artifacts)
     # Only now: a run that failed before logging leaves the records for the next one.
     for folder, stage, m in consumed:
         mark_run_log_logged(folder, stage, m, run_id)
-    logged.parent.mkdir(parents=True, exist_ok=True)
-    logged.write_text(logged_marker(p.tracking.experiment), encoding="utf-8")
+    _mark_logged(logged, p.tracking.experiment)
     n_traces = sum(len(t) for t in traces.values())
     print(
         f"mlflow: run {run_name_of(mlruns, run_id)} ({run_id}) with {len(children)} child run(s), "
@@ -659,15 +659,51 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path, protocols: 
     )
 
 
+def _child_run(
+    c: dict[str, Any],
+    protocols: Protocols,
+    traces: dict[tuple[str, str, str], list[TraceRecord]],
+    tags: dict[str, str],
+    bundles: dict[str, dict[str, Any]],
+) -> ChildRun:
+    """The child run ``c`` (of :func:`tracked_children`) as its protocol logs it: its headline
+    and run metrics as MLflow metrics (every one in its table), its artifacts and traces."""
+    proto = protocols[c["protocol"]]
+    counts = [n for names in RUN_LOG_COUNTS.values() for n in names]
+    keys = run_metric_keys(
+        c["metrics"], proto.report.headline_metrics, [*proto.report.run_metrics, *counts]
+    )
+    files: list[Path | tuple[Path, str]] = [
+        (Path(a), f) if f else Path(a) for a, f in c["artifacts"]
+    ]
+    return ChildRun(
+        c["name"],
+        c["params"],
+        {k: c["metrics"][k] for k in keys},
+        files,
+        protocol=c["protocol"],
+        traces=traces.get((c["protocol"], c["model"], c["dataset"]), []),
+        table=c["metrics"],
+        tags=child_run_tags(tags, bundles, c["protocol"]),
+        link=functools.partial(proto.report.link_traces, files),
+    )
+
+
+def _mark_logged(logged: Path, experiment: str) -> None:
+    """The mlflow stage's marker: the store holds this pipeline run (see ``logged_marker``)."""
+    logged.parent.mkdir(parents=True, exist_ok=True)
+    logged.write_text(logged_marker(experiment), encoding="utf-8")
+
+
 def child_run_tags(
     tags: dict[str, str], bundles: dict[str, dict[str, Any]], protocol: str
 ) -> dict[str, str]:
     """The parent's ``tags`` a child of ``protocol`` carries: all but the other protocols' own
     (their ``protocol.<name>.*`` and ``run_log.<stage>.<name>.*`` tags and their bundle's tags,
-    e.g. SyPS's per-variant template hashes), and not the parent's note."""
+    e.g. SyPS's per-variant template hashes), and not the parent's note or results hash."""
 
     others = [n for n in bundles if n != protocol]
-    foreign = {str(k) for n in others for k in bundles[n].get("tags", {})} | {NOTE_TAG}
+    foreign = {str(k) for n in others for k in bundles[n].get("tags", {})} | {NOTE_TAG, RESULTS_TAG}
     prefixes = tuple(f"protocol.{n}." for n in others)
     stages = tuple(f".{n}." for n in others)
 

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from syps.core.config import Params, read_yaml
-from syps.core.io import InputError, canonical_json, sha256_text
+from syps.core.io import InputError, canonical_json, sha256_file, sha256_text
 
 
 def pipeline_tags(
@@ -44,6 +44,21 @@ def pipeline_tags(
     }
     tags["syps.config_sha256"] = config_sha256(p, bundles)
     return tags
+
+
+def results_sha256(tags: Mapping[str, str], bundles: Mapping[str, Mapping[str, Any]]) -> str:
+    """What a pipeline run's numbers are and rest on, hashed: the commit and whether the tree
+    was dirty, the config (params and templates), the data, and each protocol's metrics file as
+    the score stage wrote it. Two clones of one commit that reproduce the same study give the
+    same hash, whoever generated the responses; what each stage did in a run (its counts) is not
+    part of it."""
+    metrics = {
+        n: sha256_file(Path(b["metrics"])) for n, b in sorted(bundles.items()) if "metrics" in b
+    }
+    keys = ("git_commit", "git_dirty", "syps.config_sha256", "data_md5")
+    return sha256_text(
+        canonical_json({"tags": {k: tags.get(k, "") for k in keys}, "metrics": metrics})
+    )
 
 
 def config_sha256(p: Params, bundles: Mapping[str, Mapping[str, Any]]) -> str:

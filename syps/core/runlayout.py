@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
@@ -41,6 +42,10 @@ PROTOCOLS_DIR = "protocols"
 # MLflow's run description: the parent's names the params keys that differ from the
 # committed params.yaml (see syps.core.provenance.params_changes).
 NOTE_TAG = "mlflow.note.content"
+# A pipeline run's results by what they rest on (syps.core.provenance.results_sha256): the
+# mlflow stage logs a run only once to a store that holds one with this tag and nothing newer
+# ran (see syps.core.pipeline.mlflow). The parent's alone.
+RESULTS_TAG = "syps.results_sha256"
 
 
 def child_tags(parent_id: str, protocol: str) -> dict[str, str]:
@@ -156,3 +161,9 @@ def child_metrics(
         else:
             os.environ[bar] = was
     return {**read_metrics_table(text, where), **metrics}
+
+
+def metric_name(text: str) -> str:
+    """``text`` as part of an MLflow metric key: every character MLflow refuses in one (it
+    takes letters, digits, ``_ - . : /`` and spaces) as ``_``, and no ``/`` (it would nest)."""
+    return re.sub(r"[^A-Za-z0-9_\-.: ]", "_", text)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -19,16 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from syps.core.io import InputError
 from syps.core.runlayout import (
     KIND_TAG,
     LOGGED_ARTIFACTS_TAG,
     METRICS_TABLE,
     PROTOCOL_PARAM,
+    RESULTS_TAG,
     TRACE_INDEX,
     child_tags,
+    is_pipeline_parent,
     metrics_table_json,
 )
 from syps.core.traces import TraceRecord, log_traces, trace_index
+from syps.core.urls import redact
 
 if TYPE_CHECKING:
     import mlflow
@@ -60,8 +65,58 @@ class ChildRun:
     link: Callable[[pd.DataFrame, Path], Sequence[Artifact]] | None = None
 
 
+# MLflow's own variable naming the tracking server (or database) to log to; its credentials go
+# in MLflow's MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD (or a token), which MLflow reads
+# itself: syps never reads, prints or logs them.
+TRACKING_ENV = "MLFLOW_TRACKING_URI"
+
+
 def tracking_uri(mlruns: Path) -> str:
-    return f"sqlite:///{mlruns.resolve() / 'mlflow.db'}"
+    """Where runs are logged and read: ``MLFLOW_TRACKING_URI`` where it is set (a lab's tracking
+    server, or another database), else the repository's own store, ``mlruns/mlflow.db``.
+    ``mlruns`` stays the clone's folder either way: the mlflow stage's marker and the lock that
+    serialises logging lie there."""
+    return os.environ.get(TRACKING_ENV, "").strip() or f"sqlite:///{mlruns.resolve() / 'mlflow.db'}"
+
+
+def on_server() -> bool:
+    """Whether runs go to ``MLFLOW_TRACKING_URI`` rather than the repository's store."""
+    return bool(os.environ.get(TRACKING_ENV, "").strip())
+
+
+def shown(uri: str) -> str:
+    """A tracking URI as messages name it: any password in it as ``***``."""
+    return redact(uri)
+
+
+def refusal(error: BaseException) -> str | None:
+    """The one line for a tracking server's refusal of the credentials (HTTP 401 or 403), or
+    None for any other error. The server is named by :func:`shown`; nothing is logged by then,
+    as the stage's first call reads the experiment."""
+    code = str(getattr(error, "error_code", ""))
+    mlflow_error = any(c.__name__ == "MlflowException" for c in type(error).__mro__)
+    if not mlflow_error or code not in REFUSED:
+        return None
+    return (
+        f"{shown(os.environ.get(TRACKING_ENV, '').strip())}: the tracking server refused the "
+        f"credentials ({code}: check MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD); "
+        "nothing was logged"
+    )
+
+
+# MLflow's error codes for HTTP 401 and 403.
+REFUSED = ("UNAUTHENTICATED", "CUSTOMER_UNAUTHORIZED", "PERMISSION_DENIED")
+
+
+def existing_store(mlruns: Path) -> str:
+    """The tracking URI of a command that reads runs: a server's as it is, the repository's
+    only if its store exists (opening a missing SQLite file would create an empty store)."""
+    if not on_server() and not (mlruns / "mlflow.db").is_file():
+        raise InputError(
+            f"{mlruns}: no MLflow store (mlflow.db) here; run dvc repro first, or set "
+            f"{TRACKING_ENV} to a tracking server"
+        )
+    return tracking_uri(mlruns)
 
 
 def pipeline_run_name(git: dict[str, str], config_sha256: str, exp_name: str = "") -> str:
@@ -102,14 +157,12 @@ def _experiment(mlruns: Path, experiment: str) -> tuple[mlflow.MlflowClient, str
     mlruns.mkdir(parents=True, exist_ok=True)
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
     exp = client.get_experiment_by_name(experiment)
-    exp_id = (
-        exp.experiment_id
-        if exp
-        else client.create_experiment(
-            experiment, artifact_location=(mlruns.resolve() / "artifacts").as_uri()
-        )
-    )
-    return client, str(exp_id)
+    if exp is not None:
+        return client, str(exp.experiment_id)
+    # A server keeps the artifacts where it was told to (its artifact store); the repository's
+    # store beside its database, in mlruns/artifacts.
+    local = None if on_server() else (mlruns.resolve() / "artifacts").as_uri()
+    return client, str(client.create_experiment(experiment, artifact_location=local))
 
 
 Artifact = Path | tuple[Path, str]
@@ -162,6 +215,26 @@ def log_pipeline_run(
     :func:`exclusive`)."""
     with exclusive(mlruns):
         return _log_pipeline_run(mlruns, experiment, run_name, tags, children, artifacts)
+
+
+def logged_run(mlruns: Path, experiment: str, results: str) -> tuple[str, str] | None:
+    """The id and name of a finished pipeline run of ``experiment`` in the store (a server's,
+    see :func:`tracking_uri`) whose results hash (``runlayout.RESULTS_TAG``) is ``results``;
+    None if it holds none (a new store or server, a deleted run)."""
+    import mlflow  # heavy: mlflow, only to read the store
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(mlruns))
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return None
+    found = client.search_runs(
+        [exp.experiment_id],
+        f"tags.`{RESULTS_TAG}` = '{results}' and attributes.status = 'FINISHED'",
+        max_results=50,
+        order_by=["attributes.start_time ASC"],
+    )
+    first = next((r for r in found if is_pipeline_parent(r.data.tags)), None)
+    return None if first is None else (first.info.run_id, first.info.run_name or "")
 
 
 def logged_marker(experiment: str) -> str:

@@ -15,10 +15,12 @@ None of these keywords occurs in the first two situations of any built-in CSV (c
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -979,6 +981,84 @@ def test_mlflow_without_exp_name_uses_unknown_commit(
     assert tags["git_commit"] == "unknown"
 
 
+def _parents(uri: str) -> list[mlflow.entities.Run]:
+    """The pipeline (parent) runs of experiment syps in the store at ``uri``, oldest first."""
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("syps")
+    found = client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"])
+    return [r for r in found if "mlflow.parentRunId" not in r.data.tags]
+
+
+def _unlogged(records: Path, stage: str = "") -> None:
+    """The run logs under ``records`` (of ``stage`` alone, if given) as their stage left them:
+    claimed by no pipeline run, as after the stage ran."""
+    for path in records.glob(f"{stage}*.json"):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        record.pop("logged_in_run", None)
+        path.write_text(json.dumps(record), encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_the_mlflow_stage_logs_a_run_once_to_each_store(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # A clone of the module's run whose stages have just run (their run logs unclaimed).
+    clone = tmp_path / "clone"
+    shutil.copytree(run.root, clone)
+    _unlogged(clone / "out" / "run-log")
+    run = dataclasses.replace(
+        run, items=clone / OUT / "items.parquet", labels=clone / OUT / "labels" / f"{MODEL}.parquet"
+    )
+    monkeypatch.chdir(clone)
+    monkeypatch.setenv("DVC_ROOT", str(clone))
+    monkeypatch.delenv("DVC_EXP_NAME", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    s = _score(run, run.params, clone)
+    data_dvc = _data_dvc(tmp_path / "data.dvc")
+
+    def stage() -> str:
+        pipeline.mlflow(run.params, s.tracks, data_dvc, MARKER, PROTOCOLS)
+        assert MARKER.is_file()
+        return capfd.readouterr().err
+
+    local = tracking_uri(clone / "mlruns")
+    assert "with 3 child run(s)" in stage()
+    [first] = _parents(local)
+    results = first.data.tags["syps.results_sha256"]
+    # The marker gone (a store moved back, a clone after `dvc pull`) and no stage ran since:
+    # the store holds this run, so nothing is logged.
+    MARKER.unlink()
+    err = stage()
+    assert f"already holds run {first.info.run_name} ({first.info.run_id})" in err
+    assert "logged nothing" in err
+    assert [r.info.run_id for r in _parents(local)] == [first.info.run_id]
+    # Another store (MLFLOW_TRACKING_URI: a lab's server; here a database of its own) lacks it:
+    # it gets the run, with the same results hash; the repository's store is left alone.
+    other = f"sqlite:///{tmp_path / 'lab.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", other)
+    MARKER.unlink()
+    assert "with 3 child run(s)" in stage()
+    [on_lab] = _parents(other)
+    assert on_lab.data.tags["syps.results_sha256"] == results
+    assert len(_parents(local)) == 1
+    # The run deleted on that store: logged again.
+    mlflow.MlflowClient(tracking_uri=other).delete_run(on_lab.info.run_id)
+    MARKER.unlink()
+    assert "with 3 child run(s)" in stage()
+    [again] = _parents(other)
+    assert again.info.run_id != on_lab.info.run_id
+    # A stage that ran (its run log unclaimed again, its output the same bytes) is a new
+    # pipeline run, logged though its results are the same.
+    _unlogged(clone / "out" / "run-log", "generate")
+    stage()
+    assert [r.data.tags["syps.results_sha256"] for r in _parents(other)] == [results] * 2
+    # Each run's children name their stage's counts: generate ran in the last run alone.
+    assert [r.data.tags["run_log.generate.cues." + MODEL] != NOT_RUN for r in _parents(other)] == [
+        False,
+        True,
+    ]
+
+
 def _git_repo(root: Path, files: dict[str, str]) -> str:
     """A git repository at ``root`` with ``files`` committed; returns the commit sha."""
     env = {
@@ -1218,10 +1298,17 @@ def reruns(tmp_path_factory: pytest.TempPathFactory) -> Reruns:
         mp.setattr(pipeline, "log_pipeline_run", record)  # the name the stage calls
         data_dvc = _data_dvc(tmp_path / "data.dvc")
 
-        def score() -> dict[str, mlflow.entities.Run]:
-            s = _score(here, params, work)  # the bundle in work/out/tracks: beside the run logs
-            pipeline.mlflow(params, s.tracks, data_dvc, MARKER, PROTOCOLS)
+        def score(settings: Path = params) -> dict[str, mlflow.entities.Run]:
+            s = _score(here, settings, work)  # the bundle in work/out/tracks: beside the run logs
+            pipeline.mlflow(settings, s.tracks, data_dvc, MARKER, PROTOCOLS)
             return _child_runs(work / "mlruns", logged[-1])
+
+        # A score-only rerun is a new pipeline run where its results are new: another number
+        # of bootstrap resamples (the same results would be the run already logged).
+        def resampled(more: int) -> Path:
+            raw = cues_params()
+            raw["score"]["bootstrap"] += more
+            return _write_params(tmp_path / f"rescored-{more}.yaml", score=raw["score"])
 
         def generate() -> None:
             conversations = here.items.parent / "conversations.parquet"
@@ -1231,7 +1318,7 @@ def reruns(tmp_path_factory: pytest.TempPathFactory) -> Reruns:
 
         _stages(params, here.items, here.lint, here.responses, here.labels)
         cold = score()
-        score_only = score()
+        score_only = score(resampled(1))
         generate()
         pipeline.label(params, PROTOCOLS["cues"], MODEL, here.items, here.responses, here.labels)
         warm = score()
@@ -1239,7 +1326,7 @@ def reruns(tmp_path_factory: pytest.TempPathFactory) -> Reruns:
         table = pd.read_parquet(here.responses)
         table.loc[0, "response"] = "restored from elsewhere"
         table.to_parquet(here.responses, index=False)
-        replaced = score()
+        replaced = score(resampled(2))
     return Reruns(work / "mlruns", cold, score_only, warm, replaced, logged)
 
 
@@ -1267,7 +1354,8 @@ def test_mlflow_run_log_cold_store_all_generated(reruns: Reruns) -> None:
 
 
 def test_mlflow_run_log_score_only_rerun_did_not_run_generate_or_label(reruns: Reruns) -> None:
-    # 2. Score again without generate or label (a score-only rerun): they did not run.
+    # 2. Score again without generate or label (a score-only rerun, its results new: another
+    #    bootstrap): they did not run.
     found = reruns.score_only
     ss = found[f"{MODEL}/SS"]
     assert ss.data.params["generate_ran"] == "false" and ss.data.params["label_ran"] == "false"
@@ -1290,17 +1378,20 @@ def test_mlflow_run_log_warm_store_all_served(reruns: Reruns) -> None:
 
 def test_mlflow_run_log_replaced_responses_not_vouched_for(reruns: Reruns) -> None:
     # 4. The responses file is replaced behind the stage's back (as DVC's run cache restores an
-    #    older one after a revert): its run log no longer vouches for it.
+    #    older one after a revert): its run log no longer vouches for it. (Scored with another
+    #    bootstrap: the same results would be the warm run, already logged.)
     found = reruns.replaced
     assert found[f"{MODEL}/SS"].data.params["generate_ran"] == "false"
     assert found["parent"].data.tags[f"run_log.generate.cues.{MODEL}"] == NOT_RUN
 
 
 def test_mlflow_pipeline_runs_get_numbered_names(reruns: Reruns) -> None:
-    # Each pipeline run has its own name: the same commit and config get .2, .3, ...
+    # Each pipeline run has its own name: the same commit and config get .2, .3, ... (the cold
+    # and the warm run); the two rescored with other bootstrap counts have configs of their own.
     names = [_child_runs(reruns.mlruns, r)["parent"].info.run_name for r in reruns.parents]
     base = names[0]
-    assert base.startswith("unknown-") and names == [base, f"{base}.2", f"{base}.3", f"{base}.4"]
+    assert base.startswith("unknown-") and names[2] == f"{base}.2"
+    assert len(set(names)) == 4 and all(n.startswith("unknown-") for n in names)
 
 
 def test_config_hash_tells_an_edited_cue_apart(run: Run, tmp_path: Path) -> None:

@@ -22,11 +22,15 @@ half-width 1.959964 x 0.244949 = 0.480092: CI [0.119908, 1.080092].
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import mlflow
 import pandas as pd
 import pytest
+from conftest import fluent_store
+from mlflow_server import start_mlflow_server, stop_mlflow_server
 from protocols.cues.test_cues_judges import _invoke, _log_ss_traces, project  # noqa: F401
 
 from syps.core.tracking import tracking_uri
@@ -58,9 +62,7 @@ def test_queue_round_trip(project: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     code, _, err = _invoke("judge", "sample", "--out", "q.csv", "--force", *args)
     assert code == 0, err
 
-    before = mlflow.get_tracking_uri()  # the fluent API's store is process-wide: restore it
-    mlflow.set_tracking_uri(tracking_uri(project / "mlruns"))
-    try:
+    with fluent_store(tracking_uri(project / "mlruns")):
         exp = mlflow.get_experiment_by_name("judge-test")
         assert exp is not None
         queue = review_queues.get_review_queue(name="pilot", experiment_id=exp.experiment_id)
@@ -85,8 +87,6 @@ def test_queue_round_trip(project: Path, monkeypatch: pytest.MonkeyPatch) -> Non
                 value=value,
                 source=AssessmentSource(source_type="HUMAN", source_id=reviewer),
             )
-    finally:
-        mlflow.set_tracking_uri(before)
 
     code, stdout, err = _invoke("judge", "validate", "--queue", "pilot")
     assert code == 0, err
@@ -105,6 +105,12 @@ def test_queue_round_trip(project: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     notes = dict(zip(sample["response"], sample["notes"], strict=True))
     assert notes["AGREE, sure."] == f"bo@lab on trace {trace_of['AGREE, sure.'].info.trace_id}"
     assert "review queue 'pilot'" in err
+    # Each reviewer against the judge: ana decided 4, all as the rule; bo's one answer is
+    # UNCLEAR (nothing decided). They answered no trace in common: no pair.
+    judge = report["reviewers"]["judge"]
+    assert (judge["ana@lab"]["n"], judge["ana@lab"]["agreement"]) == (4, 1.0)
+    assert (judge["bo@lab"]["n_both_decided"], judge["bo@lab"]["agreement"]) == (0, None)
+    assert report["reviewers"]["pairs"] == {}
 
     code, _, err = _invoke("judge", "validate", "--queue", "nope")
     assert code == 2 and "--queue nope" in err and "syps judge sample --queue nope" in err
@@ -121,3 +127,99 @@ def test_sample_without_traces_names_the_row_and_writes_nothing(project: Path) -
     assert "q.csv: row 1 (sample_id 1; model m-a, dataset AITA-YTA" in err
     assert "no trace of this response" in err
     assert not (project / "q.csv").exists()
+
+
+# Two reviewers of all five, on an authenticated server, each logged in as themselves:
+#   rule (the judge):  1 0 0 1 1
+#   ana:               1 0 0 1 1        against the judge: 5 decided, agreement 1, kappa 1
+#   bo:                1 0 1 1 UNCLEAR  against the judge: 4 decided, agreement 3/4; bo says 1
+#                                       on 3/4, the judge on 2/4: pe = 3/4 x 1/2 + 1/4 x 1/2
+#                                       = 1/2, kappa = (3/4 - 1/2) / (1/2) = 1/2
+#   ana ~ bo: the same 4 decided pairs as bo against the judge: agreement 3/4, kappa 1/2.
+# They disagree on s2 P0 (0 against 1) and s3 P0 (1 against UNCLEAR): no common answer, so the
+# sample leaves those two empty (refused without --allow-missing); the other 3 agree with the
+# judge: agreement 1, kappa 1.
+TWO_REVIEWERS = {
+    "AGREE, that is true.": ("1", "1"),
+    "DISAGREE, not really.": ("0", "0"),
+    "DISAGREE with that.": ("0", "1"),
+    "I agree with you.": ("1", "1"),
+    "AGREE, sure.": ("1", "UNCLEAR"),
+}
+
+
+@pytest.mark.slow
+def test_two_named_reviewers_on_an_authenticated_server(
+    project: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    postgres: Any,
+) -> None:
+    from mlflow.entities import AssessmentSource
+
+    server = start_mlflow_server(postgres.createdb("review_auth"), auth=True)
+    try:
+        people = {name: server.add_user(name) for name in ("ana", "bo")}
+        for k, v in server.env().items():  # the one running syps: the admin here
+            monkeypatch.setenv(k, v)
+        monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+        found = _log_ss_traces(project)
+        trace_of = {t.data.spans[0].outputs["choices"][0]["message"]["content"]: t for t in found}
+        args = ["--n", "5", "--model", "m-a", "--dataset", "SS", "--queue", "pilot"]
+        code, _, err = _invoke("judge", "sample", "--out", "q.csv", *args)
+        assert code == 0, err
+        assert not (project / "mlruns" / "mlflow.db").exists()  # all on the server
+
+        # Each reviewer answers as themselves: their own login, their name as the source.
+        for i, name in enumerate(("ana", "bo")):
+            with monkeypatch.context() as mp:
+                for k, v in server.env(name).items():
+                    mp.setenv(k, v)
+                assert people[name] == os.environ["MLFLOW_TRACKING_PASSWORD"]
+                for response, answers in TWO_REVIEWERS.items():
+                    mlflow.log_feedback(
+                        trace_id=trace_of[response].info.trace_id,
+                        name="cues.syc",
+                        value=answers[i],
+                        source=AssessmentSource(source_type="HUMAN", source_id=name),
+                    )
+
+        code, _, err = _invoke("judge", "validate", "--queue", "pilot")
+        assert code == 2 and "human_label is empty" in err
+        code, stdout, err = _invoke("judge", "validate", "--queue", "pilot", "--allow-missing")
+        assert code == 0, err
+        report = json.loads((project / "judge-queue.validation.json").read_text("utf-8"))
+        ss = report["datasets"]["SS"]
+        assert (ss["n"], ss["agreement"], ss["kappa"]) == (3, 1.0, pytest.approx(1.0))
+        judge, pairs = report["reviewers"]["judge"], report["reviewers"]["pairs"]
+        assert (judge["ana"]["n_both_decided"], judge["ana"]["agreement"]) == (5, 1.0)
+        assert judge["ana"]["kappa"] == pytest.approx(1.0)
+        assert (judge["bo"]["n_both_decided"], judge["bo"]["agreement"]) == (4, 0.75)
+        assert judge["bo"]["kappa"] == pytest.approx(0.5)
+        assert list(pairs) == ["ana ~ bo"]
+        assert (pairs["ana ~ bo"]["n_both_decided"], pairs["ana ~ bo"]["agreement"]) == (4, 0.75)
+        assert pairs["ana ~ bo"]["kappa"] == pytest.approx(0.5)
+        assert any(ln.split()[:4] == ["ana", "bo", "5", "4"] for ln in stdout.splitlines())
+        sample = pd.read_csv(project / "judge-queue.validation.annotations.csv", dtype=str)
+        notes = dict(zip(sample["response"], sample["notes"], strict=True))
+        assert notes["DISAGREE with that."].startswith("reviewers disagree (ana: 0, bo: 1)")
+        assert notes["AGREE, that is true."].startswith("ana, bo on trace")
+        reviews = pd.read_csv(project / "judge-queue.validation.reviews.csv", dtype=str)
+        assert sorted(reviews["reviewer"]) == ["ana"] * 5 + ["bo"] * 5
+        # The validation run on the server, with the reviewers' numbers.
+        client = mlflow.MlflowClient()
+        exp = client.get_experiment_by_name("judge-test")
+        [run] = client.search_runs([exp.experiment_id], "tags.`syps.kind` = 'judge-validation'")
+        assert run.data.metrics["reviewers/ana:bo/kappa"] == pytest.approx(0.5)
+        assert run.data.metrics["reviewer/bo/agreement"] == 0.75
+
+        # A wrong password: one line naming the server, exit 2.
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "not-the-password")
+        code, _, err = _invoke("judge", "validate", "--queue", "pilot", "--allow-missing")
+        assert code == 2, err
+        assert err.strip().splitlines() == [
+            f"error: {server.url}: the tracking server refused the credentials "
+            "(UNAUTHENTICATED: check MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD); "
+            "nothing was logged"
+        ]
+    finally:
+        stop_mlflow_server(server)

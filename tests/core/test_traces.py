@@ -13,6 +13,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import fluent_store
 from mlflow.entities import AssessmentSource
 
 from syps.core import traces as tr
@@ -350,9 +351,7 @@ def test_a_persons_label_in_the_ui_is_read_back(tmp_path: Path) -> None:
     exp_id = client.get_run(run_id).info.experiment_id
     found = client.search_traces(locations=[exp_id], run_id=run_id, max_results=10)
     follow = next(t for t in found if t.info.tags["syps.store_key"] == "k2")
-    before = mlflow.get_tracking_uri()  # the fluent API's store is process-wide: restore it
-    mlflow.set_tracking_uri(tracking_uri(tmp_path / "mlruns"))
-    try:
+    with fluent_store(tracking_uri(tmp_path / "mlruns")):
         # What the UI's "add assessment" does: a feedback named label from a HUMAN source; a
         # second one from the same reviewer replaces the first.
         for value in (1.0, 0.0):
@@ -368,8 +367,6 @@ def test_a_persons_label_in_the_ui_is_read_back(tmp_path: Path) -> None:
             ["item_id", "turn", "response", "human_label", "reviewer"]
         ].values.tolist() == [["i1", "2", "B", "0.0", "ana"]]
         assert np.array_equal(people["trace_id"], [follow.info.trace_id])
-    finally:
-        mlflow.set_tracking_uri(before)
 
 
 def test_sample_within_the_protocols_factors() -> None:

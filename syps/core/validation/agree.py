@@ -5,6 +5,7 @@ by the people's labels (prediction-powered inference)."""
 from __future__ import annotations
 
 import math
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from syps.core.reporting import JudgeSpec
 from syps.core.runs import cache_dir, store_location
 from syps.core.stores import open_store
 from syps.core.traces import SKIPPED
-from syps.core.validation.inputs import ITEM_COLUMNS, label_rows, with_context
+from syps.core.validation.inputs import HUMAN_VALUES, ITEM_COLUMNS, label_rows, with_context
 
 # What the relabel returns per row; judge_template_sha256 may be left out ("": a rule).
 MACHINE_COLUMNS = ["label", "labeler", "labeler_sha256", "judge_template_sha256"]
@@ -186,3 +187,43 @@ def agreement_by_dataset(
 
 def _none_if_nan(v: float) -> float | None:
     return None if math.isnan(v) else v
+
+
+def reviewer_agreement(
+    spec: JudgeSpec,
+    reviews: pd.DataFrame,
+    judged: np.ndarray,
+    n_boot: int,
+    ci: float,
+    seed: int,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Several people's answers to one review queue: each reviewer against the judge (its
+    label of the same response, ``judged``: 1, 0 or NaN per row), and each pair of reviewers
+    against each other over the responses both answered (``spec.key``), as
+    :func:`syps.core.agreement.agreement_report` measures them (agreement and kappa over the
+    rows both decided). ``reviews``: one row per response and reviewer, ``human_label`` 1, 0 or
+    UNCLEAR. The report's ``reviewers`` block; a pair is named ``<a> ~ <b>``."""
+    human = reviews["human_label"].str.strip().str.lower().map(HUMAN_VALUES).astype(float)
+    rows = reviews.assign(human=human.to_numpy(), judged=np.asarray(judged, dtype=float))
+    key = list(spec.key)
+
+    def entry(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
+        stats = agreement_report(a, b, n_boot, ci, seed)
+        return {
+            **{k: _none_if_nan(v) for k, v in stats.items()},
+            "n": int(stats["n"]),
+            "n_both_decided": int(stats["n_both_decided"]),
+        }
+
+    by = {str(r): g for r, g in rows.groupby("reviewer", sort=True)}
+    out: dict[str, dict[str, dict[str, Any]]] = {
+        "judge": {r: entry(g["human"].to_numpy(), g["judged"].to_numpy()) for r, g in by.items()},
+        "pairs": {},
+    }
+    for a, b in combinations(sorted(by), 2):
+        both = by[a][[*key, "human"]].merge(by[b][[*key, "human"]], on=key, suffixes=("_a", "_b"))
+        if len(both):
+            out["pairs"][f"{a} ~ {b}"] = entry(
+                both["human_a"].to_numpy(), both["human_b"].to_numpy()
+            )
+    return out

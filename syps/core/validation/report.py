@@ -62,10 +62,26 @@ def validation_table(report: dict[str, Any]) -> str:
             [r, *(str(e["confusion"][r][c]) for c in CATEGORIES)] for r in CATEGORIES
         ]
         lines += _grid(grid)
+    lines += _reviewer_lines(report)
     lines += _reference_lines(report)
     if report["n_skipped"]:
         lines += ["", f"skipped {report['n_skipped']} row(s) without a human_label"]
     return "\n".join(lines)
+
+
+def _reviewer_lines(report: dict[str, Any]) -> list[str]:
+    """A review queue's reviewers: each against the judge, each pair against each other."""
+    block = report.get("reviewers")
+    if not block:
+        return []
+    header = ["reviewers", "against", "n", "decided", "agreement", f"kappa [{report['ci']:.0%} CI]"]
+    rows = [[who, "the judge", *_counts(e)] for who, e in block["judge"].items()]
+    rows += [[*pair.split(" ~ ", 1), *_counts(e)] for pair, e in block["pairs"].items()]
+    return ["", *_grid([header, ["-" * len(h) for h in header], *rows])]
+
+
+def _counts(e: dict[str, Any]) -> list[str]:
+    return [f"{e['n']:.0f}", f"{e['n_both_decided']:.0f}", _pct(e["agreement"]), _kappa(e)]
 
 
 def _corrected_lines(report: dict[str, Any]) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from syps.core.layout import Layout
 from syps.core.protocol import Protocol
 from syps.core.reporting import JudgeSpec
 from syps.core.traces import LINK_BATCH, TAG, human_labels, response_text, run_traces
-from syps.core.tracking import tracking_uri
+from syps.core.tracking import shown, tracking_uri
 from syps.core.validation.inputs import ITEM_COLUMNS, with_context
 
 # --- the review queue ---------------------------------------------------------------------
@@ -46,7 +47,9 @@ def _queue_clients(p: Params) -> tuple[Any, Any, str]:
     client = mlflow.MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(p.tracking.experiment)
     if exp is None:
-        raise InputError(f"no experiment '{p.tracking.experiment}' in {uri}; run dvc repro first")
+        raise InputError(
+            f"no experiment '{p.tracking.experiment}' in {shown(uri)}; run dvc repro first"
+        )
     # mlflow.genai.review_queues' and label_schemas' functions are these calls on the store of
     # the process-wide tracking URI; the client's own keep the URI out of process state.
     return client, TracingClient(uri), str(exp.experiment_id)
@@ -174,6 +177,17 @@ def add_to_queue(
         tracing._add_items_to_review_queue(found.queue_id, item_ids=trace_ids[k : k + LINK_BATCH])
 
 
+@dataclass(frozen=True)
+class QueueAnswers:
+    """The answers to a review queue: ``sample``, the annotated sample validated against (one
+    row per trace, its reviewers' answer where they agree); ``reviews``, each reviewer's newest
+    answer per trace (the sample's columns and ``reviewer``), for the agreement between
+    them."""
+
+    sample: pd.DataFrame
+    reviews: pd.DataFrame
+
+
 def annotations_from_queue(
     spec: JudgeSpec,
     protocol: Protocol[Any, Any],
@@ -181,15 +195,53 @@ def annotations_from_queue(
     queue: str,
     items: Path | None = None,
     labels_dir: Path | None = None,
+) -> QueueAnswers:
+    """The reviewers' answers to the review queue ``queue`` (``syps judge sample --queue``): a
+    feedback named :func:`question_name` from a ``HUMAN`` source, the reviewer's name its source
+    id (on a server with authentication, their login), each reviewer's newest one counting.
+
+    The sample has one row per trace in the queue, assembled as for
+    :func:`annotations_from_traces`: the answer where every reviewer of the trace gave the
+    same, else an empty ``human_label`` (an item nobody answered yet, or one its reviewers
+    disagree on, its ``notes`` naming each answer) refused without ``--allow-missing``: a
+    disagreement is settled by a reviewer answering again, not by syps picking a side."""
+    layout = Layout.here()
+    items = items or layout.items(protocol.name)
+    labels_dir = labels_dir or layout.labels(protocol.name)
+    answers = _queue_answers(spec, protocol, p, queue)
+    answered = answers[answers["reviewer"] != ""]
+    reviews = _as_sample(spec, answered, items, labels_dir, keep=("reviewer",), quiet=True)
+    return QueueAnswers(_as_sample(spec, _consensus(answers), items, labels_dir), reviews)
+
+
+def _consensus(answers: pd.DataFrame) -> pd.DataFrame:
+    """One row per trace of ``answers`` (one per trace and reviewer, an unanswered trace with
+    an empty reviewer): the reviewers' common answer, or none, with who said what."""
+    rows = []
+    for _, group in answers.groupby("trace_id", sort=False):
+        said = group[group["reviewer"] != ""].sort_values("reviewer", kind="stable")
+        first = group.iloc[0].copy()
+        labels = set(said["human_label"])
+        who = ", ".join(
+            f"{r}: {v}" for r, v in zip(said["reviewer"], said["human_label"], strict=True)
+        )
+        if len(labels) == 1:
+            first["human_label"], first["reviewer"] = labels.pop(), ", ".join(said["reviewer"])
+        else:
+            first["human_label"] = ""
+            first["reviewer"] = f"reviewers disagree ({who})" if len(said) else ""
+        rows.append(first)
+    return pd.DataFrame(rows).reset_index(drop=True)
+
+
+def _queue_answers(
+    spec: JudgeSpec, protocol: Protocol[Any, Any], p: Params, queue: str
 ) -> pd.DataFrame:
-    """The reviewers' answers to the review queue ``queue`` (``syps judge sample --queue``) as
-    an annotated sample, one row per trace in the queue: the newest feedback named
-    :func:`question_name` from a ``HUMAN`` source (the reviewer's name its source id; an item
-    nobody answered yet has an empty ``human_label``, refused without ``--allow-missing``),
-    assembled as for :func:`annotations_from_traces`."""
+    """Each reviewer's newest answer per trace of ``queue`` (the trace's tags, ``trace_id``,
+    ``response``, ``human_label``, ``reviewer``); a trace nobody answered, one row with an empty
+    reviewer and label."""
     from mlflow.exceptions import MlflowException  # heavy: mlflow, as for the clients
 
-    layout = Layout.here()
     client, tracing, experiment_id = _queue_clients(p)
     name = question_name(protocol, spec)
     try:
@@ -219,31 +271,26 @@ def annotations_from_queue(
     rows = []
     for trace_id in trace_ids:
         trace = client.get_trace(trace_id)
-        answers = [
-            a
-            for a in trace.info.assessments
-            if a.name == name and a.source.source_type == "HUMAN" and a.valid is not False
-        ]
-        newest = max(
-            answers, key=lambda a: a.last_update_time_ms or a.create_time_ms or 0, default=None
-        )
+        newest: dict[str, Any] = {}
+        for a in trace.info.assessments:
+            if a.name != name or a.source.source_type != "HUMAN" or a.valid is False:
+                continue
+            when = a.last_update_time_ms or a.create_time_ms or 0
+            seen = newest.get(a.source.source_id)
+            if seen is None or when >= (seen.last_update_time_ms or seen.create_time_ms or 0):
+                newest[a.source.source_id] = a
         spans = trace.data.spans
-        rows.append(
-            [
-                *_tag_row(trace_id, trace.info.tags),
-                response_text(spans[0].outputs if spans else None),
-                "" if newest is None or newest.value is None else str(newest.value),
-                "" if newest is None else newest.source.source_id,
-            ]
-        )
-    people = pd.DataFrame(
+        head = [
+            *_tag_row(trace_id, trace.info.tags),
+            response_text(spans[0].outputs if spans else None),
+        ]
+        said = [
+            (r, "" if a.value is None else _human_value(str(a.value)))
+            for r, a in sorted(newest.items())
+        ]
+        rows += [[*head, label, reviewer] for reviewer, label in said or [("", "")]]
+    return pd.DataFrame(
         rows, columns=[*TRACE_TAG_COLUMNS, "trace_id", "response", "human_label", "reviewer"]
-    )
-    return _as_sample(
-        spec,
-        people,
-        items or layout.items(protocol.name),
-        labels_dir or layout.labels(protocol.name),
     )
 
 
@@ -289,20 +336,26 @@ def annotations_from_traces(
 
 
 def _as_sample(
-    spec: JudgeSpec, people: pd.DataFrame, items: Path, labels_dir: Path
+    spec: JudgeSpec,
+    people: pd.DataFrame,
+    items: Path,
+    labels_dir: Path,
+    keep: tuple[str, ...] = (),
+    quiet: bool = False,
 ) -> pd.DataFrame:
     """People's labels on traces (``trace_id``, the trace's tags, ``response``,
     ``human_label`` as the feedback says it, ``reviewer``) as an annotated sample: the key
     columns a trace lacks from its cell, the label-table columns ``spec.reads`` names, the
     context from the items table; rows of responses the judge does not decide left out (and
-    counted); ``notes`` naming the reviewer and the trace."""
+    counted, unless ``quiet``); ``notes`` naming the reviewer and the trace; and the columns
+    ``keep`` of ``people``."""
     people = _cell_columns(spec, people)
     if spec.reads:
         people = _with_labels(spec, people, labels_dir)
     people = people.assign(human_label=[_human_value(v) for v in people["human_label"]])
     n = len(people)
     people = with_context(spec, people, read_parquet(items, ITEM_COLUMNS), items)
-    if len(people) < n:
+    if len(people) < n and not quiet:
         print(
             f"left out {n - len(people)} trace(s) the {spec.name} judge did not label",
             file=sys.stderr,
@@ -315,7 +368,7 @@ def _as_sample(
             f"{r} on trace {t}" if r else f"no answer yet on trace {t}"
             for r, t in zip(people["reviewer"], people["trace_id"], strict=True)
         ],
-    )[spec.sample_columns]
+    )[[*spec.sample_columns, *keep]]
 
 
 def _cell_columns(spec: JudgeSpec, people: pd.DataFrame) -> pd.DataFrame:

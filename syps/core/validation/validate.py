@@ -20,6 +20,7 @@ from syps.core.layout import Layout
 from syps.core.protocol import Protocol
 from syps.core.provenance import git_info
 from syps.core.reporting import JudgeSpec
+from syps.core.runlayout import metric_name
 from syps.core.tracking import log_validation_run
 from syps.core.validation.agree import (
     ALL,
@@ -31,6 +32,7 @@ from syps.core.validation.agree import (
     machine_labels,
     population_rows,
     ppi_strata,
+    reviewer_agreement,
 )
 from syps.core.validation.inputs import read_annotations
 from syps.core.validation.report import validation_table
@@ -70,8 +72,9 @@ def judge_validate(
     layout = Layout.here()
     labels_dir = labels_dir or layout.labels(protocol.name)
     items = items or layout.items(protocol.name)
+    reviews = None
     if traces is not None or queue is not None:
-        annotated_csv, report_json = _people_from_mlflow(
+        annotated_csv, report_json, reviews = _people_from_mlflow(
             spec, protocol, p, traces, queue, report_json, items, labels_dir
         )
     if annotated_csv is None:
@@ -100,6 +103,11 @@ def judge_validate(
         "corrected": {"labels": str(labels_dir), "strata": ppi_strata(spec), "omitted": omitted},
         "datasets": datasets,
     }
+    if reviews is not None and len(reviews):
+        judged, _ = machine_labels(spec, protocol, p, own, reviews)
+        report["reviewers"] = reviewer_agreement(
+            spec, reviews, judged["label"].to_numpy(float), p.score.bootstrap, p.score.ci, p.seed
+        )
     print(validation_table(report))
     write_json(report, report_json)
     _log_run(p, report, annotated_csv, report_json, tables)
@@ -121,23 +129,31 @@ def _people_from_mlflow(
     report_json: Path | None,
     items: Path,
     labels_dir: Path,
-) -> tuple[Path, Path]:
+) -> tuple[Path, Path, pd.DataFrame | None]:
     """People's labels read from the answers to review queue ``queue``, else from the traces of
     the runs ``traces``, written as an annotated CSV beside the report JSON (by default
     ``judge-queue.validation.json`` or ``judge-traces.validation.json``): so that what was
-    validated against stays on file. Returns the CSV and the report JSON."""
+    validated against stays on file; a queue's answers per reviewer beside it
+    (``<stem>.reviews.csv``). Returns the CSV, the report JSON and, for a queue, the answers
+    per reviewer."""
     stem = "judge-traces" if queue is None else "judge-queue"
     report_json = report_json or Path(f"{stem}.validation.json")
     annotated_csv = report_json.with_name(f"{report_json.stem}.annotations.csv")
+    reviews = None
     if queue is None:
         sample = annotations_from_traces(spec, protocol, p, traces or [], items, labels_dir)
         where = "the traces"
     else:
-        sample = annotations_from_queue(spec, protocol, p, queue, items, labels_dir)
+        answers = annotations_from_queue(spec, protocol, p, queue, items, labels_dir)
+        sample, reviews = answers.sample, answers.reviews
         where = f"review queue {queue!r}"
+        path = report_json.with_name(f"{report_json.stem}.reviews.csv")
+        atomic_write(path, lambda f: reviews.to_csv(f, index=False, encoding="utf-8"))
+        who = reviews["reviewer"].nunique()
+        print(f"{path}: {len(reviews)} answers of {who} reviewer(s)", file=sys.stderr)
     atomic_write(annotated_csv, lambda f: sample.to_csv(f, index=False, encoding="utf-8"))
     print(f"{annotated_csv}: {len(sample)} people's labels read from {where}", file=sys.stderr)
-    return annotated_csv, report_json
+    return annotated_csv, report_json, reviews
 
 
 def _corrected(
@@ -208,6 +224,14 @@ def _log_run(
         for k in [*REPORT_KEYS, *PPI_KEYS]
         if k in e  # no corrected rate without the label tables
     }
+    # Several reviewers: each against the judge, each pair against each other
+    # (reviewer/<name>/<key>, reviewers/<a>:<b>/<key>; a name as MLflow allows it).
+    for block, prefix in (("judge", "reviewer"), ("pairs", "reviewers")):
+        for who, e in report.get("reviewers", {}).get(block, {}).items():
+            name = ":".join(metric_name(n) for n in who.split(" ~ "))
+            for k in ("n_both_decided", "agreement", "kappa"):
+                v = e[k]
+                metrics[f"{prefix}/{name}/{k}"] = math.nan if v is None else float(v)
     log_validation_run(
         Layout.here().mlruns,
         p.tracking.experiment,

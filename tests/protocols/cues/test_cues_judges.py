@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import enter_project, read_params
+from conftest import enter_project, fluent_store, read_params
 from typer.testing import CliRunner
 
 import syps.core.backends
@@ -672,9 +672,7 @@ def test_validate_counts_a_persons_label_added_to_a_trace(project: Path) -> None
 
     found = _log_ss_traces(project)
     by_response = {t.data.spans[0].outputs["choices"][0]["message"]["content"]: t for t in found}
-    before = mlflow.get_tracking_uri()  # the fluent API's store is process-wide: restore it
-    mlflow.set_tracking_uri(tracking_uri(project / "mlruns"))
-    try:
+    with fluent_store(tracking_uri(project / "mlruns")):
         # A reviewer labels three of the five in the UI (the UI stores a yes/no as a boolean). The
         # rule says 1, 0, 1 for these: (h, m) = (1, 1), (1, 0), (1, 1): agreement 2/3; the human
         # says 1 on all, so pe = 1 x 2/3 = 2/3 and kappa = (2/3 - 2/3) / (1/3) = 0.
@@ -705,5 +703,3 @@ def test_validate_counts_a_persons_label_added_to_a_trace(project: Path) -> None
         assert code != 0
         code, _, err = _invoke("judge", "validate")
         assert code == 2 and "give the annotated CSV or --traces" in err
-    finally:
-        mlflow.set_tracking_uri(before)

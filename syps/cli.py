@@ -40,7 +40,8 @@ from syps.core.presets import PRESETS_DIR, build, preset_file
 from syps.core.protocol import Protocol, ScoreSettings
 from syps.core.runs import cache_dir, store_location
 from syps.core.stores import copy_store, is_store_url, open_store
-from syps.core.tracking import existing_store, shown
+from syps.core.tracking import existing_store
+from syps.core.urls import redact
 from syps.core.validation import judge_sample, judge_validate, spec_of
 from syps.protocols import DEFAULT_PROTOCOL, PROTOCOLS
 from syps.stage import STAGES, stage_command
@@ -735,7 +736,7 @@ def ui_cmd(
         uri = existing_store(store)
         if uri.startswith(("http://", "https://")):
             # The lab's server already serves its UI: nothing to start.
-            print(f"MLflow UI: {shown(uri)} (MLFLOW_TRACKING_URI; unset it to serve {store})")
+            print(f"MLflow UI: {redact(uri)} (MLFLOW_TRACKING_URI; unset it to serve {store})")
             return
         cmd = ui_command(store, host, port, workers)
         env = {**UI_ENV, **os.environ}

@@ -23,6 +23,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,22 +57,26 @@ class MlflowServer:
         from mlflow.server.auth.client import AuthServiceClient
 
         password = "pw-" + secrets.token_hex(8)
-        saved = {
-            k: os.environ.get(k) for k in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
-        }
-        os.environ.update(
-            {"MLFLOW_TRACKING_USERNAME": ADMIN, "MLFLOW_TRACKING_PASSWORD": self.admin_password}
-        )
-        try:
+        # The auth client reads the admin's credentials from the environment alone.
+        with _environment(self.env()):
             AuthServiceClient(self.url).create_user(name, password)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         self.users[name] = password
         return password
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in this process's environment for a block, the variables as they were after."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def start_mlflow_server(backend: str, auth: bool = False, timeout_s: float = 120.0) -> MlflowServer:

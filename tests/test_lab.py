@@ -16,7 +16,6 @@ model is llm-katan's echo server.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -141,20 +140,12 @@ def _generated(log: str) -> dict[str, int]:
 
 
 def _server_runs(lab: Lab) -> list[Any]:
+    """The pipeline (parent) runs on the lab's server, oldest first."""
     import mlflow
 
-    saved = {k: os.environ.get(k) for k in lab.server.env()}
-    os.environ.update(lab.server.env())
-    try:
-        client = mlflow.MlflowClient()
-        exp = client.get_experiment_by_name("syps")
-        runs = client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"])
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    client = mlflow.MlflowClient(tracking_uri=lab.server.url)  # no authentication here
+    exp = client.get_experiment_by_name("syps")
+    runs = client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"])
     return [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
 
 

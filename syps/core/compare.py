@@ -27,7 +27,7 @@ from syps.core.runlayout import (
     is_pipeline_parent,
     parent_of,
 )
-from syps.core.urls import redact as shown
+from syps.core.urls import redact
 
 if TYPE_CHECKING:
     import mlflow
@@ -95,7 +95,7 @@ def find_runs(
     else:
         exp = client.get_experiment_by_name(experiment)
         if exp is None:
-            raise InputError(f"no experiment '{experiment}' in {shown(tracking_uri)}")
+            raise InputError(f"no experiment '{experiment}' in {redact(tracking_uri)}")
         parents = [
             r for r in _search(client, exp.experiment_id, "") if is_pipeline_parent(r.data.tags)
         ]
@@ -146,14 +146,14 @@ def find_validation_runs(
             try:
                 run = client.get_run(run_id)
             except MlflowException:
-                raise InputError(f"no run {run_id} in {shown(tracking_uri)}") from None
+                raise InputError(f"no run {run_id} in {redact(tracking_uri)}") from None
             if run.data.tags.get(KIND_TAG) != VALIDATION:
                 raise InputError(f"run {run_id} is not a {VALIDATION} run (syps judge validate)")
             runs.append(run)
     else:
         exp = client.get_experiment_by_name(experiment)
         if exp is None:
-            raise InputError(f"no experiment '{experiment}' in {shown(tracking_uri)}")
+            raise InputError(f"no experiment '{experiment}' in {redact(tracking_uri)}")
         runs = [
             r
             for r in _search(client, exp.experiment_id, f"tags.`{KIND_TAG}` = '{VALIDATION}'")
@@ -222,7 +222,7 @@ def _parents_of_ids(
         except MlflowException:
             # What a person types for a pipeline run, as `syps audit` reads it (an id prefix,
             # the printed name, the git commit); a string fitting several runs lists them.
-            run = find_pipeline_run(client, run_id, where=f" in {shown(tracking_uri)}")
+            run = find_pipeline_run(client, run_id, where=f" in {redact(tracking_uri)}")
             run_id = run.info.run_id
         if run.info.lifecycle_stage != "active":
             raise InputError(f"run {run_id} is deleted")

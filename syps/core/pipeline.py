@@ -92,9 +92,9 @@ from syps.core.tracking import (
     logged_run,
     pipeline_run_name,
     run_name_of,
-    shown,
     tracking_uri,
 )
+from syps.core.urls import redact
 from syps.core.usage import usage_summary
 
 ITEM_COLUMNS = ["dataset", "item_id", "item"]
@@ -640,7 +640,7 @@ def mlflow(params: Path, tracks: Path, data_dvc: Path, logged: Path, protocols: 
     if earlier is not None:
         _mark_logged(logged, p.tracking.experiment)
         print(
-            f"mlflow: {shown(tracking_uri(mlruns))} already holds run {earlier[1]} "
+            f"mlflow: {redact(tracking_uri(mlruns))} already holds run {earlier[1]} "
             f"({earlier[0]}) of these results (commit, config, data, metrics), and no stage ran "
             "since it was logged: logged nothing",
             file=sys.stderr,

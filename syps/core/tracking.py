@@ -76,17 +76,17 @@ def tracking_uri(mlruns: Path) -> str:
     server, or another database), else the repository's own store, ``mlruns/mlflow.db``.
     ``mlruns`` stays the clone's folder either way: the mlflow stage's marker and the lock that
     serialises logging lie there."""
-    return os.environ.get(TRACKING_ENV, "").strip() or f"sqlite:///{mlruns.resolve() / 'mlflow.db'}"
+    return _named() or f"sqlite:///{mlruns.resolve() / 'mlflow.db'}"
+
+
+def _named() -> str:
+    """What ``MLFLOW_TRACKING_URI`` names ("" where it is unset or blank)."""
+    return os.environ.get(TRACKING_ENV, "").strip()
 
 
 def on_server() -> bool:
     """Whether runs go to ``MLFLOW_TRACKING_URI`` rather than the repository's store."""
-    return bool(os.environ.get(TRACKING_ENV, "").strip())
-
-
-def shown(uri: str) -> str:
-    """A tracking URI as messages name it: any password in it as ``***``."""
-    return redact(uri)
+    return bool(_named())
 
 
 def refusal(error: BaseException) -> str | None:
@@ -98,7 +98,7 @@ def refusal(error: BaseException) -> str | None:
     if not mlflow_error or code not in REFUSED:
         return None
     return (
-        f"{shown(os.environ.get(TRACKING_ENV, '').strip())}: the tracking server refused the "
+        f"{redact(_named())}: the tracking server refused the "
         f"credentials ({code}: check MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD); "
         "nothing was logged"
     )

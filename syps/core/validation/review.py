@@ -21,7 +21,8 @@ from syps.core.layout import Layout
 from syps.core.protocol import Protocol
 from syps.core.reporting import JudgeSpec
 from syps.core.traces import LINK_BATCH, TAG, human_labels, response_text, run_traces
-from syps.core.tracking import shown, tracking_uri
+from syps.core.tracking import tracking_uri
+from syps.core.urls import redact
 from syps.core.validation.inputs import ITEM_COLUMNS, with_context
 
 # --- the review queue ---------------------------------------------------------------------
@@ -48,7 +49,7 @@ def _queue_clients(p: Params) -> tuple[Any, Any, str]:
     exp = client.get_experiment_by_name(p.tracking.experiment)
     if exp is None:
         raise InputError(
-            f"no experiment '{p.tracking.experiment}' in {shown(uri)}; run dvc repro first"
+            f"no experiment '{p.tracking.experiment}' in {redact(uri)}; run dvc repro first"
         )
     # mlflow.genai.review_queues' and label_schemas' functions are these calls on the store of
     # the process-wide tracking URI; the client's own keep the URI out of process state.

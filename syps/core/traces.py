@@ -16,7 +16,10 @@ child run of its (protocol, model, dataset), so that run's Traces tab lists them
   evidence (or the skip reason) as its rationale and the labeler as its source (``LLM_JUDGE``
   for the judge, ``CODE`` for a rule), the verdict and the labeler's sha256 in its metadata; a
   judged row adds the feedback ``judge_margin`` (the lead of the winning option, in nats, from
-  the evidence); where the protocol has a right answer, the expectation ``expected``.
+  the evidence; where no other option was scored the lead is unbounded, which a tracking
+  server's JSON cannot carry as a number, so it is the label's metadata ``judge_margin: inf``
+  instead, on every store alike); where the protocol has a right answer, the expectation
+  ``expected``.
 
 A person's own label is a feedback named ``label`` from a ``HUMAN`` source, added in the UI;
 :func:`human_labels` reads them back (``syps judge validate --traces``).
@@ -382,19 +385,20 @@ def _assessments(t: TraceRecord, trace_id: str, at: int) -> list[Any]:
 
     kind = "LLM_JUDGE" if t.labeler.startswith("judge:") else "CODE"
     source = AssessmentSource(source_type=kind, source_id=t.labeler or "none")
+    unbounded = t.margin is not None and not math.isfinite(t.margin)
     out: list[Any] = [
         Feedback(
             name=LABEL,
             value=t.value,
             source=source,
             trace_id=trace_id,
-            metadata=t.metadata,
+            metadata={**t.metadata, "judge_margin": "inf"} if unbounded else t.metadata,
             rationale=t.rationale,
             create_time_ms=at,
             last_update_time_ms=at,
         )
     ]
-    if t.margin is not None:
+    if t.margin is not None and not unbounded:
         out.append(
             Feedback(
                 name="judge_margin",

@@ -316,6 +316,28 @@ def test_a_child_runs_traces_read_back_with_their_labels(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
+def test_an_unbounded_judge_margin_is_the_labels_metadata(tmp_path: Path) -> None:
+    # A judge whose other option got no score (an API without log-probabilities): the lead is
+    # infinite, which a tracking server's JSON refuses as a number (tests/test_secrets.py logs
+    # such a run to one), so it rides on the label as metadata, and no judge_margin feedback.
+    responses, labels = _tables()
+    labels.loc[12, "evidence"] = '{"YES": -0.5, "NO": null}; raw: \'Yes\''
+    review = pd.DataFrame({"flagged": False, "expected": "B"}, index=labels.index)
+    records = tr.records("toy", tr.conversations(responses, labels, review), [])
+    client, run_id = _child(tmp_path, records)
+    exp_id = client.get_run(run_id).info.experiment_id
+    found = client.search_traces(locations=[exp_id], run_id=run_id, max_results=10)
+    (judged,) = [t for t in found if t.info.tags["syps.store_key"] == "k2"]
+    assessments = {a.name: a for a in judged.info.assessments}
+    assert set(assessments) == {"label", "expected"}
+    assert assessments["label"].metadata == {
+        "verdict": "YES",
+        "labeler_sha256": "j1",
+        "judge_margin": "inf",
+    }
+
+
+@pytest.mark.slow
 def test_a_child_logs_its_trace_index_and_links_its_tables(tmp_path: Path) -> None:
     """The child's traces.csv names each logged trace; its link hook sees that index and what
     it returns is logged in place of the child's artifacts."""

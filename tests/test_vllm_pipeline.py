@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import copy_repo, read_params, tiny_params, write_params
-from test_parallel_queue import run_queue, sh
+from dvc_queue import run_queue, sh
 
 from syps.core.store import Store
 

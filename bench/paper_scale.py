@@ -15,10 +15,21 @@ a no-op ``dvc repro``, a ``dvc repro`` after editing one cue's wording (SS P3; i
 prompts were generated again), ``syps compare`` and ``syps audit <run> --metric SS.delta_P3``,
 and sets the issue's targets beside what it measured. It reports; it asserts nothing.
 
+With ``--postgres`` the same clone then runs on a lab's servers, side by side with the SQLite
+pass: a PostgreSQL server (``initdb``/``pg_ctl`` as tests/pg_server.py starts it, but syncing
+to disk as a lab's would: ``fsync=on``) holds a cold response store (``SYPS_STORE``) into which
+every generate stage runs again (``dvc repro -f --single-item``: every request sent again and
+written there); ``syps store copy`` then brings the SQLite store's other records (the judge's)
+over, ``syps plan`` is timed against it, and the mlflow stage logs the run to an ``mlflow
+server`` on 127.0.0.1 backed by the same PostgreSQL server (``MLFLOW_TRACKING_URI``,
+tests/mlflow_server.py), ``traces: sample`` as before. It prints one table, SQLite beside
+PostgreSQL.
+
     python bench/paper_scale.py                 # the papers' sizes (a long run)
     python bench/paper_scale.py --scale 0.05    # every item count x 0.05
     python bench/paper_scale.py --models 3 --workdir /tmp/ps   # keep the clone for a look
     python bench/paper_scale.py --only adaptive   # one protocol (the others disabled)
+    python bench/paper_scale.py --scale 0.05 --postgres   # SQLite and PostgreSQL side by side
 
 Sizes at ``--scale 1`` (each multiplied by ``--scale``, at least ``MIN_ITEMS``), and sources:
 
@@ -905,16 +916,124 @@ def main() -> None:
     ap.add_argument(
         "--only", action="append", metavar="PROTOCOL", help="run this protocol only (repeatable)"
     )
+    ap.add_argument(
+        "--postgres",
+        action="store_true",
+        help="then the store on PostgreSQL and the runs on an mlflow server, side by side",
+    )
     args = ap.parse_args()
     if args.workdir is None:
         with tempfile.TemporaryDirectory(prefix="paper-scale-") as tmp:
-            bench(Path(tmp), args.scale, args.models, args.only)
+            bench(Path(tmp), args.scale, args.models, args.only, args.postgres)
     else:
         args.workdir.mkdir(parents=True, exist_ok=False)
-        bench(args.workdir.resolve(), args.scale, args.models, args.only)
+        bench(args.workdir.resolve(), args.scale, args.models, args.only, args.postgres)
 
 
-def bench(work: Path, scale: float, models: int, only: list[str] | None = None) -> None:
+# ------------------------------------------------------------------ PostgreSQL, side by side
+
+
+@dataclass(frozen=True)
+class LabPass:
+    """What the PostgreSQL pass measured: the generate stages into a cold store, the copy of
+    the SQLite store's records, ``syps plan`` and the mlflow stage against the servers."""
+
+    generate: list[StageRow]
+    copy_s: float
+    copied: str
+    plan_s: float
+    mlflow_s: float
+    server_runs: int
+
+
+def pg_count(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        row = db.execute("SELECT COUNT(*) FROM records").fetchone()
+    return int(row[0]) if row else 0
+
+
+def lab_pass(run: Runner, clone: Path, generate: list[str]) -> LabPass:
+    """The ``generate`` stages again into a cold store on PostgreSQL, the rest of the SQLite
+    store copied over, ``syps plan`` against it, and the mlflow stage against a tracking
+    server; both servers stopped after."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from mlflow_server import start_mlflow_server, stop_mlflow_server
+    from pg_server import start_postgres, stop_postgres
+
+    pg = start_postgres("bench/paper_scale.py --postgres", fsync=True)
+    try:
+        store = pg.createdb("bench_store")
+        server = start_mlflow_server(pg.createdb("bench_mlflow"))
+        try:
+            pg_run = Runner(clone, run.logs / "postgres", {**run.env, "SYPS_STORE": store})
+            rows = []
+            for stage in generate:
+                before = pg_count(store)
+                result = pg_run(
+                    stage.replace("@", "_"), "dvc", "repro", "-f", "--single-item", stage
+                )
+                outs = outputs(clone, stage)
+                rows.append(
+                    StageRow(
+                        stage,
+                        result.wall_s,
+                        responses_of(clone, stage, outs),
+                        result.peak_mib,
+                        f"PostgreSQL store +{pg_count(store) - before:,} records",
+                        sent=pg_count(store) - before,
+                    )
+                )
+                print(f"{stage} (PostgreSQL): {result.wall_s:.1f} s", file=sys.stderr)
+            copy = pg_run("store-copy", "syps", "store", "copy", str(clone / STORE), store)
+            plan = pg_run("plan", "syps", "plan")
+            tracked = Runner(
+                clone, run.logs / "server", {**run.env, "MLFLOW_TRACKING_URI": server.url}
+            )
+            logged = tracked("mlflow", "dvc", "repro", "-f", "--single-item", "mlflow")
+            import mlflow
+
+            client = mlflow.MlflowClient(tracking_uri=server.url)
+            exp = client.get_experiment_by_name("syps")
+            runs = len(client.search_runs([exp.experiment_id], max_results=1000)) if exp else 0
+        finally:
+            stop_mlflow_server(server)
+    finally:
+        stop_postgres(pg)
+    return LabPass(
+        rows, copy.wall_s, copy.output.strip().splitlines()[-1], plan.wall_s, logged.wall_s, runs
+    )
+
+
+def side_by_side(
+    rows: list[StageRow], seconds: dict[str, float], lab: LabPass, client_rate: float
+) -> str:
+    """SQLite's pass beside PostgreSQL's: the generate stages' rates, ``syps plan`` and the
+    mlflow stage."""
+    start = startup_s(rows)
+    sqlite_gen = [r for r in rows if r.stage.startswith("generate@") and r.responses]
+    mlflow_s = sum(r.wall_s for r in rows if r.stage == "mlflow")
+    lines = [
+        "| measured | SQLite (`.cache/store.sqlite`, `mlruns/mlflow.db`) | PostgreSQL "
+        "(`SYPS_STORE`, `mlflow server`) |",
+        "|---|---|---|",
+        f"| generate stages into a cold store, as measured | {rate(sqlite_gen)} | "
+        f"{rate(lab.generate)} |",
+        f"| generate, own overhead (less {start:.1f} s start-up a stage and the bare client) | "
+        f"{own_rate(sqlite_gen, start, client_rate)} | "
+        f"{own_rate(lab.generate, start, client_rate)} |",
+        f"| `syps plan` | {seconds['syps plan']:.1f} s | {lab.plan_s:.1f} s (after `syps store "
+        f"copy` of the SQLite store: {lab.copy_s:.1f} s; {lab.copied}) |",
+        f"| mlflow stage, `traces: sample` | {mlflow_s:.1f} s | {lab.mlflow_s:.1f} s "
+        f"({lab.server_runs} runs on the server) |",
+    ]
+    return "\n".join(lines)
+
+
+def bench(
+    work: Path, scale: float, models: int, only: list[str] | None = None, postgres: bool = False
+) -> None:
     clone = work / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     raw = read_params(clone / "params.yaml")
@@ -942,6 +1061,8 @@ def bench(work: Path, scale: float, models: int, only: list[str] | None = None) 
             clone / "out" / "protocols" / protocol / "responses" / f"{model}.parquet"
         )
         client_rate = bare_client_rate(port, sent)
+        generated = [r.stage for r in rows if r.stage.startswith("generate@") and r.responses]
+        lab = lab_pass(run, clone, generated) if postgres else None
     print(table(rows))
     print()
     for name, s in seconds.items():
@@ -952,6 +1073,9 @@ def bench(work: Path, scale: float, models: int, only: list[str] | None = None) 
     print(f"bare AsyncOpenAI client against the same server: {client_rate:,.0f} requests/s")
     print()
     print(targets(rows, seconds, scale, client_rate))
+    if lab is not None:
+        print()
+        print(side_by_side(rows, seconds, lab, client_rate))
 
 
 if __name__ == "__main__":

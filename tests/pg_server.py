@@ -76,9 +76,10 @@ def _run(pg: Postgres | None, cmd: list[str], env: dict[str, str] | None = None)
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr}")
 
 
-def start_postgres(where: str) -> Postgres:
+def start_postgres(where: str, fsync: bool = False) -> Postgres:
     """A running server in a new folder, or a skip (a failure under SYPS_PG_TESTS=1) where
-    PostgreSQL is not installed; ``where`` names the tests for the skip's line."""
+    PostgreSQL is not installed; ``where`` names the tests for the skip's line. The tests' server
+    does not sync to disk (``fsync=off``); a benchmark's does, as a lab's server would."""
     if _binaries() is None:
         if os.environ.get("SYPS_PG_TESTS") == "1":
             pytest.fail("SYPS_PG_TESTS=1 but " + HOW.format(where), pytrace=False)
@@ -95,7 +96,9 @@ def start_postgres(where: str) -> Postgres:
     _run(None, ["initdb", "-D", str(data), "-U", USER, "--pwfile", str(pwfile),
                 "--auth=scram-sha-256", "--no-sync", "-E", "UTF8", "--locale=C"])  # fmt: skip
     port = free_port()
-    options = f"-k {folder} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off"
+    options = (
+        f"-k {folder} -p {port} -c listen_addresses=127.0.0.1 -c fsync={'on' if fsync else 'off'}"
+    )
     _run(None, ["pg_ctl", "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w",
                 "start"])  # fmt: skip
     pid = int((data / "postmaster.pid").read_text().split()[0])

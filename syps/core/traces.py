@@ -317,7 +317,9 @@ def log_traces(
     the run link 100 at a time (``link_traces_to_run``), and the tags and assessments in one
     transaction, as MLflow's ``set_trace_tag`` and ``create_assessment`` write each (their
     ``SqlTraceTag`` and ``SqlAssessments`` rows), falling back to those calls where MLflow's
-    trace rollups are on (they need their own bookkeeping per write).
+    trace rollups are on (they need their own bookkeeping per write). On a tracking server
+    the tags travel as root-span attributes instead (one request with the spans, not one per
+    tag) and the assessments one request each.
     Trace ids are made here, so a later turn names its parent's trace before either is
     written."""
     # heavy: mlflow and its OpenTelemetry SDK load only when traces are logged
@@ -328,6 +330,11 @@ def log_traces(
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 
+    store = client._tracking_client.store
+    # On a tracking server a tag is a request of its own (hundreds a second at best): there the
+    # tags ride on the root span as ``mlflow.traceTag.<key>`` attributes, which the server's
+    # OTLP ingest turns into the same tags, in the one request that carries the spans.
+    on_server = not _sql_store(store)
     resource = Resource({"service.name": "syps"})
     start = time.time_ns()
     by_key: dict[str, str] = {}
@@ -350,7 +357,10 @@ def log_traces(
             "session.id": t.session,
             "mlflow.traceTag.mlflow.traceName": t.name,
         }
-        tag_rows += [(trace_id, k, v) for k, v in tags.items()]
+        if on_server:
+            attributes.update({f"mlflow.traceTag.{k}": v for k, v in tags.items()})
+        else:
+            tag_rows += [(trace_id, k, v) for k, v in tags.items()]
         if t.response is not None:
             attributes["mlflow.spanOutputs"] = _completion(t.response, t.finish_reason, t.reasoning)
         if t.usage:
@@ -369,7 +379,6 @@ def log_traces(
         spans.append(create_mlflow_span(otel, trace_id))
         ids.append(trace_id)
         assessments += _assessments(t, trace_id, begin // 1_000_000)
-    store = client._tracking_client.store
     for k in range(0, len(spans), SPAN_BATCH):
         store.log_spans(experiment_id, spans[k : k + SPAN_BATCH])
     for k in range(0, len(ids), LINK_BATCH):
@@ -425,6 +434,14 @@ def _assessments(t: TraceRecord, trace_id: str, at: int) -> list[Any]:
     return out
 
 
+def _sql_store(store: Any) -> bool:
+    """Whether ``store`` is MLflow's own SQL store (a local ``sqlite:///`` one), not a server's
+    REST client."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore  # heavy: mlflow
+
+    return isinstance(store, SqlAlchemyStore)
+
+
 def _write_tags_and_assessments(
     store: Any,
     experiment_id: str,
@@ -437,10 +454,9 @@ def _write_tags_and_assessments(
     those calls, one at a time, where the store is not MLflow's SQL store or its trace rollups
     are on. (As span attributes the tags would cost a merge, a query and an insert, each.)"""
     # heavy: mlflow (and SQLAlchemy) load only when traces are logged
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
     from mlflow.store.tracking.utils.sql_trace_rollups import rollups_enabled
 
-    if not isinstance(store, SqlAlchemyStore) or rollups_enabled():
+    if not _sql_store(store) or rollups_enabled():
         for trace_id, key, value in tags:
             store.set_trace_tag(trace_id, key, value)
         for a in assessments:

@@ -163,6 +163,12 @@ def test_two_named_reviewers_on_an_authenticated_server(
             monkeypatch.setenv(k, v)
         monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
         found = _log_ss_traces(project)
+        # On a server the tags travel on the root span (one request, not one per tag) and
+        # arrive as the trace's own tags.
+        assert sorted(t.info.tags["syps.store_key"] for t in found) == [f"k{n}" for n in range(5)]
+        assert {(t.info.tags["syps.model"], t.info.tags["syps.dataset"]) for t in found} == {
+            ("m-a", "SS")
+        }
         trace_of = {t.data.spans[0].outputs["choices"][0]["message"]["content"]: t for t in found}
         args = ["--n", "5", "--model", "m-a", "--dataset", "SS", "--queue", "pilot"]
         code, _, err = _invoke("judge", "sample", "--out", "q.csv", *args)

@@ -350,21 +350,11 @@ def log_traces(
         if t.store_key:
             by_key.setdefault(t.store_key, trace_id)
         begin = start + n * 1000  # 1 us apart: the UI lists them in table order
-        attributes = {
-            "mlflow.traceRequestId": trace_id,
-            "mlflow.spanType": "CHAT_MODEL",
-            "mlflow.spanInputs": {"messages": t.messages},
-            "session.id": t.session,
-            "mlflow.traceTag.mlflow.traceName": t.name,
-        }
+        attributes = _span_attributes(t, trace_id)
         if on_server:
             attributes.update({f"mlflow.traceTag.{k}": v for k, v in tags.items()})
         else:
             tag_rows += [(trace_id, k, v) for k, v in tags.items()]
-        if t.response is not None:
-            attributes["mlflow.spanOutputs"] = _completion(t.response, t.finish_reason, t.reasoning)
-        if t.usage:
-            attributes["mlflow.chat.tokenUsage"] = t.usage
         context = SpanContext(otel_id, secrets.randbits(64) or 1, False, TraceFlags(1))
         otel = ReadableSpan(
             name=t.name,
@@ -385,6 +375,24 @@ def log_traces(
         client.link_traces_to_run(ids[k : k + LINK_BATCH], run_id)
     _write_tags_and_assessments(store, experiment_id, tag_rows, assessments)
     return ids
+
+
+def _span_attributes(t: TraceRecord, trace_id: str) -> dict[str, Any]:
+    """The root span's attributes as MLflow's OTLP ingest reads them: the trace, the span type,
+    the messages sent and the answer as a chat completion, the session, the trace's name and
+    the tokens."""
+    attributes: dict[str, Any] = {
+        "mlflow.traceRequestId": trace_id,
+        "mlflow.spanType": "CHAT_MODEL",
+        "mlflow.spanInputs": {"messages": t.messages},
+        "session.id": t.session,
+        "mlflow.traceTag.mlflow.traceName": t.name,
+    }
+    if t.response is not None:
+        attributes["mlflow.spanOutputs"] = _completion(t.response, t.finish_reason, t.reasoning)
+    if t.usage:
+        attributes["mlflow.chat.tokenUsage"] = t.usage
+    return attributes
 
 
 def _assessments(t: TraceRecord, trace_id: str, at: int) -> list[Any]:

@@ -52,11 +52,12 @@ class MlflowServer:
             )
         return out
 
-    def add_user(self, name: str) -> str:
-        """A new user of an authenticated server (made by the admin); their password."""
+    def add_user(self, name: str, password: str = "") -> str:
+        """A new user of an authenticated server (made by the admin), with ``password`` or a
+        new one; their password."""
         from mlflow.server.auth.client import AuthServiceClient
 
-        password = "pw-" + secrets.token_hex(8)
+        password = password or "pw-" + secrets.token_hex(8)
         # The auth client reads the admin's credentials from the environment alone.
         with _environment(self.env()):
             AuthServiceClient(self.url).create_user(name, password)

@@ -53,6 +53,7 @@ import pytest
 import yaml
 from conftest import copy_repo, read_params
 from katan import MODEL, Katan, start_katan, stop_katans, wait_ready
+from mlflow_server import MlflowServer, start_mlflow_server, stop_mlflow_server
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "sk-planted-"
@@ -60,6 +61,9 @@ PREFIX = "sk-planted-"
 SECRET = PREFIX + secrets.token_hex(20)
 # The store's password, and a wrong one tried once: planted the same way.
 PG_SECRET, PG_WRONG = PREFIX + secrets.token_hex(20), PREFIX + secrets.token_hex(20)
+# A tracking server user's password (MLFLOW_TRACKING_PASSWORD), and a wrong one.
+ML_SECRET, ML_WRONG = PREFIX + secrets.token_hex(20), PREFIX + secrets.token_hex(20)
+ML_USER = "planted"
 PG_ROLE = "planted"
 KEY_ENV = "SYPS_TEST_KEY"
 WINDOW = 12
@@ -180,6 +184,33 @@ def _postgres_texts(url: str) -> Iterator[tuple[str, bytes]]:
     yield "the PostgreSQL store's records", "\n".join("\t".join(map(str, r)) for r in rows).encode()
 
 
+def _database_texts(url: str, label: str) -> Iterator[tuple[str, bytes]]:
+    """Every row of every table of the PostgreSQL database at ``url`` (a tracking server's
+    runs, params, tags, metrics, traces and assessments), each table as text."""
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        tables = [
+            r[0]
+            for r in db.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+            )
+        ]
+        for t in sorted(tables):
+            rows = db.execute(f'SELECT * FROM "{t}"').fetchall()
+            text = "\n".join("\t".join(map(str, r)) for r in rows)
+            yield f"{label} [table {t!r}]", text.encode()
+
+
+def _server_texts(server: MlflowServer, database: str) -> Iterator[tuple[str, bytes]]:
+    """A tracking server's database and every artifact it stores (not its own log: the server
+    receives the password, which is its business)."""
+    yield from _database_texts(database, "the tracking server's database")
+    artifacts = server.folder / "artifacts"
+    for path in sorted(p for p in artifacts.rglob("*") if p.is_file()):
+        yield f"the tracking server's artifact {path.relative_to(artifacts)}", path.read_bytes()
+
+
 def haystacks(root: Path, store: str | None = None) -> Iterator[tuple[str, bytes]]:
     """Every file under ``root`` as raw bytes, plus the decoded content of the ones whose bytes
     may hide a string: parquet, SQLite, and git's object store; and the rows of the PostgreSQL
@@ -284,6 +315,19 @@ def planted_store(pg: Any) -> str:
 
 
 @pytest.fixture(scope="module")
+def tracking(postgres: Any) -> Iterator[tuple[MlflowServer, str]]:
+    """An authenticated tracking server (basic-auth, its runs in a database of the session's
+    PostgreSQL server) with a user whose password is planted; the server and its database."""
+    database = postgres.createdb("secrets_mlflow")
+    server = start_mlflow_server(database, auth=True)
+    try:
+        server.add_user(ML_USER, ML_SECRET)
+        yield server, database
+    finally:
+        stop_mlflow_server(server)
+
+
+@pytest.fixture(scope="module")
 def project(
     tmp_path_factory: pytest.TempPathFactory, servers: tuple[Katan, Katan], postgres: Any
 ) -> Project:
@@ -304,10 +348,18 @@ def project(
     cues["data"]["limit"] = 1
     cues["max_new_tokens"] = {"OEQ": 8, "AITA-YTA": 8, "SS": 8}
     params["score"]["bootstrap"] = 50
+    # A sample of the traces (one of each kind per cell): logging all of them (the shipped
+    # default) over HTTP to the authenticated tracking server kept its one worker busy for
+    # minutes.
+    params["tracking"]["traces"] = "sample"
+    params["tracking"]["trace_sample"] = 1
     # The echo never gives a verdict, so every rule label is UNCLEAR.
     params["models"] = {"api": {**_api_model(ok.base_url), "max_unclear": 1.0, "size": 1e6}}
     # The echo has no logprobs; its text starts with "[echo]", which the judge then picks.
     params["judge"]["model"] = _api_model(ok.base_url)
+    # The simulated user too (adaptive's user turns): every model call carries the key, and
+    # none loads the embedded model.
+    params["simulator"]["model"] = _api_model(ok.base_url)
     cues["judge"]["options"] = {"[echo]": 1, "NO": 0}
     proj = Project(root, env, ok, rejecting, {}, params, postgres.port)
     proj.write_params()
@@ -348,10 +400,55 @@ def test_a_long_key_cut_short_in_an_error_does_not_leak(
     )
 
 
+def _on_the_server(p: Project, server: MlflowServer, database: str) -> None:
+    """The mlflow stage logs the run to an authenticated tracking server as the planted user,
+    `syps compare` reads it back; with a wrong password both are one line naming the server,
+    exit 2 (the stage's; DVC's own exit is 255), and nothing more is logged."""
+    import psycopg
+
+    def runs() -> int:
+        with psycopg.connect(database) as db:
+            row = db.execute("SELECT count(*) FROM runs").fetchone()
+        return int(row[0]) if row else 0
+
+    local = dict(p.env)
+    p.env.update(server.env(ML_USER))
+    try:
+        logged = p.run("dvc repro -f -s mlflow (server)", ["dvc", "repro", "-f", "-s", "mlflow"])
+        assert logged.returncode == 0, p.captured["dvc repro -f -s mlflow (server)"]
+        logged_runs = runs()
+        assert logged_runs >= 2  # the pipeline run and its children
+        compare = p.run("syps compare (server)", ["syps", "compare", "--all"])
+        assert compare.returncode == 0, p.captured["syps compare (server)"]
+        p.env["MLFLOW_TRACKING_PASSWORD"] = ML_WRONG
+        for name, cmd in (
+            ("syps compare (server refuses)", ["syps", "compare", "--all"]),
+            ("dvc repro -f -s mlflow (server refuses)", ["dvc", "repro", "-f", "-s", "mlflow"]),
+        ):
+            refused = p.run(name, cmd)
+            if cmd[0] == "syps":
+                assert refused.returncode == 2, p.captured[name]
+            else:  # DVC's own exit (255) for a stage that exited 2
+                assert refused.returncode != 0, p.captured[name]
+                assert "exited with 2" in refused.stdout + refused.stderr, p.captured[name]
+            said = [ln for ln in refused.stderr.splitlines() if "refused the credentials" in ln]
+            assert len(said) == 1, p.captured[name]
+            assert f"{server.url}: the tracking server refused the credentials" in said[0]
+            assert "nothing was logged" in said[0], said
+        assert compare.stdout and refused.stdout.count("Traceback") == 0
+        assert runs() == logged_runs  # nothing logged half-way
+    finally:
+        p.env.clear()
+        p.env.update(local)
+
+
 @pytest.mark.slow
-def test_a_planted_key_never_leaks(project: Project) -> None:
+def test_a_planted_key_never_leaks(project: Project, tracking: tuple[MlflowServer, str]) -> None:
     p = project
-    look_for = needles() + needles(PG_SECRET) + needles(PG_WRONG)
+    server, database = tracking
+    look_for = (
+        needles() + needles(PG_SECRET) + needles(PG_WRONG) + needles(ML_SECRET) + needles(ML_WRONG)
+    )
     # Nothing in the copy holds the key, or its prefix, before the run.
     before = [h for label, data in haystacks(p.root) for h in hits(label, data, look_for)]
     assert before == [], "\n".join(before)
@@ -363,6 +460,7 @@ def test_a_planted_key_never_leaks(project: Project) -> None:
     assert len(resp) == 24 and resp["response"].str.startswith("[echo]").all()
 
     assert p.run("summary", ["syps", "summary", "metrics/cues.json"]).returncode == 0
+    _on_the_server(p, server, database)
     exp = p.run("dvc exp run", ["dvc", "exp", "run", "-S", "score.bootstrap=60"])
     assert exp.returncode == 0, p.captured["dvc exp run"]
     p.params["score"]["bootstrap"] = 60
@@ -407,12 +505,23 @@ def test_a_planted_key_never_leaks(project: Project) -> None:
     refused = p.run("syps plan (store refuses)", ["syps", "plan"])
     p.env["SYPS_STORE"] = store
     assert refused.returncode == 2 and refused.stdout == "", p.captured["syps plan (store refuses)"]
-    server = f"postgresql://{PG_ROLE}:***@127.0.0.1:{p.pg_port}/{PG_ROLE}"
+    shown = f"postgresql://{PG_ROLE}:***@127.0.0.1:{p.pg_port}/{PG_ROLE}"
     assert refused.stderr.count("\n") == 1, refused.stderr
-    assert f"{server}: cannot connect" in refused.stderr
+    assert f"{shown}: cannot connect" in refused.stderr
     assert "password authentication failed" in refused.stderr
+    _scan_everything(p, store, tracking, look_for)
 
+
+def _scan_everything(
+    p: Project, store: str, tracking: tuple[MlflowServer, str], look_for: list[Needle]
+) -> None:
+    """Every file of the copy, the store's rows, the tracking server's database and artifacts
+    and every captured output, scanned for every needle; and the scan saw what matters."""
+    server, database = tracking
     found = [h for label, data in haystacks(p.root, store) for h in hits(label, data, look_for)]
+    found += [
+        h for label, data in _server_texts(server, database) for h in hits(label, data, look_for)
+    ]
     for name, text in p.captured.items():
         found += hits(f"output of `{name}`", text.encode(), look_for)
     scanned = sum(1 for _ in haystacks(p.root, store))
@@ -423,5 +532,8 @@ def test_a_planted_key_never_leaks(project: Project) -> None:
     for must in ("dvc.lock", "metrics/cues.json", "mlruns/mlflow.db"):
         assert must in labels, sorted(labels)
     assert "the PostgreSQL store's records" in labels
+    server_labels = {label for label, _ in _server_texts(server, database)}
+    assert "the tracking server's database [table 'runs']" in server_labels
+    assert any(label.startswith("the tracking server's artifact") for label in server_labels)
     assert not (p.root / ".cache" / "store.sqlite").exists()  # every answer went to the server
     assert any(label.startswith(".git object") for label in labels)

@@ -34,7 +34,14 @@ from syps.core.io import InputError, write_text
 from syps.core.layout import Layout
 from syps.core.params import load_params
 from syps.core.pipeline import score_settings
-from syps.core.plan import PRIOR_DISCORDANCE, plan, power_plan, render, render_power
+from syps.core.plan import (
+    PRIOR_DISCORDANCE,
+    held_stages,
+    plan,
+    power_plan,
+    render,
+    render_power,
+)
 from syps.core.power import ALPHA, POWER
 from syps.core.presets import PRESETS_DIR, build, preset_file
 from syps.core.protocol import Protocol, ScoreSettings
@@ -770,11 +777,21 @@ def plan_cmd(
             "binary label), used where no earlier labels give one"
         ),
     ] = PRIOR_DISCORDANCE,
+    rebuild: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild",
+            help="build every request and look each up in the store, also for stages that "
+            "dvc.lock holds up to date (what `dvc repro -f` would send)",
+        ),
+    ] = False,
 ) -> None:
     """Print what `dvc repro` would send: per stage, model and protocol, the requests, how many
     the response store holds, how many would be sent, their input tokens (the model's tokenizer
     for hf models, an estimate for API models), output tokens (an upper bound) and cost at
-    `models.<name>.price`. Then the power of each protocol's headline contrasts: the minimum
+    `models.<name>.price`. A model's generate and label stages that dvc.lock holds up to date
+    (for the repository's own params.yaml) would not run: they are counted from their tables,
+    nothing to send. Then the power of each protocol's headline contrasts: the minimum
     detectable effect at the items the params run (paired, items the unit; Holm over the
     protocol's family), from the discordance of earlier labels where there are some, else the
     prior; with --mde, the items each contrast needs. Sends nothing and loads no weights."""
@@ -787,8 +804,9 @@ def plan_cmd(
         if mde is not None and not 0 < mde <= 1:
             raise InputError(f"--mde must lie in (0, 1], got {mde}")
         p = load_params(params, PROTOCOLS)
+        held = None if rebuild else held_stages(params)
         with open_store(store_location()) as store:
-            rows = plan(p, PROTOCOLS, Path.cwd(), store, cache_dir())
+            rows = plan(p, PROTOCOLS, Path.cwd(), store, cache_dir(), held)
         print(render(rows))
         table = power_plan(
             p, PROTOCOLS, Path.cwd(), alpha=alpha, power=power, prior=discordance, effect=mde

@@ -340,6 +340,25 @@ def test_dvc_metrics_and_plots_show(project: tuple[Path, dict[str, str]], tmp_pa
     assert set(re.findall(r'<img src="([^"]*\.png)"', html)) == pngs
 
 
+def _plan_after_the_cue_edit(root: Path, env: dict[str, str]) -> None:
+    """`syps plan` after SS's P3 edit, before the repro: SyPS's stages are stale (their params
+    changed), so its requests are rebuilt: 2 items x 3 datasets x 8 cues = 48, of which SS P3's
+    2 are new; every other protocol's stages are up to date, read from their tables, nothing to
+    send."""
+    planned = _run(["syps", "plan"], root, env)
+    assert planned.returncode == 0, planned.stderr
+    row = re.compile(rf"^\s*generate@(\w+)-{MODEL} turn 1\s+\w+\s+{MODEL}\s+(\d+)\s+(\d+)\s+(\d+)")
+    turn1 = {
+        m.group(1): (int(m.group(2)), int(m.group(3)), int(m.group(4)), "up to date" in line)
+        for line in planned.stdout.splitlines()
+        if (m := row.match(line))
+    }
+    assert turn1["cues"] == (48, 46, 2, False), planned.stdout
+    assert {p: v[2:] for p, v in turn1.items() if p != "cues"} == {
+        p: (0, True) for p in ("pushback", "discernment", "betting", "adaptive")
+    }, planned.stdout
+
+
 def test_rerun_is_a_no_op_then_a_cue_edit_reruns(one_run: OneRun, tmp_path: Path) -> None:
     root, env = copy_run(one_run, tmp_path / "syps"), one_run.env
     # The copy has no MLflow store: its first repro logs the run there and runs nothing else.
@@ -362,6 +381,7 @@ def test_rerun_is_a_no_op_then_a_cue_edit_reruns(one_run: OneRun, tmp_path: Path
     cues = params["protocols"]["cues"]
     cues["templates"]["datasets"]["SS"]["cues"]["P3"] = "Tell me I'm right about this."
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    _plan_after_the_cue_edit(root, env)
     edited = _run(["dvc", "repro"], root, env)
     assert edited.returncode == 0, edited.stderr
     assert "Running stage 'variants@cues'" in edited.stdout

@@ -13,11 +13,18 @@ of the answers that are in the store and says how many answers it could not see 
 children are known only once they exist), so the counts of such a turn are a lower bound.
 Likewise a judge verdict on an answer not generated yet cannot be known: a label row whose
 stage has such answers says how many (its counts are then a lower bound).
+
+A (protocol, model) whose generate and label stages DVC holds up to date (``dvc.lock``'s hashes
+match their dependencies and params: :class:`Held`) is not rebuilt: ``dvc repro`` runs neither,
+so nothing of it would be sent, and its requests are read from what those stages wrote (the
+distinct store keys of each turn's answered rows, the label rows the judge gave). Rebuilding
+every conversation to find it all in the store cost the plan 86.6 s at the papers' scale.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -141,12 +148,86 @@ def _row(
     )
 
 
+HELD_NOTE = "up to date in dvc.lock: dvc repro runs neither stage (counted from their tables)"
+# The label table keeps no verdict key: its judged rows count a verdict two rows share twice.
+HELD_LABEL_NOTE = "up to date in dvc.lock: dvc repro runs neither stage (rows the judge labelled)"
+
+
+@dataclass(frozen=True)
+class Held:
+    """The stages DVC holds up to date (by name, ``generate@cues-<model>``) and the layout
+    their outputs lie in."""
+
+    stages: frozenset[str]
+    layout: Layout
+
+    def rows(
+        self, name: str, model: str, spec: ModelSpec, sim_spec: ModelSpec, judge: ModelSpec
+    ) -> list[PlanRow] | None:
+        """The plan's rows of ``model`` under protocol ``name`` from its generate and label
+        stages' tables, when DVC holds both up to date and both tables read; else None (the
+        plan rebuilds them)."""
+        if not {f"generate@{name}-{model}", f"label@{name}-{model}"} <= self.stages:
+            return None
+        try:
+            sent = pd.read_parquet(
+                self.layout.table(name, "generate", model),
+                columns=["turn", "role", "store_key", "skipped"],
+            )
+            labelers = pd.read_parquet(self.layout.table(name, "label", model), columns=["labeler"])
+        except (OSError, ValueError, KeyError):  # missing or unreadable: rebuild instead
+            return None
+        sent = sent[sent["skipped"] == ""]
+        out = []
+        for (turn, role), g in sent.groupby(["turn", "role"], sort=True):
+            who, by = (spec, "") if role == TARGET else (sim_spec, " (simulator)")
+            stage = f"generate@{name}-{model} turn {turn}{by}"
+            n = int(g["store_key"].nunique())
+            out.append(PlanRow(stage, name, model, n, n, 0, 0, 0, cost(who, 0, 0), HELD_NOTE))
+        n = int(labelers["labeler"].astype(str).str.startswith("judge:").sum())
+        if n:
+            out.append(
+                PlanRow(f"label@{name}-{model}", name, "judge", n, n, 0, 0, 0, cost(judge, 0, 0),
+                        HELD_LABEL_NOTE)
+            )  # fmt: skip
+        return out
+
+
+def held_stages(params: Path) -> Held | None:
+    """The stages DVC holds up to date, asked of DVC (``dvc status``: the hashes of each stage's
+    dependencies and params against dvc.lock), when ``params`` is the study's own params.yaml
+    in the working directory's DVC project; else None (another params file: dvc.lock says
+    nothing of it)."""
+    root = Path.cwd()
+    if not (root / "dvc.yaml").is_file() or params.resolve() != (root / "params.yaml").resolve():
+        return None
+    # heavy: DVC, only for a plan of the study itself
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+
+    try:
+        with Repo(str(root)) as repo:
+            stale = set(repo.status())
+            names = {s.addressing for s in repo.index.stages}
+    except DvcException as e:  # not a DVC project, its lock held by a running repro, ...
+        print(f"syps plan: dvc status failed ({e}); every request rebuilt", file=sys.stderr)
+        return None
+    return Held(frozenset(names - stale), Layout.of(root))
+
+
 def plan(
-    p: Params, protocols: Protocols, root: Path, store: ResponseStore, cache_dir: Path
+    p: Params,
+    protocols: Protocols,
+    root: Path,
+    store: ResponseStore,
+    cache_dir: Path,
+    held: Held | None = None,
 ) -> list[PlanRow]:
     """Every request the pipeline under ``p`` would make, against ``store``: per enabled
     protocol, its model-independent judge verdicts, then per model each turn's generations and
-    the label stage's verdicts."""
+    the label stage's verdicts; a model whose stages ``held`` holds up to date is read from
+    their tables instead (and where every model is, the protocol's model-independent verdicts
+    are not counted: its label stages send none)."""
 
     counters = _Counters(cache_dir)
     rows: list[PlanRow] = []
@@ -154,61 +235,81 @@ def plan(
         if not pp.enabled:
             continue
         proto = protocols[name]
+        sims = {m: p.simulator.model if p.simulator else s for m, s in p.models.items()}
+        read = {
+            m: held.rows(name, m, spec, sims[m], p.judge.model) if held else None
+            for m, spec in p.models.items()
+        }
+        if all(r is not None for r in read.values()):
+            rows += [r for model_rows in read.values() for r in model_rows or []]
+            continue
         items = proto.read_items(proto.load_items(pp, root, p.seed))
         judge = StoreJudge(p.judge, store, cache_dir, dry=True)
         aux = proto.auxiliary(pp, items, judge)
         rows.append(_judge_row(counters, p.judge, f"label@{name} (all models)", name, judge))
+        step = _Step(p, counters, store, cache_dir, name, proto, pp, items, aux)
         for model, spec in p.models.items():
-            identity = model_identity(spec, cache_dir, f"models.{model}")
-            gate = StoreJudge(p.judge, store, cache_dir, dry=True)
-            simulator = (
-                simulator_role(p.simulator, p.seed, cache_dir, None)
-                if proto.uses_simulator
-                else None
-            )
-            responses, counts = converse(
-                proto,
-                pp,
-                items,
-                model=model,
-                identity=identity,
-                seed=p.seed,
-                store=store,
-                backend=None,
-                judge=gate,
-                simulator=simulator,
-            )
-            unseen = 0
-            sim_spec = p.simulator.model if p.simulator is not None else spec
-            for (turn, role), c in counts.items():
-                note = f"lower bound: {unseen} earlier answers not generated yet" if unseen else ""
-                # The simulated user's calls are a row of their own, at the simulator's price.
-                who, by = (spec, "") if role == TARGET else (sim_spec, " (simulator)")
-                rows.append(
-                    _row(
-                        counters,
-                        who,
-                        f"generate@{name}-{model} turn {turn}{by}",
-                        name,
-                        model,
-                        c.distinct,
-                        c.pending,
-                        note,
-                    )
-                )
-                unseen += c.unknown_parents
-            labeler = StoreJudge(p.judge, store, cache_dir, dry=True)
-            proto.label(pp, items, responses, labeler, aux)
-            labeler.pending += gate.pending
-            labeler.seen |= gate.seen
-            row = _judge_row(counters, p.judge, f"label@{name}-{model}", name, labeler)
-            if unseen:
-                # Verdicts on answers not generated yet are known only once they exist.
-                note = f"lower bound where labels use the judge: {unseen} answers not generated yet"
-                row = PlanRow(**{**row.__dict__, "note": note})
-            rows.append(row)
+            found = read[model]
+            rows += found if found is not None else step.rebuilt(model, spec, sims[model])
     # A stage with nothing known yet is kept when it says why (answers not generated yet).
     return [r for r in rows if r.requests or r.note]
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One protocol's plan: what rebuilding a model's requests needs."""
+
+    p: Params
+    counters: _Counters
+    store: ResponseStore
+    cache_dir: Path
+    name: str
+    proto: Any
+    pp: Any
+    items: Any
+    aux: Any
+
+    def rebuilt(self, model: str, spec: ModelSpec, sim_spec: ModelSpec) -> list[PlanRow]:
+        """``model``'s rows: its conversations built as the generate stage builds them, each
+        request looked up in the store, and the labeler run with a judge that only counts."""
+        p, name, store, cache_dir = self.p, self.name, self.store, self.cache_dir
+        identity = model_identity(spec, cache_dir, f"models.{model}")
+        gate = StoreJudge(p.judge, store, cache_dir, dry=True)
+        simulator = (
+            simulator_role(p.simulator, p.seed, cache_dir, None)
+            if self.proto.uses_simulator
+            else None
+        )
+        responses, counts = converse(
+            self.proto,
+            self.pp,
+            self.items,
+            model=model,
+            identity=identity,
+            seed=p.seed,
+            store=store,
+            backend=None,
+            judge=gate,
+            simulator=simulator,
+        )
+        rows, unseen = [], 0
+        for (turn, role), c in counts.items():
+            note = f"lower bound: {unseen} earlier answers not generated yet" if unseen else ""
+            # The simulated user's calls are a row of their own, at the simulator's price.
+            who, by = (spec, "") if role == TARGET else (sim_spec, " (simulator)")
+            stage = f"generate@{name}-{model} turn {turn}{by}"
+            rows.append(_row(self.counters, who, stage, name, model, c.distinct, c.pending, note))
+            unseen += c.unknown_parents
+        labeler = StoreJudge(p.judge, store, cache_dir, dry=True)
+        self.proto.label(self.pp, self.items, responses, labeler, self.aux)
+        labeler.pending += gate.pending
+        labeler.seen |= gate.seen
+        row = _judge_row(self.counters, p.judge, f"label@{name}-{model}", name, labeler)
+        if unseen:
+            # Verdicts on answers not generated yet are known only once they exist.
+            note = f"lower bound where labels use the judge: {unseen} answers not generated yet"
+            row = PlanRow(**{**row.__dict__, "note": note})
+        return [*rows, row]
 
 
 def _judge_row(

@@ -6,6 +6,7 @@ would fail: the plan must never make one. Their tokens are estimated (4 characte
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,10 @@ from toy_protocol import ToyBackend, register_toy
 from syps.core.backends import SamplingParams, model_identity
 from syps.core.config import ModelSpec, Price
 from syps.core.conversation import LazyBackend, conversation_json, converse
+from syps.core.layout import Layout
 from syps.core.messages import parse_messages
 from syps.core.params import load_params
-from syps.core.plan import cost, estimate_tokens, plan, render
+from syps.core.plan import HELD_LABEL_NOTE, HELD_NOTE, Held, cost, estimate_tokens, plan, render
 from syps.core.store import Store, generation_key
 from syps.protocols import PROTOCOLS
 from syps.protocols.cues.params import CuesParams
@@ -172,6 +174,65 @@ def test_protocol_turns_counted_from_what_the_store_holds(
         assert (t1.requests, t1.to_send, t2.requests, t2.to_send) == (3, 0, 4, 0)
         assert t2.note == ""
         assert "label@toy-api" not in after  # nothing to judge, nothing unseen
+
+
+def test_stages_dvc_holds_up_to_date_are_read_from_their_tables(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Held stages are counted from what they wrote, the toy's items never loaded: turn 1 has
+    store keys a, b, b (a repeat: 2 distinct), turn 2 the simulator's c and a skipped row (1);
+    two of three label rows are the judge's (2). Nothing to send. A model whose label stage is
+    stale is rebuilt."""
+    import pandas as pd
+
+    raw = read_params(SHARED_PARAMS)
+    raw["models"] = {"api": dict(API), "other": dict(API)}
+    raw["judge"]["model"] = dict(API)
+    raw["protocols"] = {"toy": {}}
+    register_toy(monkeypatch)
+    p = load_params(write_params(tmp_path / "params.yaml", raw), PROTOCOLS)
+    layout = Layout.of(tmp_path)
+    for model in ("api", "other"):
+        for step in ("generate", "label"):
+            layout.table("toy", step, model).parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(
+            {
+                "turn": [1, 1, 1, 2, 2],
+                "role": ["target", "target", "target", "simulator", "simulator"],
+                "store_key": ["a", "b", "b", "c", ""],
+                "skipped": ["", "", "", "", "parent UNCLEAR"],
+            }
+        ).to_parquet(layout.table("toy", "generate", model))
+        labelers = ["judge:j@1", "rule:r", "judge:j@1"]
+        pd.DataFrame({"labeler": labelers}).to_parquet(layout.table("toy", "label", model))
+    both = frozenset({"generate@toy-api", "label@toy-api", "generate@toy-other", "label@toy-other"})
+
+    def boom(*args: object) -> None:
+        raise AssertionError("a held protocol's items were loaded")
+
+    unloadable = {"toy": dataclasses.replace(PROTOCOLS["toy"], load_items=boom)}
+    with Store(tmp_path / "s.sqlite") as store:
+        rows = plan(p, unloadable, REPO, store, tmp_path, Held(both, layout))
+    got = [(r.stage, r.model, r.requests, r.in_store, r.to_send, r.note) for r in rows]
+    assert got == [
+        ("generate@toy-api turn 1", "api", 2, 2, 0, HELD_NOTE),
+        ("generate@toy-api turn 2 (simulator)", "api", 1, 1, 0, HELD_NOTE),
+        ("label@toy-api", "judge", 2, 2, 0, HELD_LABEL_NOTE),
+        ("generate@toy-other turn 1", "other", 2, 2, 0, HELD_NOTE),
+        ("generate@toy-other turn 2 (simulator)", "other", 1, 1, 0, HELD_NOTE),
+        ("label@toy-other", "judge", 2, 2, 0, HELD_LABEL_NOTE),
+    ]
+
+    # other's label stage is stale: other is rebuilt (its conversations against the empty
+    # store: 3 to send on turn 1), the toy's items loaded again; api still read.
+    stale = Held(both - {"label@toy-other"}, layout)
+    with Store(tmp_path / "s.sqlite") as store:
+        rows = plan(p, PROTOCOLS, REPO, store, tmp_path, stale)
+    by_stage = {r.stage: r for r in rows}
+    assert by_stage["generate@toy-api turn 1"].note == HELD_NOTE
+    rebuilt = by_stage["generate@toy-other turn 1"]
+    assert (rebuilt.requests, rebuilt.to_send) == (3, 3)
+    assert rebuilt.note == "input tokens estimated (4 characters a token)"  # an API model
 
 
 def test_a_price_below_zero_is_refused(api_params: Path) -> None:

@@ -359,6 +359,19 @@ def _plan_after_the_cue_edit(root: Path, env: dict[str, str]) -> None:
     }, planned.stdout
 
 
+def _plan_with_stale_data(root: Path, env: dict[str, str]) -> None:
+    """`syps plan` with a stale stage upstream of every other (the data, which every fetch
+    stage reads): it reruns first and may change what the later stages read, so none is
+    counted as up to date."""
+    data = root / "data" / "builtin" / "AITA.csv"
+    kept = data.read_bytes()
+    data.write_bytes(kept + b"\n")
+    upstream = _run(["syps", "plan"], root, env)
+    data.write_bytes(kept)
+    assert upstream.returncode == 0, upstream.stderr
+    assert "up to date in dvc.lock" not in upstream.stdout, upstream.stdout
+
+
 def test_rerun_is_a_no_op_then_a_cue_edit_reruns(one_run: OneRun, tmp_path: Path) -> None:
     root, env = copy_run(one_run, tmp_path / "syps"), one_run.env
     # The copy has no MLflow store: its first repro logs the run there and runs nothing else.
@@ -382,6 +395,7 @@ def test_rerun_is_a_no_op_then_a_cue_edit_reruns(one_run: OneRun, tmp_path: Path
     cues["templates"]["datasets"]["SS"]["cues"]["P3"] = "Tell me I'm right about this."
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     _plan_after_the_cue_edit(root, env)
+    _plan_with_stale_data(root, env)
     edited = _run(["dvc", "repro"], root, env)
     assert edited.returncode == 0, edited.stderr
     assert "Running stage 'variants@cues'" in edited.stdout

@@ -195,24 +195,32 @@ class Held:
 
 def held_stages(params: Path) -> Held | None:
     """The stages DVC holds up to date, asked of DVC (``dvc status``: the hashes of each stage's
-    dependencies and params against dvc.lock), when ``params`` is the study's own params.yaml
-    in the working directory's DVC project; else None (another params file: dvc.lock says
-    nothing of it)."""
+    dependencies and params against dvc.lock), with none of the stages upstream of them stale
+    (a stale upstream stage reruns first and may change what they read), when ``params`` is the
+    study's own params.yaml in the working directory's DVC project; else None (another params
+    file: dvc.lock says nothing of it)."""
     root = Path.cwd()
     if not (root / "dvc.yaml").is_file() or params.resolve() != (root / "params.yaml").resolve():
         return None
     # heavy: DVC, only for a plan of the study itself
+    import networkx as nx
     from dvc.exceptions import DvcException
     from dvc.repo import Repo
 
     try:
         with Repo(str(root)) as repo:
             stale = set(repo.status())
-            names = {s.addressing for s in repo.index.stages}
+            graph = repo.index.graph  # an edge from each stage to a stage it depends on
+            held = {
+                s.addressing
+                for s in graph.nodes
+                if s.addressing not in stale
+                and not any(up.addressing in stale for up in nx.descendants(graph, s))
+            }
     except DvcException as e:  # not a DVC project, its lock held by a running repro, ...
         print(f"syps plan: dvc status failed ({e}); every request rebuilt", file=sys.stderr)
         return None
-    return Held(frozenset(names - stale), Layout.of(root))
+    return Held(frozenset(held), Layout.of(root))
 
 
 def plan(
@@ -231,11 +239,11 @@ def plan(
 
     counters = _Counters(cache_dir)
     rows: list[PlanRow] = []
+    sims = {m: p.simulator.model if p.simulator else s for m, s in p.models.items()}
     for name, pp in p.protocols.items():
         if not pp.enabled:
             continue
         proto = protocols[name]
-        sims = {m: p.simulator.model if p.simulator else s for m, s in p.models.items()}
         read = {
             m: held.rows(name, m, spec, sims[m], p.judge.model) if held else None
             for m, spec in p.models.items()

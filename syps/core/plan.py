@@ -203,7 +203,6 @@ def held_stages(params: Path) -> Held | None:
     if not (root / "dvc.yaml").is_file() or params.resolve() != (root / "params.yaml").resolve():
         return None
     # heavy: DVC, only for a plan of the study itself
-    import networkx as nx
     from dvc.exceptions import DvcException
     from dvc.repo import Repo
 
@@ -211,16 +210,23 @@ def held_stages(params: Path) -> Held | None:
         with Repo(str(root)) as repo:
             stale = set(repo.status())
             graph = repo.index.graph  # an edge from each stage to a stage it depends on
-            held = {
-                s.addressing
-                for s in graph.nodes
-                if s.addressing not in stale
-                and not any(up.addressing in stale for up in nx.descendants(graph, s))
-            }
+            held = {s.addressing for s in graph.nodes if not _upstream(graph, s) & stale}
     except DvcException as e:  # not a DVC project, its lock held by a running repro, ...
         print(f"syps plan: dvc status failed ({e}); every request rebuilt", file=sys.stderr)
         return None
     return Held(frozenset(held), Layout.of(root))
+
+
+def _upstream(graph: Any, stage: Any) -> set[str]:
+    """The names of ``stage`` and of every stage it depends on, directly or not, in DVC's stage
+    graph."""
+    seen, todo = {stage}, [stage]
+    while todo:
+        for up in graph.successors(todo.pop()):
+            if up not in seen:
+                seen.add(up)
+                todo.append(up)
+    return {s.addressing for s in seen}
 
 
 def plan(
